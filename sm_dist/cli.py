@@ -1,0 +1,95 @@
+"""`sm-dist` command line: a lazy dispatcher.
+
+Each command lives in its own module and is imported only when it runs, so
+`sm-dist estimate-cost` never pays for boto3, sagemaker or torch. A command module defines
+`register(command, parser)`, which adds arguments and sets `parser.set_defaults(_run=func)`;
+`func(args)` returns the exit code. Errors derived from SmDistError become one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+
+from sm_dist._version import __version__
+from sm_dist.errors import SmDistError
+
+#: command name -> (module that implements it, one-line help). Order is the order of --help.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "estimate-cost": ("sm_dist.estimator.cli", "memory, time and dollars per strategy and instance; recommend the cheapest plan"),
+    "measure-memory": ("sm_dist.runtime.measure_cli", "measure real per-rank memory on CPU and compare with the estimate"),
+    "fit": ("sm_dist.launch.cli", "plan and launch a training job on SageMaker (or --local on this machine)"),
+    "status": ("sm_dist.launch.cli", "status of a training job"),
+    "logs": ("sm_dist.launch.cli", "logs of a training job, all hosts"),
+    "stop": ("sm_dist.launch.cli", "stop a training job"),
+    "cost": ("sm_dist.launch.cli", "what a finished job cost, next to its estimate"),
+    "checkpoints": ("sm_dist.launch.cli", "committed checkpoints of a job, newest first"),
+    "infra": ("sm_dist.provision.cli", "CloudFormation for the execution role and checkpoint bucket"),
+}
+
+_log = logging.getLogger(__name__)
+
+
+def _top_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sm-dist",
+        description="Plan, launch and run multi-instance PyTorch training on Amazon SageMaker.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="commands:\n" + "\n".join(f"  {name:<16}{text}" for name, (_, text) in COMMANDS.items()),
+    )
+    parser.add_argument("--version", action="version", version=f"sm-dist {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("command", nargs="?", choices=list(COMMANDS), metavar="COMMAND")
+    return parser
+
+
+def build_parser(command: str) -> argparse.ArgumentParser:
+    """The parser of one command, importing only that command's module."""
+    module_name, text = COMMANDS[command]
+    parser = argparse.ArgumentParser(prog=f"sm-dist {command}", description=text)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    importlib.import_module(module_name).register(command, parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    top = _top_parser()
+    if not argv or argv[0].startswith("-"):
+        top.parse_args(argv)  # handles --help / --version and exits
+        top.print_help()
+        return 2
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        top.parse_args([command])  # argparse prints "invalid choice" (with the list) and exits 2
+        return 2
+    parser = build_parser(command)
+    args = parser.parse_args(rest)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(levelname)s %(name)s: %(message)s" if args.verbose else "%(message)s",
+    )
+    try:
+        return int(args._run(args) or 0)
+    except SmDistError as exc:
+        print(f"sm-dist {command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"sm-dist {command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug: say so in one line; the traceback only when asked for
+        if args.verbose or os.environ.get("SM_DIST_DEBUG"):
+            raise
+        print(
+            f"sm-dist {command}: internal error: {type(exc).__name__}: {exc} "
+            "(this is a bug; rerun with -v for the traceback)",
+            file=sys.stderr,
+        )
+        return 70
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Closed vocabularies shared by the estimator, the launcher and the runtime.
+
+Strings are converted to these enums once, at the boundary (CLI, config file, public function).
+This module is standard library only: the estimator keys its formulas by the same names the
+runtime uses for its strategy plug-ins, without importing torch.
+"""
+
+from __future__ import annotations
+
+import difflib
+from enum import Enum
+from typing import TypeVar
+
+from sm_dist.errors import ConfigError
+
+
+class _StrEnum(str, Enum):
+    """`enum.StrEnum` for Python 3.10 too."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class Strategy(_StrEnum):
+    """How the model and optimizer are spread over GPUs."""
+
+    DP = "dp"  #: torch.nn.DataParallel, one process, one instance only
+    DDP = "ddp"  #: DistributedDataParallel, full replica per GPU
+    ZERO1 = "zero1"  #: DDP + ZeroRedundancyOptimizer (optimizer states sharded)
+    ZERO2 = "zero2"  #: FSDP2 without resharding after forward (optimizer + grads sharded)
+    FSDP = "fsdp"  #: FSDP2 full shard (ZeRO-3: params, grads, optimizer sharded)
+    HSDP = "hsdp"  #: full shard inside an instance, replicated across instances
+
+
+class Precision(_StrEnum):
+    """Numeric precision of parameters, gradients and optimizer states."""
+
+    FP32 = "fp32"  #: everything fp32
+    AMP = "amp"  #: torch.autocast; fp32 params, grads and Adam states
+    MIXED = "mixed"  #: half-precision params/grads + fp32 master copy and Adam (ZeRO paper's K=12)
+    BF16 = "bf16"  #: everything bf16 (params, grads, optimizer states)
+
+
+E = TypeVar("E", bound=_StrEnum)
+
+
+def parse_enum(kind: type[E], value: object, field: str) -> E:
+    """Convert a user-given string to `kind`, or raise a ConfigError with a suggestion."""
+    if isinstance(value, kind):
+        return value
+    text = str(value).strip().lower()
+    for member in kind:
+        if member.value == text:
+            return member
+    choices = [m.value for m in kind]
+    close = difflib.get_close_matches(text, choices, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise ConfigError(field, value, f"{hint}expected one of {', '.join(choices)}")
+
+
+def did_you_mean(value: str, choices: list[str] | tuple[str, ...]) -> str:
+    """Return ' (did you mean X?)' for the closest choice, or ''."""
+    close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.5)
+    return f" (did you mean {close[0]!r}?)" if close else ""
