@@ -60,3 +60,9 @@ def moto_endpoint() -> Iterator[str]:
         yield f"http://{host}:{port}"
     finally:
         server.stop()
+
+
+@pytest.fixture
+def port_factory() -> Iterator[object]:
+    """Yields `free_port`, a function returning a free 127.0.0.1 TCP port per call."""
+    yield free_port
