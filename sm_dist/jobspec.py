@@ -1,0 +1,205 @@
+"""The job spec: the launch configuration that travels inside the code bundle.
+
+`sm_dist.launch` writes it as `sm_dist_job.json` at the root of the code channel; inside the
+job the launcher exports `SM_DIST_JOB_SPEC=<path>`, and `runtime.init()` and the checkpointer
+read it for their defaults (explicit arguments win). Strategy, precision, checkpoint mode and
+seed therefore never have to be squeezed into hyperparameters.
+
+Standard library only: the launcher (PID 1 in the container), the runtime and the launch side
+all read this one definition.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from sm_dist.errors import ConfigError
+from sm_dist.vocab import Precision, Strategy, parse_enum
+
+#: Name of the job spec file at the root of the code bundle.
+JOB_SPEC_FILENAME = "sm_dist_job.json"
+#: Environment variable the launcher sets to the absolute path of the job spec file.
+JOB_SPEC_ENV = "SM_DIST_JOB_SPEC"
+#: Environment variable the launcher sets to a file path. When the run stops on SIGTERM and the
+#: runtime has committed its last checkpoint, rank 0 writes that file (content: the step number);
+#: the launcher then exits with EXIT_INTERRUPTED instead of a failure code. A marker file is
+#: needed because torchrun turns any worker exit into its own exit code 1.
+INTERRUPT_MARKER_ENV = "SM_DIST_INTERRUPT_MARKER"
+#: Exit code of the launcher (and of a worker) when the run stopped on SIGTERM/SIGINT after
+#: committing a checkpoint: resumable, not a failure. 128 + SIGTERM(15), the shell convention
+#: for "terminated by SIGTERM"; a process *killed* by the signal reports -15 to Popen instead.
+EXIT_INTERRUPTED = 143
+
+#: Checkpoint modes: "auto" lets the runtime choose (s3 if a URI is known, else local).
+CHECKPOINT_MODES = ("auto", "local", "s3", "sagemaker-sync", "off")
+
+
+def entry_is_function(entry: str) -> bool:
+    """True for a "pkg.module:function" entry, False for a script path like "train.py"."""
+    if ":" not in entry or "/" in entry or "\\" in entry or entry.endswith(".py"):
+        return False
+    module, _, func = entry.partition(":")
+    return all(part.isidentifier() for part in module.split(".")) and func.isidentifier()
+
+
+def _check_positive(name: str, value: object, allow_none: bool = False, minimum: int = 1) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(name, value, f"expected an integer >= {minimum}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointSpec:
+    """Where and how often the runtime checkpoints. None means "the checkpointer's default"."""
+
+    mode: str = "auto"
+    """One of CHECKPOINT_MODES."""
+    uri: str | None = None
+    """s3://bucket/prefix of the job's checkpoints (also what a resumed job reads)."""
+    local_path: str | None = None
+    """Local folder for checkpoints (e.g. /opt/ml/checkpoints for "sagemaker-sync")."""
+    interval_steps: int | None = None
+    """Save every N optimizer steps."""
+    keep: int | None = None
+    """Committed checkpoints kept; older ones are deleted after a newer one commits."""
+    async_save: bool = False
+    """Write in the background while training continues."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in CHECKPOINT_MODES:
+            raise ConfigError("checkpoint.mode", self.mode, f"expected one of {', '.join(CHECKPOINT_MODES)}")
+        if self.uri is not None and not (isinstance(self.uri, str) and self.uri.startswith("s3://")):
+            raise ConfigError("checkpoint.uri", self.uri, "expected s3://bucket/prefix")
+        if self.mode == "s3" and not self.uri:
+            raise ConfigError("checkpoint.uri", self.uri, 'mode "s3" needs an s3://bucket/prefix')
+        _check_positive("checkpoint.interval_steps", self.interval_steps, allow_none=True)
+        _check_positive("checkpoint.keep", self.keep, allow_none=True)
+        if not isinstance(self.async_save, bool):
+            raise ConfigError("checkpoint.async_save", self.async_save, "expected true or false")
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobSpec:
+    """The launch configuration of one training job, as read by launcher and runtime."""
+
+    entry: str
+    """Script path relative to the code dir ("train.py") or "pkg.module:function"."""
+    strategy: Strategy = Strategy.DDP
+    """Concrete strategy ("auto" is resolved before the spec is written)."""
+    precision: Precision = Precision.FP32
+    """Numeric precision."""
+    seed: int = 0
+    """Seed for model init and data order."""
+    nproc_per_node: int | None = None
+    """Worker processes per instance; None = one per GPU, or 1 on CPU."""
+    max_restarts: int = 0
+    """torchrun in-job restarts of all workers after a worker failure."""
+    checkpoint: CheckpointSpec = field(default_factory=CheckpointSpec)
+    """Checkpoint settings."""
+    job_name: str | None = None
+    """SageMaker training job name (None in a plain torchrun run)."""
+    instance_type: str | None = None
+    """e.g. ml.p4d.24xlarge."""
+    instance_count: int = 1
+    """Number of instances."""
+    hyperparameters: dict[str, str] = field(default_factory=dict)
+    """User hyperparameters (strings); also passed to the script as `--key value`."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.entry, str) or not self.entry.strip():
+            raise ConfigError("entry", self.entry, 'expected "train.py" or "pkg.module:function"')
+        object.__setattr__(self, "strategy", parse_enum(Strategy, self.strategy, "strategy"))
+        object.__setattr__(self, "precision", parse_enum(Precision, self.precision, "precision"))
+        _check_positive("seed", self.seed, minimum=0)
+        _check_positive("nproc_per_node", self.nproc_per_node, allow_none=True)
+        _check_positive("max_restarts", self.max_restarts, minimum=0)
+        _check_positive("instance_count", self.instance_count)
+        if isinstance(self.checkpoint, Mapping):
+            object.__setattr__(self, "checkpoint", _from_mapping(CheckpointSpec, self.checkpoint, "checkpoint"))
+        if not isinstance(self.checkpoint, CheckpointSpec):
+            raise ConfigError("checkpoint", self.checkpoint, "expected a CheckpointSpec or a mapping")
+        if not isinstance(self.hyperparameters, Mapping):
+            raise ConfigError("hyperparameters", self.hyperparameters, "expected a mapping of name -> value")
+        object.__setattr__(self, "hyperparameters", {str(k): _hp_text(k, v) for k, v in self.hyperparameters.items()})
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict (enums as their string values)."""
+        data = asdict(self)
+        data["strategy"] = self.strategy.value
+        data["precision"] = self.precision.value
+        return data
+
+    def to_json(self) -> str:
+        """The file content of sm_dist_job.json."""
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> JobSpec:
+        """Build from a mapping; unknown keys are rejected."""
+        return _from_mapping(cls, data, "job spec")
+
+    @classmethod
+    def from_json(cls, text: str) -> JobSpec:
+        """Parse the content of sm_dist_job.json."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError("job spec", text[:80], f"not valid JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise ConfigError("job spec", data, "expected a JSON object")
+        return cls.from_dict(data)
+
+    def write(self, folder: str | os.PathLike[str]) -> Path:
+        """Write sm_dist_job.json into `folder`; returns its path."""
+        path = Path(folder) / JOB_SPEC_FILENAME
+        path.write_text(self.to_json(), encoding="utf-8")
+        return path
+
+
+def _hp_text(name: object, value: object) -> str:
+    """Hyperparameter values travel as strings (as in SageMaker's hyperparameters.json)."""
+    if isinstance(value, str):
+        return value
+    if value is None or isinstance(value, (bool, int, float, list, dict)):
+        return json.dumps(value)
+    raise ConfigError(f"hyperparameters.{name}", value, "expected a string, number, bool, list or dict")
+
+
+def _from_mapping(cls: type, data: Mapping[str, Any], what: str) -> Any:
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(what, unknown[0], f"unknown key; expected some of {', '.join(sorted(known))}")
+    return cls(**dict(data))
+
+
+def load_job_spec(environ: Mapping[str, str] | None = None) -> JobSpec | None:
+    """The job spec named by $SM_DIST_JOB_SPEC, or None when not running under sm_dist's launcher."""
+    env = os.environ if environ is None else environ
+    path = env.get(JOB_SPEC_ENV)
+    if not path:
+        return None
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(JOB_SPEC_ENV, path, f"cannot read the job spec ({exc.strerror})") from None
+    return JobSpec.from_json(text)
+
+
+__all__ = [
+    "CHECKPOINT_MODES",
+    "EXIT_INTERRUPTED",
+    "INTERRUPT_MARKER_ENV",
+    "JOB_SPEC_ENV",
+    "JOB_SPEC_FILENAME",
+    "CheckpointSpec",
+    "JobSpec",
+    "entry_is_function",
+    "load_job_spec",
+]
