@@ -1,0 +1,99 @@
+"""`resolve()`: the role ARN, bucket and checkpoint URI of a deployed sm_dist infra stack.
+
+This is what `fit(infra_stack=...)` calls. With a stack name it asks CloudFormation (through
+`session`, so profile, region and endpoint follow the standard boto3 configuration); without
+one it reads the config file `sm-dist infra deploy` wrote (no AWS call). Either way the result
+is a plain dict with the keys in `RESOLVED_KEYS` (plus `artifact_uri` when the stack has it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from sm_dist.errors import ConfigError
+from sm_dist.provision import aws, config
+
+_log = logging.getLogger(__name__)
+
+#: CloudFormation output key -> key in the dict `resolve()` returns.
+OUTPUT_KEYS: dict[str, str] = {
+    "RoleArn": "role_arn",
+    "BucketName": "bucket",
+    "CheckpointUri": "checkpoint_uri",
+    "ArtifactUri": "artifact_uri",
+}
+#: Keys every resolved result has.
+RESOLVED_KEYS = ("role_arn", "bucket", "checkpoint_uri")
+
+# Statuses in which a stack has no trustworthy outputs.
+_UNUSABLE = ("CREATE_IN_PROGRESS", "CREATE_FAILED", "ROLLBACK_", "DELETE_", "REVIEW_IN_PROGRESS")
+
+
+def describe_stack(cfn: Any, stack_name: str) -> dict[str, Any] | None:
+    """DescribeStacks for one stack; None when no such (live) stack exists in the client's region."""
+    with aws.aws_errors(f"describe stack {stack_name}"):
+        try:
+            stacks = cfn.describe_stacks(StackName=stack_name)["Stacks"]
+        except Exception as exc:
+            if aws.error_code(exc) == "ValidationError" and "does not exist" in aws.error_message(exc):
+                return None
+            raise
+    return stacks[0] if stacks else None
+
+
+def from_stack(stack: Mapping[str, Any]) -> dict[str, str]:
+    """Map a described stack's Outputs to resolve()'s keys; missing ones are a ConfigError."""
+    name = stack.get("StackName", "?")
+    status = str(stack.get("StackStatus", ""))
+    if status.startswith(_UNUSABLE):
+        raise ConfigError("infra_stack", name, f"stack is {status}; fix or redeploy it with `sm-dist infra deploy --stack-name {name}`")
+    found = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs") or []}
+    result = {ours: found[theirs] for theirs, ours in OUTPUT_KEYS.items() if theirs in found}
+    missing = [k for k in RESOLVED_KEYS if k not in result]
+    if missing:
+        raise ConfigError("infra_stack", name, f"stack lacks outputs {missing}; is it an sm_dist infra stack (sm-dist infra template)?")
+    return result
+
+
+def from_config(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The default stack's outputs from the config file that deploy wrote."""
+    data = config.read(environ)
+    name = data.get("default")
+    entry = data["stacks"].get(name) if name else None
+    if not entry:
+        raise ConfigError(
+            "infra_stack", None,
+            f"no deployed infra recorded in {config.config_path(environ)}; run "
+            "`sm-dist infra deploy --stack-name NAME` or pass infra_stack=NAME",
+        )
+    missing = [k for k in RESOLVED_KEYS if not entry.get(k)]
+    if missing:
+        raise ConfigError(str(config.config_path(environ)), name, f"entry lacks {missing}; redeploy with `sm-dist infra deploy --stack-name {name}`")
+    return {k: str(entry[k]) for k in (*RESOLVED_KEYS, "artifact_uri") if entry.get(k)}
+
+
+def resolve(stack_name: str | None = None, session: Any = None, *, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Role ARN, bucket and checkpoint URI of an sm_dist infra stack.
+
+    `stack_name` given: read that stack's outputs from CloudFormation (unknown stack ->
+    ConfigError naming the region). None: the stack `sm-dist infra deploy` recorded last in the
+    config file, without any AWS call. Returns {"role_arn", "bucket", "checkpoint_uri"} and,
+    when known, "artifact_uri" (the S3 prefix the role may use for code and outputs).
+    """
+    if stack_name is None:
+        return from_config(environ)
+    if not isinstance(stack_name, str) or not stack_name:
+        raise ConfigError("infra_stack", stack_name, "a CloudFormation stack name, e.g. 'sm-dist'")
+    cfn = aws.client(session, "cloudformation")
+    stack = describe_stack(cfn, stack_name)
+    if stack is None:
+        raise ConfigError(
+            "infra_stack", stack_name,
+            f"no such stack in region {aws.region_of(cfn)}; deploy it with `sm-dist infra deploy --stack-name {stack_name}` "
+            "or check AWS_REGION / AWS_PROFILE",
+        )
+    result = from_stack(stack)
+    _log.debug("infra stack %s resolved to %s", stack_name, result)
+    return result
