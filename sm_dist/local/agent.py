@@ -1,0 +1,100 @@
+"""A host agent: runs one emulated instance's container command as its first process.
+
+The agent plays the part of the SageMaker platform on one instance: it starts the container
+command (PID 1 in the cloud), streams its output with a host prefix, and stops it the way
+SageMaker does (FACTS §1.3): SIGTERM to the first process only, a grace period, then SIGKILL
+to everything in the "container". When the first process exits, the container is gone, so any
+process it left behind is killed too.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from sm_dist.local import procs
+
+#: Called with (host, line) for every output line of the host, without the trailing newline.
+LineSink = Callable[[str, str], None]
+_log = logging.getLogger(__name__)
+
+
+class HostAgent:
+    """One emulated instance: its first process, its log and its teardown."""
+
+    def __init__(self, host: str, argv: Sequence[str], env: dict[str, str], *, cwd: Path, log_path: Path,
+                 on_line: LineSink) -> None:
+        self.host = host
+        self.token = f"{host}-{uuid.uuid4().hex[:12]}"
+        self._argv = list(argv)
+        self._env = {**env, procs.TOKEN_VAR: self.token}
+        self._cwd = cwd
+        self._log_path = log_path
+        self._on_line = on_line
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._reader: threading.Thread | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def start(self) -> None:
+        """Start the first process; its stdout and stderr go to the log and `on_line`."""
+        self._log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._proc = subprocess.Popen(
+            self._argv, env=self._env, cwd=self._cwd, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        self._reader = threading.Thread(target=self._pump, name=f"log-{self.host}", daemon=True)
+        self._reader.start()
+        _log.debug("%s: started pid %d: %s", self.host, self._proc.pid, " ".join(self._argv))
+
+    def _pump(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None  # set by start()
+        with open(self._log_path, "ab") as log:
+            for raw in iter(self._proc.stdout.readline, b""):
+                log.write(raw)
+                log.flush()
+                self._on_line(self.host, raw.decode("utf-8", errors="replace").rstrip("\r\n"))
+
+    def poll(self) -> int | None:
+        """Exit code of the first process, or None while it runs."""
+        return None if self._proc is None else self._proc.poll()
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Wait for the first process; on exit tear the container down. None on timeout."""
+        assert self._proc is not None, "start() first"
+        try:
+            code = self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        self.teardown()
+        return code
+
+    def stop(self, grace: float) -> int:
+        """SageMaker's stop: SIGTERM to the first process, `grace` seconds, then SIGKILL all."""
+        assert self._proc is not None, "start() first"
+        if self._proc.poll() is None:
+            os.kill(self._proc.pid, signal.SIGTERM)
+        code = self.wait(grace)
+        if code is None:
+            _log.warning("%s: still running %.0f s after SIGTERM; SIGKILL", self.host, grace)
+            self.teardown()
+            code = self._proc.wait()
+        return code
+
+    def teardown(self) -> None:
+        """Kill whatever is left of the container (every process carrying its token)."""
+        for _ in range(3):  # processes may fork while we kill; a few passes settle it
+            if procs.signal_tagged(self.token, signal.SIGKILL) == 0:
+                break
+            time.sleep(0.05)
+        if self._reader is not None:
+            self._reader.join(timeout=5)

@@ -1,0 +1,148 @@
+"""Checkpoint sync as SageMaker documents it (FACTS §1.4), between host folders and a store.
+
+- At job start, everything under the URI is copied into *every* host's checkpoint folder.
+- During the run, new or changed files are uploaded; a file counts as written once its size and
+  mtime have not changed over one poll interval (SageMaker's agent also works per file,
+  asynchronously). Marker and temp names (*.sagemaker-ignore, *.sagemaker-uploading,
+  *.sagemaker-uploaded) are never uploaded.
+- A file deleted locally (after it was restored or uploaded from that host) is deleted at the URI.
+- When the job's processes have stopped, a last pass uploads whatever is left.
+
+Upload order is oldest-first and a pass stops at the first error, so a commit marker written
+last is never uploaded before the files it commits (a property of this emulation; SageMaker
+does not document an order). Errors are logged and retried on the next pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sm_dist.errors import CheckpointError
+from sm_dist.local.stores import Store
+
+#: Name suffixes SageMaker's uploader skips or writes itself (FACTS §1.4, xgboost container).
+IGNORED_SUFFIXES = (".sagemaker-ignore", ".sagemaker-uploading", ".sagemaker-uploaded")
+#: Seconds between two scans of the checkpoint folders (SageMaker's own interval is undocumented).
+DEFAULT_INTERVAL = 0.5
+#: How long the start-of-job restore keeps retrying a failing store before the job fails.
+RESTORE_TIMEOUT = 120.0
+_log = logging.getLogger(__name__)
+Signature = tuple[int, int]  # (size, mtime_ns)
+
+
+def ignored(rel: str) -> bool:
+    """True for paths the uploader must skip (any component with a SageMaker temp suffix)."""
+    return any(part.endswith(IGNORED_SUFFIXES) for part in rel.split("/"))
+
+
+def scan(folder: Path) -> dict[str, Signature]:
+    """Files under `folder` (relative POSIX paths) -> (size, mtime_ns), skipping ignored names."""
+    found: dict[str, Signature] = {}
+    for path in folder.rglob("*"):
+        rel = path.relative_to(folder).as_posix()
+        try:
+            if path.is_file() and not ignored(rel):
+                st = path.stat()
+                found[rel] = (st.st_size, st.st_mtime_ns)
+        except OSError:  # vanished between listing and stat
+            continue
+    return found
+
+
+@dataclass
+class _HostState:
+    folder: Path
+    synced: dict[str, Signature] = field(default_factory=dict)  # what the store has from this host
+    seen: dict[str, Signature] = field(default_factory=dict)  # last scan
+
+
+class CheckpointSync:
+    """Mirrors every host's checkpoint folder into one store, in a background thread."""
+
+    def __init__(self, store: Store, folders: dict[str, Path], interval: float = DEFAULT_INTERVAL) -> None:
+        self.store = store
+        self.interval = interval
+        self._hosts = {host: _HostState(folder) for host, folder in folders.items()}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.uploads = 0
+        self.deletes = 0
+        self.errors = 0
+
+    def restore(self, timeout: float = RESTORE_TIMEOUT) -> int:
+        """Copy everything at the URI into every host folder; return the number of files."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self._restore_once()
+            except Exception as exc:  # any store error: SageMaker retries downloads too
+                self.errors += 1
+                if time.monotonic() > deadline:
+                    raise CheckpointError(f"cannot restore checkpoints from {self.store.uri}: {exc}") from exc
+                _log.warning("checkpoint restore from %s failed (%s); retrying", self.store.uri, exc)
+                time.sleep(self.interval)
+
+    def _restore_once(self) -> int:
+        keys = sorted(self.store.list())
+        for state in self._hosts.values():
+            for key in keys:
+                dest = state.folder / key
+                if not dest.exists():
+                    self.store.get(key, dest)
+            state.synced = {k: v for k, v in scan(state.folder).items() if k in keys}
+            state.seen = dict(state.synced)
+        return len(keys)
+
+    def start(self) -> None:
+        """Start uploading in the background."""
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="checkpoint-sync", daemon=True)
+        self._thread.start()
+
+    def stop(self, flush: bool = True) -> None:
+        """Stop the background thread; with `flush`, upload what is left (processes are gone)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if flush:
+            self.flush()
+
+    def flush(self, timeout: float = RESTORE_TIMEOUT) -> None:
+        """Upload every pending change now, retrying failed passes until `timeout`."""
+        deadline = time.monotonic() + timeout
+        for state in self._hosts.values():
+            while not self._pass(state, stable_only=False) and time.monotonic() < deadline:
+                time.sleep(self.interval)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            for state in self._hosts.values():
+                self._pass(state, stable_only=True)
+
+    def _pass(self, state: _HostState, stable_only: bool) -> bool:
+        """One scan-and-upload pass over a host folder; False if the store failed."""
+        current = scan(state.folder) if state.folder.is_dir() else {}
+        try:
+            changed = [k for k, sig in current.items() if state.synced.get(k) != sig]
+            for key in sorted(changed, key=lambda k: current[k][1]):
+                if stable_only and state.seen.get(key) != current[key]:
+                    continue  # still being written (or just appeared): wait one more pass
+                self.store.put(state.folder / key, key)
+                state.synced[key] = current[key]
+                self.uploads += 1
+            for key in [k for k in state.synced if k not in current]:
+                self.store.delete(key)
+                del state.synced[key]
+                self.deletes += 1
+        except Exception as exc:  # S3 errors of any kind: retry on the next pass
+            self.errors += 1
+            _log.warning("checkpoint upload to %s failed (%s); retrying", self.store.uri, exc)
+            state.seen = current
+            return False
+        state.seen = current
+        return True

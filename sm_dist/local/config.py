@@ -1,0 +1,71 @@
+"""What local mode needs to know about a job: a frozen value built from a launch plan.
+
+Local mode never reaches into the launch side's objects while it runs; `LocalJobConfig` is the
+small, explicit subset it uses, so the host agents, the checkpoint sync and the chaos driver can
+be tested with a hand-written config and a fake container command.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sm_dist.errors import ConfigError
+
+#: Where SageMaker mounts everything inside a training container (FACTS §1.1).
+OPT_ML = "/opt/ml"
+#: CheckpointConfig.LocalPath default (FACTS §1.4).
+DEFAULT_CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"
+#: SageMaker's grace between SIGTERM and SIGKILL on StopTrainingJob (FACTS §1.3, `docker stop -t 120`).
+SAGEMAKER_GRACE_SECONDS = 120.0
+#: Channel names SageMaker accepts: [A-Za-z0-9\.\-_]+ (API `Channel.ChannelName`).
+_CHANNEL_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalJobConfig:
+    """One SageMaker training job, as local mode runs it."""
+
+    job_name: str
+    """TrainingJobName; also names the job root folder and the checkpoint prefix."""
+    container_command: tuple[str, ...]
+    """The argv the cloud job runs as PID 1 (`Plan.container_command`); paths under /opt/ml."""
+    environment: Mapping[str, str] = field(default_factory=dict)
+    """`Plan.environment`: extra variables of the container (paths under /opt/ml remapped)."""
+    code_dir: Path | None = None
+    """A folder holding the unpacked code bundle; becomes input/data/code on every host."""
+    channels: Mapping[str, Path] = field(default_factory=dict)
+    """Extra input channels: name -> local folder copied to input/data/<name> on every host."""
+    hyperparameters: Mapping[str, str] = field(default_factory=dict)
+    """HyperParameters as SageMaker stores them: every value a string."""
+    instance_type: str = "ml.m5.xlarge"
+    """The instance type the cloud job would use (cost comparison, resourceconfig.json)."""
+    instance_count: int = 1
+    """Number of emulated hosts (algo-1 ... algo-N)."""
+    checkpoint_uri: str | None = None
+    """CheckpointConfig.S3Uri: s3://bucket/prefix (local endpoint), a local folder, or None (no sync)."""
+    checkpoint_local_path: str = DEFAULT_CHECKPOINT_LOCAL_PATH
+    """CheckpointConfig.LocalPath inside the container."""
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9](-*[A-Za-z0-9]){0,62}", self.job_name):
+            raise ConfigError("job_name", self.job_name, "use 1-63 letters, digits and hyphens (SageMaker's rule)")
+        if not self.container_command:
+            raise ConfigError("container_command", self.container_command, "give the argv the job runs as PID 1")
+        if not isinstance(self.instance_count, int) or self.instance_count < 1:
+            raise ConfigError("instance_count", self.instance_count, "use a whole number >= 1")
+        for name in self.channels:
+            if not _CHANNEL_RE.match(name) or name == "code":
+                raise ConfigError(f"channels[{name!r}]", name, "use letters, digits, '.', '-', '_' and not 'code'")
+        for key, value in self.hyperparameters.items():
+            if not isinstance(value, str):
+                raise ConfigError(f"hyperparameters[{key!r}]", value, "SageMaker stores every value as a string")
+        if not self.checkpoint_local_path.startswith(OPT_ML + "/"):
+            raise ConfigError("checkpoint_local_path", self.checkpoint_local_path, f"use a path under {OPT_ML}/")
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """The host names SageMaker gives the instances: algo-1 ... algo-N."""
+        return tuple(f"algo-{i}" for i in range(1, self.instance_count + 1))

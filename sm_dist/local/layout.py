@@ -1,0 +1,111 @@
+"""The job root of one emulated host, laid out like a SageMaker container's /opt/ml.
+
+Every host gets its own folder (`<job root>/hosts/algo-N`) with what the platform itself puts
+there (FACTS §1.1): input/config/{resourceconfig,hyperparameters,inputdataconfig,
+checkpointconfig}.json, input/data/<channel> (including the code bundle), and empty model/,
+output/ and checkpoints/ folders. A restarted job (managed spot) gets a fresh folder, as a new
+instance would.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from sm_dist.local.config import OPT_ML, LocalJobConfig
+
+#: SageMaker's name for the only instance group of a homogeneous cluster (resourceconfig.json).
+HOMOGENEOUS_GROUP = "homogeneousCluster"
+#: The interface SageMaker reports on a single-ENI training instance (FACTS §1.1).
+NETWORK_INTERFACE = "eth0"
+#: What SageMaker writes per channel in File mode (inputdataconfig.json, FACTS §1.1).
+_CHANNEL_CONFIG = {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}
+
+
+@dataclass(frozen=True)
+class HostRoot:
+    """Paths of one emulated host; `root` plays the part of /opt/ml."""
+
+    host: str
+    root: Path
+
+    def container_path(self, path: str) -> Path:
+        """Map a path under /opt/ml (as the cloud job sees it) to this host's folder."""
+        return Path(remap(path, self.root))
+
+    @property
+    def config_dir(self) -> Path:
+        return self.root / "input" / "config"
+
+    @property
+    def model_dir(self) -> Path:
+        return self.root / "model"
+
+    @property
+    def failure_file(self) -> Path:
+        return self.root / "output" / "failure"
+
+    def channel_dir(self, name: str) -> Path:
+        return self.root / "input" / "data" / name
+
+
+def remap(text: str, root: Path) -> str:
+    """Replace a leading /opt/ml (or one after '=' or ':', as in PYTHONPATH) with `root`."""
+    if text == OPT_ML or text.startswith(OPT_ML + "/"):
+        return str(root) + text[len(OPT_ML):]
+    for sep in ("=", ":"):
+        if sep in text and OPT_ML in text:
+            return sep.join(remap(part, root) for part in text.split(sep))
+    return text
+
+
+def resource_config(config: LocalJobConfig, host: str) -> dict[str, object]:
+    """resourceconfig.json of `host`, with the fields the newer platform writes."""
+    hosts = list(config.hosts)
+    return {
+        "current_host": host,
+        "current_instance_type": config.instance_type,
+        "current_group_name": HOMOGENEOUS_GROUP,
+        "hosts": hosts,
+        "instance_groups": [
+            {"instance_group_name": HOMOGENEOUS_GROUP, "instance_type": config.instance_type, "hosts": hosts}
+        ],
+        "network_interface_name": NETWORK_INTERFACE,
+    }
+
+
+def channel_names(config: LocalJobConfig) -> list[str]:
+    """Input channels of the job, the code channel first."""
+    return (["code"] if config.code_dir is not None else []) + sorted(config.channels)
+
+
+def create_host_root(config: LocalJobConfig, host: str, root: Path, checkpoint_uri: str | None) -> HostRoot:
+    """Create (from scratch) the /opt/ml folder of `host` at `root`."""
+    if root.exists():
+        shutil.rmtree(root)
+    layout = HostRoot(host, root)
+    layout.config_dir.mkdir(parents=True)
+    for sub in ("model", "output/data", "output/tensorboard", "code"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    layout.container_path(config.checkpoint_local_path).mkdir(parents=True, exist_ok=True)
+    sources = dict(config.channels)
+    if config.code_dir is not None:
+        sources["code"] = config.code_dir
+    for name, source in sources.items():
+        # Each instance downloads its own copy of every channel (File mode), so copy, not link.
+        shutil.copytree(source, layout.channel_dir(name), symlinks=False)
+    _write_json(layout.config_dir / "resourceconfig.json", resource_config(config, host))
+    _write_json(layout.config_dir / "hyperparameters.json", dict(config.hyperparameters))
+    _write_json(layout.config_dir / "inputdataconfig.json", {n: dict(_CHANNEL_CONFIG) for n in channel_names(config)})
+    if checkpoint_uri is not None:
+        _write_json(
+            layout.config_dir / "checkpointconfig.json",
+            {"LocalPath": config.checkpoint_local_path, "S3Uri": checkpoint_uri},
+        )
+    return layout
+
+
+def _write_json(path: Path, value: object) -> None:
+    path.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -1,0 +1,206 @@
+"""Run one local job: attempts of N host agents, checkpoint sync and chaos around them.
+
+An attempt is what one set of SageMaker instances runs: fresh /opt/ml folders, checkpoints
+restored from the URI, every host's container command started, then supervised until all first
+processes exit. As on SageMaker, one host failing fails the job (the other hosts are stopped).
+A spot interruption (chaos sigterm) stops every host with SIGTERM + grace and starts a new
+attempt, like a managed-spot restart; nothing else restarts the whole job.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sm_dist.local.agent import HostAgent, LineSink
+from sm_dist.local.chaos import Fault
+from sm_dist.local.chaos_driver import ChaosDriver
+from sm_dist.local.ckpt_sync import CheckpointSync
+from sm_dist.local.config import LocalJobConfig
+from sm_dist.local.hostenv import host_environment
+from sm_dist.local.layout import HostRoot, create_host_root
+from sm_dist.local.progress import Progress
+from sm_dist.local.stores import Store
+
+#: SageMaker keeps only the first 1024 characters of output/failure (FailureReason, FACTS §1.1).
+FAILURE_CHARS = 1024
+#: How often the supervisor looks at the hosts and fires due chaos.
+TICK_SECONDS = 0.2
+#: Managed spot restarts a job as long as MaxWaitTimeInSeconds allows; local mode caps the count.
+DEFAULT_MAX_JOB_RESTARTS = 3
+_log = logging.getLogger(__name__)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def print_line(host: str, line: str) -> None:
+    """Default log sink: the line with a host prefix, as CloudWatch shows one stream per host."""
+    sys.stdout.write(f"[{host}] {line}\n")
+    sys.stdout.flush()
+
+
+@dataclass
+class Outcome:
+    """How a local job ended."""
+
+    status: str = "InProgress"  # InProgress | Completed | Failed
+    job_restarts: int = 0
+    exit_codes: list[dict[str, int]] = field(default_factory=list)  # per attempt
+    failures: dict[str, str] = field(default_factory=dict)  # host -> output/failure
+    restored_files: list[int] = field(default_factory=list)  # per attempt
+    started: float = field(default_factory=time.time)
+    ended: float | None = None
+
+
+@dataclass
+class RunSettings:
+    """How local mode runs a job (not part of the job itself)."""
+
+    job_root: Path
+    store: Store | None = None
+    faults: Sequence[Fault] = ()
+    grace_seconds: float = 120.0
+    sync_interval: float = 0.5
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    on_line: LineSink = print_line
+    max_job_restarts: int = DEFAULT_MAX_JOB_RESTARTS
+    s3_fault_switch: Callable[[float], None] | None = None  # fail the endpoint for N seconds
+
+
+class LocalRunner:
+    """Runs a `LocalJobConfig` to the end, attempt after attempt."""
+
+    def __init__(self, config: LocalJobConfig, settings: RunSettings) -> None:
+        self.config = config
+        self.settings = settings
+        self.progress = Progress()
+        self.chaos = ChaosDriver(settings.faults)
+        self.progress.on_step(self.chaos.on_step)
+        self.outcome = Outcome()
+        self.agents: list[HostAgent] = []
+        self.layouts: list[HostRoot] = []
+
+    def _on_line(self, host: str, line: str) -> None:
+        self.progress.feed(line)
+        self.settings.on_line(host, line)
+
+    def run(self) -> Outcome:
+        """Run attempts until one is not interrupted; return the outcome."""
+        for attempt in range(self.settings.max_job_restarts + 1):
+            codes, interrupted = self._attempt(attempt)
+            self.outcome.exit_codes.append(codes)
+            if not interrupted:
+                break
+            if attempt == self.settings.max_job_restarts:
+                _log.error("interrupted %d times; giving up", attempt + 1)
+                break
+            self.outcome.job_restarts += 1
+            self.progress.new_attempt()
+            self.chaos.new_attempt()
+            _log.warning("restarting the job (managed-spot restart %d)", self.outcome.job_restarts)
+        self._finish()
+        return self.outcome
+
+    def _finish(self) -> None:
+        last = self.outcome.exit_codes[-1] if self.outcome.exit_codes else {}
+        ok = bool(last) and all(code == 0 for code in last.values())
+        self.outcome.status = "Completed" if ok else "Failed"
+        for layout in self.layouts:
+            if layout.failure_file.is_file():
+                text = layout.failure_file.read_text(encoding="utf-8", errors="replace")
+                self.outcome.failures[layout.host] = text[:FAILURE_CHARS]
+        if not ok and not self.outcome.failures:
+            self.outcome.failures = {h: f"exit code {c}" for h, c in last.items() if c != 0}
+        self.outcome.ended = time.time()
+
+    def _attempt(self, attempt: int) -> tuple[dict[str, int], bool]:
+        hosts_dir = self.settings.job_root / "hosts"
+        uri = self.config.checkpoint_uri
+        self.layouts = [create_host_root(self.config, h, hosts_dir / h, uri) for h in self.config.hosts]
+        sync = self._start_sync(attempt)
+        self.agents = self._make_agents(attempt)
+        for agent in self.agents:
+            agent.start()
+        try:
+            interrupted = self._supervise()
+        finally:
+            codes = self._stop_all(self.settings.grace_seconds)
+            if sync is not None:
+                sync.stop(flush=True)
+        _log.info("attempt %d ended: %s%s", attempt, codes, " (interrupted)" if interrupted else "")
+        return codes, interrupted
+
+    def _start_sync(self, attempt: int) -> CheckpointSync | None:
+        if self.settings.store is None:
+            self.outcome.restored_files.append(0)
+            return None
+        if attempt == 0 and self.settings.s3_fault_switch is not None:
+            for fault in self.settings.faults:
+                if fault.kind == "s3-faults":
+                    self.settings.s3_fault_switch(fault.seconds)
+        folders = {lay.host: lay.container_path(self.config.checkpoint_local_path) for lay in self.layouts}
+        sync = CheckpointSync(self.settings.store, folders, self.settings.sync_interval)
+        self.outcome.restored_files.append(sync.restore())
+        sync.start()
+        return sync
+
+    def _make_agents(self, attempt: int) -> list[HostAgent]:
+        extra = {
+            "SM_DIST_RDZV_HOST": "127.0.0.1",
+            "SM_DIST_RDZV_PORT": str(free_port()),
+            "PYTHONUNBUFFERED": "1",
+            **self.settings.extra_env,
+        }
+        crash = [f for f in self.settings.faults if f.kind == "crash-in-save"]
+        if crash and attempt == 0:
+            extra["SM_DIST_FAULT"] = str(crash[0])
+        master_port = free_port()
+        log_dir = self.settings.job_root / "logs"
+        agents = []
+        for layout in self.layouts:
+            env = host_environment(self.config, layout, master_port, extra)
+            argv = [sys.executable if a in ("python", "python3") else a for a in self.config.container_command]
+            argv = [str(layout.container_path(a)) if a.startswith("/opt/ml") else a for a in argv]
+            code_dir = layout.channel_dir("code")
+            cwd = code_dir if code_dir.is_dir() else layout.root
+            agents.append(HostAgent(layout.host, argv, env, cwd=cwd, log_path=log_dir / f"{layout.host}.log",
+                                    on_line=self._on_line))
+        return agents
+
+    def _supervise(self) -> bool:
+        """Wait for every host; True if chaos interrupted the job (spot)."""
+        while True:
+            if self.chaos.tick(self.agents):
+                return True
+            codes = [agent.poll() for agent in self.agents]
+            if all(code is not None for code in codes):
+                return False
+            if any(code not in (None, 0) for code in codes):
+                _log.error("a host failed (exit codes %s); stopping the others", codes)
+                return False
+            time.sleep(TICK_SECONDS)
+
+    def _stop_all(self, grace: float) -> dict[str, int]:
+        """Stop every host in parallel (SIGTERM, grace, SIGKILL); exit codes by host."""
+        codes: dict[str, int] = {}
+
+        def stop(agent: HostAgent) -> None:
+            codes[agent.host] = agent.stop(grace)
+
+        threads = [threading.Thread(target=stop, args=(a,)) for a in self.agents]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return {a.host: codes[a.host] for a in self.agents}

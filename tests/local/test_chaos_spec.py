@@ -1,0 +1,28 @@
+"""Parsing --chaos values."""
+
+from __future__ import annotations
+
+import pytest
+
+from sm_dist.errors import ConfigError
+from sm_dist.local.chaos import DEFAULT_S3_FAULT_SECONDS, Fault, parse_faults
+
+
+def test_parse_all_kinds() -> None:
+    faults = parse_faults(["kill:5", "sigterm:7", "crash-in-save:4", "s3-faults", "s3-faults:2.5"])
+    assert faults == (
+        Fault("kill", step=5), Fault("sigterm", step=7), Fault("crash-in-save", step=4),
+        Fault("s3-faults", seconds=DEFAULT_S3_FAULT_SECONDS), Fault("s3-faults", seconds=2.5),
+    )
+    assert str(faults[2]) == "crash-in-save:4"
+
+
+@pytest.mark.parametrize("bad", ["kil:5", "kill", "kill:0", "kill:x", "sigterm:-1", "s3-faults:0", ""])
+def test_bad_specs_name_the_fix(bad: str) -> None:
+    with pytest.raises(ConfigError, match="chaos"):
+        parse_faults([bad])
+
+
+def test_duplicates_rejected() -> None:
+    with pytest.raises(ConfigError, match="once"):
+        parse_faults(["kill:3", "kill:3"])

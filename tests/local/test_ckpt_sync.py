@@ -1,0 +1,83 @@
+"""Checkpoint sync semantics (SageMaker's, FACTS §1.4) against a folder store and moto's S3."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from sm_dist.local.ckpt_sync import CheckpointSync, ignored
+from sm_dist.local.stores import FolderStore, S3Store, Store
+
+
+def _wait_for(predicate, what: str, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.fixture(params=["folder", "s3"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    if request.param == "folder":
+        return FolderStore(tmp_path / "uri")
+    endpoint = request.getfixturevalue("moto_endpoint")
+    request.getfixturevalue("aws_credentials")
+    s3 = S3Store("s3://ckpt-bucket/job/checkpoints", endpoint)
+    s3.client.create_bucket(Bucket="ckpt-bucket")
+    for key in s3.list():
+        s3.delete(key)
+    return s3
+
+
+def test_restore_upload_and_delete(store: Store, tmp_path: Path) -> None:
+    seed = tmp_path / "seed.bin"
+    seed.write_bytes(b"old")
+    store.put(seed, "step-2/data.bin")
+    hosts = {"algo-1": tmp_path / "h1", "algo-2": tmp_path / "h2"}
+    for folder in hosts.values():
+        folder.mkdir()
+    sync = CheckpointSync(store, hosts, interval=0.1)
+    assert sync.restore() == 1
+    assert (hosts["algo-2"] / "step-2" / "data.bin").read_bytes() == b"old"  # every host gets the URI
+    sync.start()
+    try:
+        (hosts["algo-1"] / "step-4").mkdir()
+        (hosts["algo-1"] / "step-4" / "shard.bin.sagemaker-ignore").write_bytes(b"tmp")
+        (hosts["algo-2"] / "step-4").mkdir()
+        (hosts["algo-2"] / "step-4" / "shard-1.bin").write_bytes(b"new")
+        _wait_for(lambda: "step-4/shard-1.bin" in store.list(), "a mid-run file at the URI")
+        (hosts["algo-1"] / "step-2" / "data.bin").unlink()  # deleted on one host: deleted at the URI
+        _wait_for(lambda: "step-2/data.bin" not in store.list(), "a deletion at the URI")
+    finally:
+        sync.stop(flush=True)
+    assert sorted(store.list()) == ["step-4/shard-1.bin"]  # the temp name never left the host
+    assert sync.uploads == 1 and sync.deletes == 1
+
+
+def test_file_still_being_written_waits(tmp_path: Path) -> None:
+    store = FolderStore(tmp_path / "uri")
+    host = tmp_path / "h"
+    host.mkdir()
+    sync = CheckpointSync(store, {"algo-1": host}, interval=0.2)
+    sync.restore()
+    path = host / "growing.bin"
+    with open(path, "wb") as f:
+        f.write(b"a")
+        f.flush()
+        sync._pass(sync._hosts["algo-1"], stable_only=True)  # first sight: not yet stable
+        assert store.list() == {}
+        f.write(b"b")
+        f.flush()
+        os.utime(path, ns=(time.time_ns(), time.time_ns() + 1_000_000))
+        sync._pass(sync._hosts["algo-1"], stable_only=True)  # changed since last pass: still waits
+        assert store.list() == {}
+    sync._pass(sync._hosts["algo-1"], stable_only=True)  # unchanged over a pass: uploaded
+    assert store.list() == {"growing.bin": 2}
+
+
+def test_ignored_names() -> None:
+    assert ignored("a/b.sagemaker-ignore") and ignored("x.sagemaker-ignore/f") and ignored("f.sagemaker-uploaded")
+    assert not ignored("step-3/.metadata")

@@ -1,0 +1,74 @@
+"""Job-root layout and host environment: what SageMaker puts into a container, per host."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sm_dist.errors import ConfigError
+from sm_dist.local.config import LocalJobConfig
+from sm_dist.local.hostenv import host_environment
+from sm_dist.local.layout import create_host_root, remap
+
+
+def test_layout_has_the_sagemaker_files(fake_config: LocalJobConfig, tmp_path: Path) -> None:
+    layout = create_host_root(fake_config, "algo-2", tmp_path / "h2", "s3://b/p")
+    cfg = layout.config_dir
+    resource = json.loads((cfg / "resourceconfig.json").read_text())
+    assert resource["current_host"] == "algo-2"
+    assert resource["hosts"] == ["algo-1", "algo-2"]
+    assert resource["current_instance_type"] == "ml.g5.xlarge"
+    assert resource["instance_groups"][0]["hosts"] == ["algo-1", "algo-2"]
+    assert resource["network_interface_name"] == "eth0"
+    assert json.loads((cfg / "hyperparameters.json").read_text()) == {"steps": "8", "ckpt_every": "2"}
+    assert set(json.loads((cfg / "inputdataconfig.json").read_text())) == {"code"}
+    assert json.loads((cfg / "checkpointconfig.json").read_text()) == {
+        "LocalPath": "/opt/ml/checkpoints", "S3Uri": "s3://b/p"}
+    assert (layout.channel_dir("code") / "fake_container.py").is_file()
+    for sub in ("model", "output/data", "checkpoints"):
+        assert (layout.root / sub).is_dir()
+
+
+def test_no_checkpointconfig_without_uri(fake_config: LocalJobConfig, tmp_path: Path) -> None:
+    layout = create_host_root(fake_config, "algo-1", tmp_path / "h1", None)
+    assert not (layout.config_dir / "checkpointconfig.json").exists()
+
+
+def test_remap_paths_in_values(tmp_path: Path) -> None:
+    assert remap("/opt/ml/model", tmp_path) == f"{tmp_path}/model"
+    assert remap("/opt/ml", tmp_path) == str(tmp_path)
+    assert remap("/opt/ml/a:/usr/lib", tmp_path) == f"{tmp_path}/a:/usr/lib"
+    assert remap("--dir=/opt/ml/x", tmp_path) == f"--dir={tmp_path}/x"
+    assert remap("/opt/mlx", tmp_path) == "/opt/mlx"
+    assert remap("s3://bucket/opt", tmp_path) == "s3://bucket/opt"
+
+
+def test_host_environment(fake_config: LocalJobConfig, tmp_path: Path) -> None:
+    layout = create_host_root(fake_config, "algo-2", tmp_path / "h2", None)
+    base = {"PATH": "/bin", "SM_CURRENT_HOST": "leak", "RANK": "7", "HOME": "/h"}
+    env = host_environment(fake_config, layout, 4242, {"SM_DIST_RDZV_PORT": "1"}, base=base)
+    assert env["PATH"] == "/bin" and "RANK" not in env
+    assert env["SM_CURRENT_HOST"] == "algo-2"
+    assert json.loads(env["SM_HOSTS"]) == ["algo-1", "algo-2"]
+    assert (env["SM_HOST_COUNT"], env["SM_CURRENT_HOST_RANK"], env["SM_NUM_GPUS"]) == ("2", "1", "0")
+    assert (env["SM_MASTER_ADDR"], env["SM_MASTER_PORT"]) == ("127.0.0.1", "4242")
+    assert env["SM_MODEL_DIR"] == str(layout.root / "model")
+    assert env["SM_CHANNEL_CODE"] == str(layout.channel_dir("code"))
+    assert json.loads(env["SM_HPS"]) == {"steps": 8, "ckpt_every": 2}
+    assert env["SM_HP_CKPT_EVERY"] == "2"
+    assert env["PYTHONPATH"] == str(layout.channel_dir("code"))
+    assert env["SM_DIST_OPT_ML"] == str(layout.root)
+    assert env["TRAINING_JOB_NAME"] == "fake-job"
+    assert env["SM_DIST_RDZV_PORT"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("job_name", "bad_name"), ("instance_count", 0), ("hyperparameters", {"lr": 0.1}), ("channels", {"code": Path(".")})],
+)
+def test_config_rejects_bad_values(field: str, value: object) -> None:
+    kwargs: dict[str, object] = {"job_name": "j", "container_command": ("true",), field: value}
+    with pytest.raises(ConfigError, match=field):
+        LocalJobConfig(**kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,55 @@
+"""The runner with a fake container command: hosts, logs, model, spot restart, failure."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from sm_dist.local.chaos import parse_faults
+from sm_dist.local.config import LocalJobConfig
+from sm_dist.local.runner import LocalRunner, RunSettings
+from sm_dist.local.stores import FolderStore
+
+
+def _settings(tmp_path: Path, lines: list[tuple[str, str]], **kw: object) -> RunSettings:
+    return RunSettings(job_root=tmp_path / "job", store=FolderStore(tmp_path / "uri"), grace_seconds=10,
+                       sync_interval=0.1, on_line=lambda h, l: lines.append((h, l)), **kw)  # type: ignore[arg-type]
+
+
+def test_two_hosts_complete(fake_config: LocalJobConfig, tmp_path: Path) -> None:
+    lines: list[tuple[str, str]] = []
+    runner = LocalRunner(fake_config, _settings(tmp_path, lines))
+    outcome = runner.run()
+    assert outcome.status == "Completed", outcome
+    assert {h for h, _ in lines} == {"algo-1", "algo-2"}
+    assert any("rank=1" in l for h, l in lines if h == "algo-2")
+    assert (tmp_path / "job" / "hosts" / "algo-1" / "model" / "model.txt").is_file()
+    assert runner.progress.final_step == 8 and runner.progress.model_sha256
+    assert (tmp_path / "job" / "logs" / "algo-2.log").read_text().startswith("host=algo-2")
+    assert sorted(FolderStore(tmp_path / "uri").list()) == ["step-6.txt", "step-8.txt"]
+
+
+def test_spot_interruption_restarts_from_uri(fake_config: LocalJobConfig, tmp_path: Path) -> None:
+    lines: list[tuple[str, str]] = []
+    config = dataclasses.replace(fake_config, hyperparameters={"steps": "12", "ckpt_every": "4"})
+    runner = LocalRunner(config, _settings(tmp_path, lines, faults=parse_faults(["sigterm:5"])))
+    outcome = runner.run()
+    assert outcome.status == "Completed", outcome
+    assert outcome.job_restarts == 1
+    assert outcome.exit_codes[0] == {"algo-1": 143, "algo-2": 143}  # both saw SIGTERM and exited
+    resumed = runner.progress.resumed_from
+    assert len(resumed) == 1 and 5 <= resumed[0] < 12  # saved on SIGTERM, restored on the new hosts
+    assert outcome.restored_files[1] >= 1
+    assert runner.progress.final_step == 12
+
+
+def test_failing_host_fails_the_job(fake_config: LocalJobConfig, tmp_path: Path) -> None:
+    config = dataclasses.replace(fake_config, container_command=(
+        "python3", "-c", "import os,sys,time,pathlib\n"
+        "if os.environ['SM_CURRENT_HOST'] == 'algo-2':\n"
+        "    pathlib.Path(os.environ['SM_OUTPUT_FAILURE']).write_text('boom on algo-2'); sys.exit(3)\n"
+        "time.sleep(600)"))
+    outcome = LocalRunner(config, _settings(tmp_path, [])).run()
+    assert outcome.status == "Failed"
+    assert outcome.failures == {"algo-2": "boom on algo-2"}
+    assert outcome.exit_codes[0]["algo-2"] == 3 and outcome.exit_codes[0]["algo-1"] != 0
