@@ -43,14 +43,19 @@ def describe_stack(cfn: Any, stack_name: str) -> dict[str, Any] | None:
     return stacks[0] if stacks else None
 
 
+def present(stack: Mapping[str, Any]) -> dict[str, str]:
+    """The stack's outputs that resolve() knows, under resolve()'s keys, without any checks."""
+    found = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs") or []}
+    return {ours: found[theirs] for theirs, ours in OUTPUT_KEYS.items() if theirs in found}
+
+
 def from_stack(stack: Mapping[str, Any]) -> dict[str, str]:
     """Map a described stack's Outputs to resolve()'s keys; missing ones are a ConfigError."""
     name = stack.get("StackName", "?")
     status = str(stack.get("StackStatus", ""))
     if status.startswith(_UNUSABLE):
         raise ConfigError("infra_stack", name, f"stack is {status}; fix or redeploy it with `sm-dist infra deploy --stack-name {name}`")
-    found = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs") or []}
-    result = {ours: found[theirs] for theirs, ours in OUTPUT_KEYS.items() if theirs in found}
+    result = present(stack)
     missing = [k for k in RESOLVED_KEYS if k not in result]
     if missing:
         raise ConfigError("infra_stack", name, f"stack lacks outputs {missing}; is it an sm_dist infra stack (sm-dist infra template)?")

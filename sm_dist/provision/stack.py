@@ -1,0 +1,144 @@
+"""Deploy and show the sm_dist infra stack with boto3 CloudFormation.
+
+`deploy()` checks the stack name and parameters against the template first (nothing is sent
+to AWS when they are wrong), then creates the stack or updates it (an update with no changes
+is not an error), follows it to the end with progress lines, explains a failure with the
+stack's own event reasons, and records the outputs in the config file `fit` reads.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sm_dist.errors import ConfigError
+from sm_dist.provision import aws, config, events, outputs, params, template
+
+_log = logging.getLogger(__name__)
+
+# The template creates an IAM role without a fixed name.
+CAPABILITIES = ("CAPABILITY_IAM",)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StackInfo:
+    """What a deploy or show found out about one stack."""
+
+    name: str
+    """Stack name."""
+    region: str
+    """Region the stack lives in."""
+    status: str
+    """CloudFormation stack status, e.g. CREATE_COMPLETE."""
+    outputs: dict[str, str]
+    """resolve()-style outputs: role_arn, bucket, checkpoint_uri (+ artifact_uri)."""
+    parameters: dict[str, str] = field(default_factory=dict)
+    """Parameter values the stack was deployed with."""
+    changed: bool = True
+    """False when deploy found nothing to update."""
+
+
+def _info(stack: Mapping[str, Any], region: str, *, changed: bool = True) -> StackInfo:
+    return StackInfo(
+        name=stack["StackName"],
+        region=region,
+        status=stack["StackStatus"],
+        outputs=outputs.present(stack),
+        parameters={p["ParameterKey"]: p.get("ParameterValue", "") for p in stack.get("Parameters") or []},
+        changed=changed,
+    )
+
+
+def _check_updatable(stack: Mapping[str, Any]) -> None:
+    name, status = stack["StackName"], stack["StackStatus"]
+    if status == "ROLLBACK_COMPLETE":
+        raise aws.InfraError(
+            f"stack {name} is ROLLBACK_COMPLETE (its creation failed) and cannot be updated; "
+            f"run `sm-dist infra delete {name}` and deploy again"
+        )
+    if not events.is_final(status):
+        raise aws.InfraError(f"stack {name} is {status}; wait for it to finish, then deploy again")
+
+
+def _update_parameters(stack: Mapping[str, Any], values: Mapping[str, str], declared: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Given values win; other parameters the stack already has keep their previous value."""
+    result = [{"ParameterKey": k, "ParameterValue": v} for k, v in values.items()]
+    for previous in stack.get("Parameters") or []:
+        key = previous["ParameterKey"]
+        if key not in values and key in declared:
+            result.append({"ParameterKey": key, "UsePreviousValue": True})
+    return result
+
+
+def _submit(cfn: Any, name: str, body: str, values: Mapping[str, str], existing: Mapping[str, Any] | None, template_name: str) -> str | None:
+    """Send CreateStack or UpdateStack; returns the stack id, or None when there is nothing to update."""
+    with aws.aws_errors(f"deploy stack {name}"):
+        if existing is None:
+            plist = [{"ParameterKey": k, "ParameterValue": v} for k, v in values.items()]
+            created = cfn.create_stack(StackName=name, TemplateBody=body, Parameters=plist, Capabilities=list(CAPABILITIES))
+            return str(created["StackId"])
+        declared = template.load(template_name).get("Parameters", {})
+        plist = _update_parameters(existing, values, declared)
+        try:
+            cfn.update_stack(StackName=name, TemplateBody=body, Parameters=plist, Capabilities=list(CAPABILITIES))
+        except Exception as exc:
+            if aws.error_code(exc) == "ValidationError" and "No updates are to be performed" in aws.error_message(exc):
+                return None
+            raise
+        return str(existing["StackId"])
+
+
+def deploy(
+    stack_name: str,
+    parameters: Mapping[str, str] | None = None,
+    *,
+    session: Any = None,
+    template_name: str = template.DEFAULT_TEMPLATE,
+    on_event: events.EventSink | None = None,
+    poll_seconds: float = events.POLL_SECONDS,
+    environ: Mapping[str, str] | None = None,
+) -> StackInfo:
+    """Create or update `stack_name` from the shipped template, wait, record its outputs.
+
+    Bad name or parameters -> ConfigError before any AWS call. A failed operation -> InfraError
+    with the failing resources' reasons. On success the outputs are written to the config file
+    (see `sm_dist.provision.config`) and returned.
+    """
+    name = params.check_stack_name(stack_name)
+    values = params.check_parameters(dict(parameters or {}), template_name)
+    body = template.template_text(template_name)
+    cfn = aws.client(session, "cloudformation")
+    existing = outputs.describe_stack(cfn, name)
+    if existing is not None:
+        _check_updatable(existing)
+    after = events.latest_event_id(cfn, name) if existing is not None else None
+    operation = "create" if existing is None else "update"
+    stack_id = _submit(cfn, name, body, values, existing, template_name)
+    region = aws.region_of(cfn)
+    if stack_id is None:
+        _log.info("stack %s is up to date; nothing to change", name)
+        final, changed = existing, False
+    else:
+        _log.info("%s of stack %s started (%s)", operation, name, region)
+        status, seen = events.watch(cfn, stack_id, after=after, on_event=on_event, poll_seconds=poll_seconds)
+        if status not in events.SUCCEEDED:
+            raise aws.InfraError(events.failure_summary(name, operation, status, seen))
+        final, changed = outputs.describe_stack(cfn, stack_id), True
+    if final is None:
+        raise aws.InfraError(f"stack {name} vanished during its {operation}; deploy again")
+    resolved = outputs.from_stack(final)
+    path = config.record(name, {**resolved, "region": region, "stack_name": name}, environ)
+    _log.debug("recorded stack %s in %s", name, path)
+    return _info(final, region, changed=changed)
+
+
+def show(stack_name: str, *, session: Any = None) -> StackInfo:
+    """Status, outputs and parameters of a deployed stack; unknown stack -> ConfigError."""
+    name = params.check_stack_name(stack_name)
+    cfn = aws.client(session, "cloudformation")
+    stack = outputs.describe_stack(cfn, name)
+    if stack is None:
+        raise ConfigError("stack", name, f"no such stack in region {aws.region_of(cfn)}; check the name, AWS_REGION and AWS_PROFILE")
+    return _info(stack, aws.region_of(cfn))
