@@ -1,0 +1,44 @@
+"""What runs inside the training job: environment, process group, strategies, data, metrics.
+
+Nothing is imported eagerly (PEP 562): `sm_dist.runtime.env` and `sm_dist.runtime.launcher`
+run in the container before torch is loaded and must stay importable without it. Public names
+resolve on first access, e.g. `from sm_dist import runtime; runtime.init(...)`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# public name -> "module:attribute", imported on first access
+_LAZY = {
+    "detect_env": "sm_dist.runtime.env:detect_env",
+    "RunEnv": "sm_dist.runtime.env:RunEnv",
+    "init": "sm_dist.runtime.context:init",
+    "shutdown": "sm_dist.runtime.context:shutdown",
+    "RunContext": "sm_dist.runtime.context:RunContext",
+    "get_strategy": "sm_dist.runtime.strategies:get_strategy",
+    "ResumableDistributedSampler": "sm_dist.runtime.sampler:ResumableDistributedSampler",
+    "ResumableLoader": "sm_dist.runtime.data:ResumableLoader",
+    "build_dataloader": "sm_dist.runtime.data:build_dataloader",
+    "AvgMetric": "sm_dist.runtime.metrics:AvgMetric",
+    "log_metrics": "sm_dist.runtime.metrics:log_metrics",
+    "rank0_print": "sm_dist.runtime.metrics:rank0_print",
+}
+
+
+def __getattr__(name: str) -> Any:
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'sm_dist.runtime' has no attribute {name!r}")
+    module_name, attr = target.split(":")
+    value = getattr(importlib.import_module(module_name), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + list(_LAZY))
+
+
+__all__ = sorted(_LAZY)
