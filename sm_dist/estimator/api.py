@@ -1,0 +1,136 @@
+"""`sm_dist.estimate(...)`: memory, time and dollars over a strategy × instance × count grid.
+
+A pure function (apart from `prices="live"`, which asks the AWS Price List API) returning a
+frozen `Estimate`. Standard library only; torch is touched only through a given nn.Module.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+from sm_dist.catalog import CATALOG_REGION, Instance, get_instance
+from sm_dist.errors import ConfigError
+from sm_dist.estimator import cost as cost_mod
+from sm_dist.estimator import grid, models, timing
+from sm_dist.estimator.activations import parse_checkpointing
+from sm_dist.estimator.memory import optimizer_states
+from sm_dist.estimator.recommend import recommend
+from sm_dist.estimator.result import Estimate
+from sm_dist.vocab import Precision, Strategy, parse_enum
+
+_log = logging.getLogger(__name__)
+
+#: Instance types compared when none are given: the 8-GPU training workhorses.
+DEFAULT_INSTANCE_TYPES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.g5.48xlarge", "ml.g6e.48xlarge")
+DEFAULT_INSTANCE_COUNTS = (1, 2, 4, 8, 16)
+#: Global batch when none is given: ~4M tokens per step (LLaMA 2 paper, Touvron et al. 2023).
+DEFAULT_GLOBAL_BATCH_TOKENS = 4 * 2**20
+DEFAULT_PRECISION = Precision.MIXED
+DEFAULT_CHECKPOINTING = "selective"
+
+
+def _positive(field: str, value: Any, *, integer: bool = True) -> Any:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(field, value, "expected a positive number") from None
+    if not math.isfinite(number) or number <= 0 or (integer and number != int(number)):
+        raise ConfigError(field, value, f"expected a positive {'whole ' if integer else ''}number")
+    return int(number) if integer else number
+
+
+def _shape(params: Any, model: Any, hf_config: Any, warnings: list[str]) -> tuple[models.ModelShape, int]:
+    """The model shape and its buffer bytes, from exactly one of params / model / hf_config."""
+    given = [n for n, v in (("params", params), ("model", model), ("hf_config", hf_config)) if v is not None]
+    if len(given) != 1:
+        raise ConfigError(
+            "model", ", ".join(given) or None, "give exactly one of params=N, model=<preset or nn.Module>, hf_config=PATH"
+        )
+    if hf_config is not None:
+        return models.from_hf_config(hf_config), 0
+    if isinstance(model, str):
+        return models.preset(model), 0
+    if model is not None:
+        if not hasattr(model, "parameters"):
+            raise ConfigError("model", type(model).__name__, "expected a preset name or a torch nn.Module")
+        count, buffers = models.count_module_params(model)
+        warnings.append(f"{type(model).__name__}: {count:,} parameters counted exactly; transformer shape "
+                        "(for activations) derived from the count, so activations are approximate")
+        return models.with_params(models.shape_from_params(count), count, type(model).__name__), buffers
+    shape = models.shape_from_params(_positive("params", params))
+    warnings.append(f"only a parameter count was given: assumed a GPT-like shape ({shape.layers} layers, hidden "
+                    f"{shape.hidden}, vocab {shape.vocab}); activations are approximate")
+    return shape, 0
+
+
+def _tokens(tokens: Any, samples: Any, epochs: Any, seq_len: int) -> int:
+    if tokens is not None:
+        return _positive("tokens", tokens)
+    if samples is None:
+        raise ConfigError("tokens", None, "give the training size: tokens=N (--tokens 2e12) or samples=N with epochs")
+    return _positive("samples", samples) * _positive("epochs", epochs) * seq_len
+
+
+def _instances(names: Any, region: str, prices: str, client: Any, cache_dir: Any, warnings: list[str]) -> tuple[list[Instance], dict[str, float]]:
+    """Catalog instances (priced from the catalog or live) and any live spot discounts."""
+    names = list(names or DEFAULT_INSTANCE_TYPES)
+    if prices not in ("catalog", "live"):
+        raise ConfigError("prices", prices, "expected 'catalog' or 'live'")
+    if prices == "catalog":
+        return [get_instance(n, region) for n in names], {}
+    from sm_dist.estimator import prices_live
+
+    base = [get_instance(n, CATALOG_REGION) for n in names]
+    return prices_live.priced(base, region, client=client, cache_dir=cache_dir, warnings=warnings)
+
+
+def _counts(values: Any) -> list[int]:
+    counts = [_positive("instance_count", v) for v in (values or DEFAULT_INSTANCE_COUNTS)]
+    return sorted(set(counts))
+
+
+def estimate(
+    *, params: Any = None, model: Any = None, hf_config: Any = None, tokens: Any = None, samples: Any = None,
+    epochs: Any = 1, seq_len: Any = None, global_batch: Any = None, micro_batch: Any = 1,
+    precision: Any = DEFAULT_PRECISION, optimizer: str = "adamw", activation_checkpointing: Any = DEFAULT_CHECKPOINTING,
+    instance_types: Any = None, instance_counts: Any = None, strategies: Any = None, spot: bool = False,
+    region: str = CATALOG_REGION, mfu: Any = None, prices: str = "catalog", max_hours: Any = None,
+    budget: Any = None, spot_discount: Any = None, pricing_client: Any = None, cache_dir: Any = None,
+) -> Estimate:
+    """Estimate memory per GPU, step time, hours and cost for every combination asked for, and
+    recommend the cheapest plan that fits (fastest within `budget`, cheapest within `max_hours`)."""
+    warnings: list[str] = []
+    shape, buffers = _shape(params, model, hf_config, warnings)
+    seq = _positive("seq_len", seq_len) if seq_len is not None else shape.seq_len
+    work = grid.Workload(
+        shape=shape, tokens=_tokens(tokens, samples, epochs, seq), seq_len=seq,
+        global_batch=(_positive("global_batch", global_batch) if global_batch is not None
+                      else max(1, round(DEFAULT_GLOBAL_BATCH_TOKENS / seq))),
+        micro_batch=_positive("micro_batch", micro_batch), precision=parse_enum(Precision, precision, "precision"),
+        optimizer=str(optimizer).lower(), checkpointing=parse_checkpointing(activation_checkpointing),
+        buffers_bytes=buffers,
+    )
+    optimizer_states(work.optimizer)  # validates the name
+    mfu_value = _positive("mfu", mfu, integer=False) if mfu is not None else None
+    if mfu_value is not None and mfu_value > 1:
+        raise ConfigError("mfu", mfu, "MFU is a fraction of peak: expected 0 < mfu <= 1 (e.g. 0.4)")
+    discount = _positive("spot_discount", spot_discount, integer=False) if spot_discount is not None else None
+    if discount is not None and discount >= 1:
+        raise ConfigError("spot_discount", spot_discount, "a fraction off on-demand: expected 0 < discount < 1 (e.g. 0.6)")
+    limits = {k: _positive(k, v, integer=False) for k, v in (("max_hours", max_hours), ("budget", budget)) if v is not None}
+    strats = [parse_enum(Strategy, s, "strategy") for s in (strategies or list(Strategy))]
+    instances, live_spot = _instances(instance_types, region, prices, pricing_client, cache_dir, warnings)
+    rows = []
+    for inst in instances:
+        inst_mfu = mfu_value or timing.default_mfu(inst)
+        inst_discount = discount if discount is not None else live_spot.get(inst.name, cost_mod.DEFAULT_SPOT_DISCOUNT)
+        for count in _counts(instance_counts):
+            rows.extend(grid.evaluate(inst, count, s, work, inst_mfu, inst_discount) for s in strats)
+    choice = recommend(rows, spot=bool(spot), **limits)
+    return Estimate.build(rows=rows, recommendation=choice, work=work, instances=instances, spot=bool(spot),
+                          mfu=mfu_value, spot_discount=discount, live_spot=live_spot, limits=limits, warnings=warnings)
+
+
+__all__ = ["estimate", "Estimate", "DEFAULT_INSTANCE_TYPES", "DEFAULT_INSTANCE_COUNTS"]

@@ -1,0 +1,205 @@
+"""Model shapes: presets, Hugging Face `config.json` files, or a GPT-like shape from a count.
+
+The estimator needs the parameter count (memory, FLOPs) and the transformer shape (layers,
+hidden size, heads, vocabulary, sequence length) for activations and FSDP unit sizes. Parsed
+with the standard library only; no transformers import.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from sm_dist.errors import CatalogError, ConfigError
+from sm_dist.vocab import did_you_mean
+
+#: vocabulary and context assumed when only a parameter count is given (LLaMA-1/2 tokenizer).
+DEFAULT_VOCAB = 32_000
+DEFAULT_SEQ_LEN = 2048
+#: hidden size / layers ≈ 128 in GPT-3 and LLaMA family shapes (Brown 2020 Table 2.1;
+#: Touvron 2023); with 12·L·h² parameters per stack this fixes h from Ψ.
+HIDDEN_PER_LAYER = 128
+HEAD_DIM = 128
+
+#: model_type values whose MLP is gated (three matrices: gate, up, down), LLaMA-style.
+_GATED = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "olmo", "olmo2"}
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A decoder-only transformer, as far as the estimator cares."""
+
+    name: str
+    params: int  #: exact parameter count (or the given --params)
+    layers: int
+    hidden: int
+    heads: int
+    vocab: int
+    seq_len: int  #: default training context
+    ffn: int  #: MLP inner size
+    kv_heads: int
+    gated_mlp: bool = False
+    tied_embeddings: bool = False
+    approximate: bool = False  #: True when the shape was derived from a count, not known
+
+    @property
+    def layer_params(self) -> int:
+        """Parameters of one transformer block (the FSDP unit)."""
+        head_dim = self.hidden // self.heads
+        attn = 2 * self.hidden * self.hidden + 2 * self.hidden * self.kv_heads * head_dim
+        mlp = (3 if self.gated_mlp else 2) * self.hidden * self.ffn
+        return attn + mlp + 2 * self.hidden
+
+    @property
+    def largest_unit_params(self) -> int:
+        """The largest FSDP unit: a block, or the embedding when that is bigger."""
+        return max(self.layer_params, self.vocab * self.hidden)
+
+
+def llama_params(layers: int, hidden: int, vocab: int, ffn: int, heads: int, kv_heads: int, tied: bool = False) -> int:
+    """Exact parameter count of a LLaMA-style model (no biases, RMSNorm, gated MLP)."""
+    head_dim = hidden // heads
+    block = 2 * hidden * hidden + 2 * hidden * kv_heads * head_dim + 3 * hidden * ffn + 2 * hidden
+    return layers * block + vocab * hidden * (1 if tied else 2) + hidden
+
+
+def gpt2_params(layers: int, hidden: int, vocab: int, positions: int) -> int:
+    """Exact parameter count of a GPT-2-style model (biases, LayerNorm, tied output)."""
+    block = 4 * hidden + (hidden * 3 * hidden + 3 * hidden) + (hidden * hidden + hidden)
+    block += (hidden * 4 * hidden + 4 * hidden) + (4 * hidden * hidden + hidden)
+    return vocab * hidden + positions * hidden + layers * block + 2 * hidden
+
+
+def _gpt2(name: str, layers: int, hidden: int, heads: int) -> ModelShape:
+    params = gpt2_params(layers, hidden, 50257, 1024)
+    return ModelShape(name, params, layers, hidden, heads, 50257, 1024, 4 * hidden, heads, tied_embeddings=True)
+
+
+def _llama(name: str, layers: int, hidden: int, heads: int, kv: int, ffn: int, vocab: int, seq: int) -> ModelShape:
+    params = llama_params(layers, hidden, vocab, ffn, heads, kv)
+    return ModelShape(name, params, layers, hidden, heads, vocab, seq, ffn, kv, gated_mlp=True)
+
+
+#: Shapes from the models' published config.json files (Hugging Face hub).
+PRESETS: dict[str, ModelShape] = {
+    m.name: m
+    for m in (
+        _gpt2("gpt2", 12, 768, 12),
+        _gpt2("gpt2-medium", 24, 1024, 16),
+        _gpt2("gpt2-large", 36, 1280, 20),
+        _gpt2("gpt2-xl", 48, 1600, 25),
+        _llama("llama2-7b", 32, 4096, 32, 32, 11008, 32000, 4096),
+        _llama("llama2-13b", 40, 5120, 40, 40, 13824, 32000, 4096),
+        _llama("llama2-70b", 80, 8192, 64, 8, 28672, 32000, 4096),
+        _llama("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192),
+        _llama("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192),
+        _llama("mistral-7b", 32, 4096, 32, 8, 14336, 32000, 8192),
+    )
+}
+
+
+def preset(name: str) -> ModelShape:
+    """A preset by name ("llama2-7b"), or CatalogError with a suggestion."""
+    key = str(name).strip().lower()
+    if key in PRESETS:
+        return PRESETS[key]
+    raise CatalogError(
+        "model", name, f"unknown model preset{did_you_mean(key, list(PRESETS))}; known: {', '.join(PRESETS)}; "
+        "or give --params N or --hf-config config.json"
+    )
+
+
+def shape_from_params(params: int) -> ModelShape:
+    """A GPT-like shape with about `params` parameters (h/L ≈ 128); marked approximate."""
+    if int(params) < 1:
+        raise ConfigError("params", params, "expected a positive parameter count, e.g. 7e9")
+    # Ψ ≈ 12·L·h² with L = h/128  ->  h³ = 128·Ψ/12, rounded to whole heads
+    hidden = max(HEAD_DIM, int(round((HIDDEN_PER_LAYER * params / 12) ** (1 / 3) / HEAD_DIM)) * HEAD_DIM)
+    layers = max(1, int(round(params / (12 * hidden * hidden))))
+    heads = hidden // HEAD_DIM
+    return ModelShape(
+        f"gpt-like-{_short(params)}", int(params), layers, hidden, heads, DEFAULT_VOCAB, DEFAULT_SEQ_LEN,
+        4 * hidden, heads, approximate=True,
+    )
+
+
+def _short(params: float) -> str:
+    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if params >= size:
+            return f"{params / size:.3g}{unit}"
+    return str(int(params))
+
+
+def _first(config: dict[str, Any], keys: tuple[str, ...], path: str, default: Any = None) -> Any:
+    for key in keys:
+        if config.get(key) is not None:
+            return config[key]
+    if default is not None:
+        return default
+    raise ConfigError("hf_config", path, f"config.json has none of {', '.join(keys)}; is it a decoder-only transformer config?")
+
+
+def from_hf_config(path: str | Path) -> ModelShape:
+    """Read a Hugging Face `config.json` (decoder-only) without transformers."""
+    text_path = str(path)
+    try:
+        config = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError("hf_config", text_path, f"cannot read it ({exc.strerror}); give the path of a config.json") from exc
+    except ValueError as exc:
+        raise ConfigError("hf_config", text_path, f"not valid JSON ({exc}); give a Hugging Face config.json") from exc
+    if not isinstance(config, dict):
+        raise ConfigError("hf_config", text_path, "expected a JSON object (a Hugging Face config.json)")
+    config = config.get("text_config", config) if "num_hidden_layers" not in config else config
+    return _shape_from_config(config, text_path)
+
+
+def _shape_from_config(config: dict[str, Any], path: str) -> ModelShape:
+    try:
+        hidden = int(_first(config, ("hidden_size", "n_embd", "d_model"), path))
+        layers = int(_first(config, ("num_hidden_layers", "n_layer", "num_layers"), path))
+        heads = int(_first(config, ("num_attention_heads", "n_head"), path))
+        vocab = int(_first(config, ("vocab_size",), path))
+        ffn = int(_first(config, ("intermediate_size", "n_inner", "ffn_dim"), path, default=4 * hidden))
+        kv = int(_first(config, ("num_key_value_heads",), path, default=heads))
+        seq = int(_first(config, ("max_position_embeddings", "n_positions", "n_ctx"), path, default=DEFAULT_SEQ_LEN))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError("hf_config", path, f"a shape field is not a number ({exc})") from exc
+    if min(hidden, layers, heads, vocab, ffn, kv) < 1 or hidden % heads:
+        raise ConfigError("hf_config", path, "sizes must be positive and hidden_size divisible by num_attention_heads")
+    model_type = str(config.get("model_type", "")).lower()
+    name = str(config.get("_name_or_path") or model_type or Path(path).parent.name or "hf-model")
+    tied = bool(config.get("tie_word_embeddings", model_type == "gpt2"))
+    if model_type == "gpt2":
+        params = gpt2_params(layers, hidden, vocab, seq)
+        return ModelShape(name, params, layers, hidden, heads, vocab, seq, ffn, heads, tied_embeddings=True)
+    gated = model_type in _GATED or str(config.get("hidden_act", "")).lower() in ("silu", "swiglu")
+    if gated:
+        params = llama_params(layers, hidden, vocab, ffn, heads, kv, tied)
+    else:  # a plain two-matrix MLP without biases: close for most other decoder-only models
+        block = 2 * hidden * hidden + 2 * hidden * kv * (hidden // heads) + 2 * hidden * ffn + 4 * hidden
+        params = layers * block + vocab * hidden * (1 if tied else 2) + 2 * hidden
+    return ModelShape(name, params, layers, hidden, heads, vocab, seq, ffn, kv, gated_mlp=gated, tied_embeddings=tied)
+
+
+def with_params(shape: ModelShape, params: int, name: str | None = None) -> ModelShape:
+    """`shape` with an exact parameter count (e.g. counted from an nn.Module)."""
+    return replace(shape, params=int(params), name=name or shape.name)
+
+
+def count_module_params(module: Any) -> tuple[int, int]:
+    """(parameters, buffer bytes) of a torch nn.Module; torch is imported only by the caller's module."""
+    seen: set[int] = set()
+    params = 0
+    for p in module.parameters():
+        if id(p) not in seen:  # tied weights count once
+            seen.add(id(p))
+            params += p.numel()
+    buffers = sum(b.numel() * b.element_size() for b in module.buffers())
+    return int(params), int(buffers)
+
+
+__all__ = ["ModelShape", "PRESETS", "preset", "shape_from_params", "from_hf_config", "with_params",
+           "count_module_params", "llama_params", "gpt2_params"]

@@ -1,0 +1,100 @@
+"""Pick one plan from the grid and say why in one sentence.
+
+Rules: drop what cannot run or does not fit. Without limits: the cheapest. With `max_hours`: the
+cheapest that finishes in time. With `budget`: the fastest that stays within the budget (both:
+the fastest within both). Ties go to the faster, then the cheaper plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sm_dist.estimator.grid import Row
+from sm_dist.estimator.timing import comm_volume_psi
+from sm_dist.vocab import Strategy
+
+LABELS = {
+    Strategy.DP: "DP", Strategy.DDP: "DDP", Strategy.ZERO1: "ZeRO-1", Strategy.ZERO2: "ZeRO-2",
+    Strategy.FSDP: "FSDP", Strategy.HSDP: "HSDP",
+}
+_GB = 1e9
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The chosen row and the one-sentence reason."""
+
+    row: Row
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.row.to_dict(), "reason": self.reason}
+
+
+def row_cost(row: Row, spot: bool) -> float:
+    assert row.cost is not None  # only runnable rows are ranked
+    return row.cost.spot if spot else row.cost.sagemaker
+
+
+def row_hours(row: Row, spot: bool) -> float:
+    assert row.cost is not None and row.hours is not None
+    return row.cost.spot_hours if spot else row.hours
+
+
+def recommend(
+    rows: list[Row] | tuple[Row, ...], *, spot: bool = False, max_hours: float | None = None, budget: float | None = None
+) -> Recommendation | None:
+    """The plan to use, or None when nothing fits within the limits."""
+    candidates = [r for r in rows if r.runnable and r.fits]
+    if max_hours is not None:
+        candidates = [r for r in candidates if row_hours(r, spot) <= max_hours]
+    if budget is not None:
+        candidates = [r for r in candidates if row_cost(r, spot) <= budget]
+    if not candidates:
+        return None
+    if budget is not None:
+        best = min(candidates, key=lambda r: (row_hours(r, spot), row_cost(r, spot)))
+    else:
+        best = min(candidates, key=lambda r: (round(row_cost(r, spot), 2), row_hours(r, spot)))
+    return Recommendation(best, _reason(best, rows, spot=spot, max_hours=max_hours, budget=budget))
+
+
+def _sibling(rows: list[Row] | tuple[Row, ...], row: Row, strategy: Strategy) -> Row | None:
+    for other in rows:
+        if (other.instance_type, other.instance_count, other.strategy) == (row.instance_type, row.instance_count, strategy):
+            return other
+    return None
+
+
+def _reason(row: Row, rows: list[Row] | tuple[Row, ...], *, spot: bool, max_hours: float | None, budget: float | None) -> str:
+    label = LABELS[row.strategy]
+    goal = "fastest" if budget is not None else "cheapest"
+    limits = []
+    if max_hours is not None:
+        limits.append(f"finishes within {max_hours:g} h")
+    if budget is not None:
+        limits.append(f"stays within ${budget:,.0f}")
+    within = f" and {' and '.join(limits)}" if limits else ""
+    money = "spot " if spot else ""
+    head = (f"{label} on {row.instance_count}× {row.instance_type} is the {goal} plan that fits{within} "
+            f"(${row_cost(row, spot):,.0f} {money}for {row_hours(row, spot):,.1f} h)")
+    parts = [head]
+    assert row.memory is not None
+    ddp = _sibling(rows, row, Strategy.DDP)
+    if row.strategy is not Strategy.DDP and ddp is not None and ddp.runnable and not ddp.fits and ddp.memory:
+        parts.append(f"DDP needs {ddp.memory.total / _GB:.0f} GB/GPU > {ddp.usable_bytes / _GB:.0f} GB usable; "
+                     f"{label} fits at {row.memory.total / _GB:.0f} GB")
+    volume = comm_volume_psi(row.strategy, row.precision)
+    if row.strategy is Strategy.FSDP:
+        lighter = [s for s in (Strategy.DDP, Strategy.ZERO1, Strategy.ZERO2) if (x := _sibling(rows, row, s)) and x.fits]
+        if not lighter:
+            parts.append("FSDP moves 3Ψ per step, but no strategy that moves less fits here")
+    elif row.strategy is Strategy.HSDP and row.instance_count > 1:
+        parts.append("its all-gathers stay inside the instance; only gradient shards cross the network")
+    elif row.strategy is not Strategy.DP and volume < 3:
+        parts.append(f"it moves {volume:g}Ψ per step vs FSDP's 3Ψ")
+    return "; ".join(parts) + "."
+
+
+__all__ = ["Recommendation", "recommend", "LABELS", "row_cost", "row_hours"]

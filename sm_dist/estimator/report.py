@@ -1,0 +1,121 @@
+"""Render an Estimate as a text table (CLI) or an HTML table (notebooks)."""
+
+from __future__ import annotations
+
+import html as html_mod
+from typing import TYPE_CHECKING, Any
+
+from sm_dist.estimator.recommend import LABELS
+
+if TYPE_CHECKING:
+    from sm_dist.estimator.grid import Row
+    from sm_dist.estimator.result import Estimate
+
+_GB = 1e9
+HEADERS = ("instance", "n", "GPUs", "strategy", "mem/GPU GB", "step s", "hours", "SageMaker $", "EC2 $", "spot $", "note")
+
+
+def _money(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:,.2f}"
+
+
+def _cells(row: Row, chosen: bool) -> list[str]:
+    name = row.instance_type.removeprefix("ml.")
+    head = [name, str(row.instance_count), str(row.gpus), LABELS[row.strategy]]
+    if not row.runnable or row.memory is None:
+        return head + ["-"] * 6 + [f"cannot run: {row.reason}"]
+    mem = f"{row.memory.total / _GB:.1f}/{row.usable_bytes / _GB:.0f}"
+    assert row.step is not None and row.hours is not None and row.cost is not None
+    note = "<- recommended" if chosen else ("" if row.fits else "does not fit")
+    return head + [mem, f"{row.step.total:.2f}", f"{row.hours:,.1f}", _money(row.cost.sagemaker),
+                   _money(row.cost.ec2), _money(row.cost.spot), note]
+
+
+def ordered(est: Estimate) -> list[Row]:
+    """Rows that fit, cheapest first, then those that do not fit, then those that cannot run."""
+    def key(row: Row) -> tuple[int, float]:
+        if not row.runnable or row.cost is None:
+            return (2, 0.0)
+        return (0 if row.fits else 1, row.cost.spot if est.spot else row.cost.sagemaker)
+    return sorted(est.rows, key=key)
+
+
+def _grid(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADERS))]
+    numeric = set(range(1, 3)) | set(range(4, 10))
+    out = []
+    for cells in rows:
+        parts = [c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))]
+        out.append("  ".join(parts).rstrip())
+    return out
+
+
+def text(est: Estimate, limit: int | None = 15) -> str:
+    """The CLI table: the best plans, the recommendation, then every assumption."""
+    chosen = est.recommendation.row if est.recommendation else None
+    rows = ordered(est)
+    shown = [r for r in rows if r.fits] if limit is not None else rows
+    hidden = len(rows) - len(shown[:limit] if limit is not None else shown)
+    shown = shown[:limit] if limit is not None else shown
+    m = est.model
+    lines = [f"{m['name']}: {m['params'] / 1e9:.3g}B params, {m['tokens']:.3g} tokens, seq {m['seq_len']}, "
+             f"global batch {m['global_batch']} x micro {m['micro_batch']}, {est.assumptions['precision']}, "
+             f"{est.assumptions['optimizer']}, activation checkpointing {est.assumptions['activation_checkpointing']}",
+             ""]
+    lines += _grid([list(HEADERS)] + [_cells(r, r is chosen) for r in shown])
+    if hidden:
+        lines.append(f"({hidden} more combinations do not fit, cannot run, or are costlier: --all or --json shows them)")
+    lines.append("")
+    lines.append("Recommendation: " + (est.recommendation.reason if est.recommendation else "none"))
+    lines += ["", "Assumptions:"] + [f"  {line}" for line in assumption_lines(est)]
+    if est.warnings:
+        lines += ["", "Warnings:"] + [f"  {w}" for w in est.warnings]
+    return "\n".join(lines)
+
+
+def assumption_lines(est: Estimate) -> list[str]:
+    """One line per assumption the numbers rest on."""
+    a = est.assumptions
+    mfu = ", ".join(f"{k.removeprefix('ml.')} {v:.2f}" for k, v in a["mfu"].items())
+    sources = sorted({(p["date"], p["source"]) for p in a["prices"].values()})
+    spot = a["spot_discount"]
+    spot_text = (", ".join(f"{k.removeprefix('ml.')} {v:.0%}" for k, v in spot.items()) if isinstance(spot, dict)
+                 else f"{spot:.0%} off on-demand")
+    lines = [f"MFU: {mfu} ({a['mfu_source']}); FLOPs per token {a['flops_per_token']}"]
+    lines += [f"prices {date}: {source}" for date, source in sources]
+    lines += [
+        f"start-up billed per job: {a['startup_seconds'] / 60:.0f} min (image + data download)",
+        f"spot: {spot_text}; {a['spot_interruptions_per_instance_hour']} interruptions per instance-hour, each costing "
+        f"{a['spot_restart_seconds'] / 60:.0f} min restart + half a {a['checkpoint_interval_seconds'] / 60:.0f} min "
+        "checkpoint interval",
+        f"memory: {a['memory_safety_margin']:.0%} of GPU memory kept free; CUDA context "
+        f"{a['cuda_context_bytes'] / 2**30:.1f} GiB; activations {a['activations']}",
+        f"communication: ring collectives, hierarchical (NVLink/PCIe inside, network between); {a['overlap']}",
+    ]
+    return lines
+
+
+def html(est: Estimate, limit: int | None = 30) -> str:
+    """A notebook table (the same content as the text table)."""
+    chosen = est.recommendation.row if est.recommendation else None
+    rows = ordered(est)[:limit] if limit else ordered(est)
+    esc = html_mod.escape
+    head = "".join(f"<th>{esc(h)}</th>" for h in HEADERS)
+    body = []
+    for r in rows:
+        style = ' style="font-weight:bold"' if r is chosen else ""
+        body.append(f"<tr{style}>" + "".join(f"<td>{esc(c)}</td>" for c in _cells(r, r is chosen)) + "</tr>")
+    rec = esc(est.recommendation.reason) if est.recommendation else "none"
+    items = "".join(f"<li>{esc(line)}</li>" for line in assumption_lines(est))
+    warns = "".join(f"<li>{esc(w)}</li>" for w in est.warnings)
+    parts: list[Any] = [
+        f"<div><p><b>{esc(str(est.model['name']))}</b>: {est.model['params']:,} params</p>",
+        f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>",
+        f"<p><b>Recommendation:</b> {rec}</p><p>Assumptions:</p><ul>{items}</ul>",
+        f"<p>Warnings:</p><ul>{warns}</ul>" if warns else "",
+        "</div>",
+    ]
+    return "".join(parts)
+
+
+__all__ = ["text", "html", "ordered", "assumption_lines"]
