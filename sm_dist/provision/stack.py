@@ -63,11 +63,17 @@ def _check_updatable(stack: Mapping[str, Any]) -> None:
 
 
 def _update_parameters(stack: Mapping[str, Any], values: Mapping[str, str], declared: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Given values win; other parameters the stack already has keep their previous value."""
+    """Given values win; other parameters keep their previous value.
+
+    A previous value equal to the template default is left out (CloudFormation then applies
+    the default, the same value) rather than sent as UsePreviousValue, which moto mishandles.
+    """
     result = [{"ParameterKey": k, "ParameterValue": v} for k, v in values.items()]
     for previous in stack.get("Parameters") or []:
         key = previous["ParameterKey"]
-        if key not in values and key in declared:
+        if key in values or key not in declared:
+            continue
+        if str(previous.get("ParameterValue")) != str(declared[key].get("Default")):
             result.append({"ParameterKey": key, "UsePreviousValue": True})
     return result
 

@@ -1,0 +1,165 @@
+"""The shipped templates: cfn-lint clean, and the hardening moto's CloudFormation does not apply.
+
+moto ignores a bucket's PublicAccessBlock, lifecycle, versioning and bucket policies (FACTS §5),
+so those are asserted on the parsed template here; test_deploy.py checks what moto does apply.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sm_dist.provision import template
+
+pytest.importorskip("yaml")
+TEMPLATES = template.templates()
+
+
+def _cfn_lint() -> list[str]:
+    found = shutil.which("cfn-lint") or str(Path(sys.executable).with_name("cfn-lint"))
+    if not Path(found).exists():
+        pytest.skip("cfn-lint is not installed (pip install -e '.[dev]')")
+    return [found]
+
+
+@pytest.mark.parametrize("name", TEMPLATES)
+def test_cfn_lint_reports_nothing(name: str) -> None:
+    # --include-checks I: informational findings count too.
+    cmd = [*_cfn_lint(), "--include-checks", "I", "--", str(template.template_path(name))]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_templates_are_found_through_resource_dir() -> None:
+    assert "sm-dist.yaml" in TEMPLATES
+
+
+@pytest.fixture
+def tpl() -> dict[str, Any]:
+    return template.load()
+
+
+def _statements(policy_doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Statements of a policy document; a statement wrapped in !If yields its 'true' branch."""
+    out = []
+    for stmt in policy_doc["Statement"]:
+        out.append(stmt["Fn::If"][1] if "Fn::If" in stmt else stmt)
+    return out
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def test_public_access_blocked_on_all_four_settings(tpl: dict[str, Any]) -> None:
+    pab = tpl["Resources"]["Bucket"]["Properties"]["PublicAccessBlockConfiguration"]
+    assert pab == {"BlockPublicAcls": True, "BlockPublicPolicy": True, "IgnorePublicAcls": True, "RestrictPublicBuckets": True}
+
+
+def test_bucket_owner_enforced_and_default_encryption(tpl: dict[str, Any]) -> None:
+    props = tpl["Resources"]["Bucket"]["Properties"]
+    assert props["OwnershipControls"]["Rules"] == [{"ObjectOwnership": "BucketOwnerEnforced"}]
+    sse = props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]
+    assert sse["SSEAlgorithm"] == {"Fn::If": ["UseKms", "aws:kms", "AES256"]}
+    assert tpl["Parameters"]["KmsKeyArn"]["Default"] == ""  # S3-managed keys unless a key is given
+
+
+def test_lifecycle_expires_checkpoints_and_aborts_uploads(tpl: dict[str, Any]) -> None:
+    rules = {r["Id"]: r for r in tpl["Resources"]["Bucket"]["Properties"]["LifecycleConfiguration"]["Rules"]}
+    expire = rules["expire-old-checkpoints"]
+    assert expire["Status"] == "Enabled"
+    assert expire["ExpirationInDays"] == {"Ref": "CheckpointRetentionDays"}
+    assert expire["Prefix"] == {"Fn::If": ["HasPrefix", {"Fn::Sub": "${Prefix}/checkpoints/"}, "checkpoints/"]}
+    abort = rules["abort-incomplete-multipart-uploads"]
+    assert abort["Status"] == "Enabled" and "Prefix" not in abort
+    assert abort["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 7}
+
+
+def test_versioning_is_optional_and_off_by_default(tpl: dict[str, Any]) -> None:
+    assert tpl["Parameters"]["Versioning"]["Default"] == "false"
+    versioning = tpl["Resources"]["Bucket"]["Properties"]["VersioningConfiguration"]
+    assert versioning["Fn::If"][:2] == ["UseVersioning", {"Status": "Enabled"}]
+
+
+def test_bucket_policy_denies_everything_without_tls(tpl: dict[str, Any]) -> None:
+    policy = tpl["Resources"]["BucketPolicy"]["Properties"]
+    assert policy["Bucket"] == {"Ref": "Bucket"}
+    (stmt,) = policy["PolicyDocument"]["Statement"]
+    assert stmt["Effect"] == "Deny" and stmt["Principal"] == "*" and stmt["Action"] == "s3:*"
+    assert stmt["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert stmt["Resource"] == [{"Fn::GetAtt": ["Bucket", "Arn"]}, {"Fn::Sub": "${Bucket.Arn}/*"}]
+
+
+def test_role_is_trusted_by_sagemaker_only(tpl: dict[str, Any]) -> None:
+    trust = tpl["Resources"]["TrainingRole"]["Properties"]["AssumeRolePolicyDocument"]
+    assert trust["Statement"] == [
+        {"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"}
+    ]
+    assert "ManagedPolicyArns" not in tpl["Resources"]["TrainingRole"]["Properties"]
+
+
+def _role_statements(tpl: dict[str, Any]) -> list[dict[str, Any]]:
+    stmts = []
+    for policy in tpl["Resources"]["TrainingRole"]["Properties"]["Policies"]:
+        stmts += _statements(policy["PolicyDocument"])
+    stmts += _statements(tpl["Resources"]["VpcPolicy"]["Properties"]["PolicyDocument"])
+    return stmts
+
+
+def _names_only_our_bucket(resource: Any) -> bool:
+    """True when a (possibly !If-wrapped) resource is the stack's bucket or a key under it."""
+    if isinstance(resource, dict) and "Fn::If" in resource:
+        return all(_names_only_our_bucket(r) for r in resource["Fn::If"][1:])
+    if resource == {"Fn::GetAtt": ["Bucket", "Arn"]}:
+        return True
+    return isinstance(resource, dict) and str(resource.get("Fn::Sub", "")).startswith("${Bucket.Arn}/")
+
+
+def test_s3_statements_name_only_the_bucket(tpl: dict[str, Any]) -> None:
+    s3 = [s for s in _role_statements(tpl) if any(a.startswith("s3:") for a in _as_list(s["Action"]))]
+    assert {s["Sid"] for s in s3} == {"ListOwnPrefix", "LocateBucket", "ReadWriteOwnObjects"}
+    for stmt in s3:
+        assert all(a.startswith("s3:") for a in _as_list(stmt["Action"]))
+        assert "s3:*" not in _as_list(stmt["Action"])
+        assert all(_names_only_our_bucket(r) for r in _as_list(stmt["Resource"])), stmt
+
+
+def test_wildcard_resources_only_where_unavoidable(tpl: dict[str, Any]) -> None:
+    unavoidable = {"ecr:GetAuthorizationToken", "cloudwatch:PutMetricData"}
+    for stmt in _role_statements(tpl):
+        if "*" in _as_list(stmt["Resource"]):
+            actions = set(_as_list(stmt["Action"]))
+            assert all(a in unavoidable or a.startswith("ec2:Describe") for a in actions), stmt
+
+
+def test_metrics_limited_to_the_training_job_namespace(tpl: dict[str, Any]) -> None:
+    (stmt,) = [s for s in _role_statements(tpl) if s["Sid"] == "TrainingJobMetrics"]
+    assert stmt["Condition"] == {"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/TrainingJobs"}}
+
+
+def test_vpc_permissions_only_with_vpc_mode(tpl: dict[str, Any]) -> None:
+    assert tpl["Conditions"]["UseVpc"] == {"Fn::Equals": [{"Ref": "VpcMode"}, "true"]}
+    assert tpl["Parameters"]["VpcMode"]["Default"] == "false"
+    assert tpl["Resources"]["VpcPolicy"]["Condition"] == "UseVpc"
+    for policy in tpl["Resources"]["TrainingRole"]["Properties"]["Policies"]:
+        assert not any(a.startswith("ec2:") for s in _statements(policy["PolicyDocument"]) for a in _as_list(s["Action"]))
+
+
+def test_outputs_are_what_resolve_reads(tpl: dict[str, Any]) -> None:
+    from sm_dist.provision.outputs import OUTPUT_KEYS
+
+    assert set(tpl["Outputs"]) == set(OUTPUT_KEYS)
+
+
+def test_short_tags_parse_to_long_form() -> None:
+    text = "A: !GetAtt R.Arn\nB: !Sub ['${X}', {X: !Ref Y}]\nC: !If [c, !Ref AWS::NoValue, 1]\n"
+    assert template.parse(text) == {
+        "A": {"Fn::GetAtt": ["R", "Arn"]},
+        "B": {"Fn::Sub": ["${X}", {"X": {"Ref": "Y"}}]},
+        "C": {"Fn::If": ["c", {"Ref": "AWS::NoValue"}, 1]},
+    }
