@@ -25,7 +25,6 @@ from sm_dist.errors import ConfigError
 from sm_dist.vocab import Precision, Strategy, parse_enum
 
 _GIB = 2**30
-_MIB = 2**20
 
 #: CUDA context + cuBLAS/cuDNN workspaces per process. ~0.5-1 GiB on A100/H100 (PyTorch forum
 #: and `torch.cuda.memory_reserved` vs nvidia-smi gaps commonly reported); an assumption.
@@ -33,9 +32,10 @@ CUDA_CONTEXT_BYTES = int(0.8 * _GIB)
 #: NCCL communicator buffers per process when world size > 1 (NCCL_BUFFSIZE 4 MiB × channels ×
 #: peers, plus proxy buffers; NCCL docs); an assumption.
 NCCL_BUFFER_BYTES = int(0.5 * _GIB)
-#: DDP gradient buckets in flight (DDP bucket_cap_mb default 25, two buckets reducing at once);
-#: the estimator assumes the runtime's DDP uses gradient_as_bucket_view=True (no grad copy).
-DDP_BUCKET_BYTES = 2 * 25 * _MIB
+#: DDP's reducer keeps flat bucket tensors that mirror every gradient unless
+#: gradient_as_bucket_view=True; the runtime uses the default (False), so ddp/zero1 hold a
+#: second copy of the gradients (torch DistributedDataParallel docs, gradient_as_bucket_view).
+DDP_GRADIENT_AS_BUCKET_VIEW = False
 #: FSDP2 prefetches the next unit while the current one computes: ~2 units unsharded at once.
 FSDP_UNSHARDED_UNITS = 2
 
@@ -150,8 +150,8 @@ def _other_parts(
         parts.append(("model_buffers", int(buffers_bytes)))
     if world_size > 1:
         parts.append(("nccl_buffers", NCCL_BUFFER_BYTES))
-    if strat in (Strategy.DDP, Strategy.ZERO1) and world_size > 1:
-        parts.append(("ddp_buckets", DDP_BUCKET_BYTES))
+    if strat in (Strategy.DDP, Strategy.ZERO1) and world_size > 1 and not DDP_GRADIENT_AS_BUCKET_VIEW:
+        parts.append(("ddp_bucket_grad_copy", params * _DTYPE_BYTES[prec][1]))
     if strat is Strategy.ZERO2:
         # reshard_after_forward=False: every unit stays unsharded from its forward to its backward
         parts.append(("unsharded_params_fwd_to_bwd", params * work))

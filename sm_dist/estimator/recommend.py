@@ -2,7 +2,9 @@
 
 Rules: drop what cannot run or does not fit. Without limits: the cheapest. With `max_hours`: the
 cheapest that finishes in time. With `budget`: the fastest that stays within the budget (both:
-the fastest within both). Ties go to the faster, then the cheaper plan.
+the fastest within both). Ties go to the faster, then the cheaper plan. Without `max_hours`,
+plans that finish within one SageMaker job (MAX_JOB_HOURS) are preferred; when none does, the
+cheapest longer plan is named and the reason says it needs chained, resumed jobs.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ LABELS = {
     Strategy.FSDP: "FSDP", Strategy.HSDP: "HSDP",
 }
 _GB = 1e9
+#: SageMaker's StoppingCondition.MaxRuntimeInSeconds can be at most 28 days (CreateTrainingJob
+#: API reference); a longer run is several jobs resuming from checkpoints.
+MAX_JOB_HOURS = 28 * 24.0
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,8 @@ def recommend(
         candidates = [r for r in candidates if row_cost(r, spot) <= budget]
     if not candidates:
         return None
+    one_job = [r for r in candidates if row_hours(r, spot) <= MAX_JOB_HOURS]
+    candidates = one_job or candidates
     if budget is not None:
         best = min(candidates, key=lambda r: (row_hours(r, spot), row_cost(r, spot)))
     else:
@@ -80,6 +87,11 @@ def _reason(row: Row, rows: list[Row] | tuple[Row, ...], *, spot: bool, max_hour
     head = (f"{label} on {row.instance_count}× {row.instance_type} is the {goal} plan that fits{within} "
             f"(${row_cost(row, spot):,.0f} {money}for {row_hours(row, spot):,.1f} h)")
     parts = [head]
+    if row_hours(row, spot) > MAX_JOB_HOURS:
+        parts.append(f"no plan finishes within SageMaker's {MAX_JOB_HOURS / 24:.0f}-day job limit, so this one runs "
+                     "as chained jobs resuming from checkpoints (add instance counts to go faster)")
+    elif max_hours is None and any(r.runnable and r.fits and row_hours(r, spot) > MAX_JOB_HOURS for r in rows):
+        parts.append(f"plans longer than one SageMaker job ({MAX_JOB_HOURS / 24:.0f} days) were passed over")
     assert row.memory is not None
     ddp = _sibling(rows, row, Strategy.DDP)
     if row.strategy is not Strategy.DDP and ddp is not None and ddp.runnable and not ddp.fits and ddp.memory:
@@ -97,4 +109,4 @@ def _reason(row: Row, rows: list[Row] | tuple[Row, ...], *, spot: bool, max_hour
     return "; ".join(parts) + "."
 
 
-__all__ = ["Recommendation", "recommend", "LABELS", "row_cost", "row_hours"]
+__all__ = ["Recommendation", "recommend", "LABELS", "MAX_JOB_HOURS", "row_cost", "row_hours"]

@@ -33,11 +33,7 @@ def _cells(row: Row, chosen: bool) -> list[str]:
 
 def ordered(est: Estimate) -> list[Row]:
     """Rows that fit, cheapest first, then those that do not fit, then those that cannot run."""
-    def key(row: Row) -> tuple[int, float]:
-        if not row.runnable or row.cost is None:
-            return (2, 0.0)
-        return (0 if row.fits else 1, row.cost.spot if est.spot else row.cost.sagemaker)
-    return sorted(est.rows, key=key)
+    return ordered_rows(list(est.rows), est.spot)
 
 
 def _grid(rows: list[list[str]]) -> list[str]:
@@ -50,21 +46,39 @@ def _grid(rows: list[list[str]]) -> list[str]:
     return out
 
 
-def text(est: Estimate, limit: int | None = 15) -> str:
-    """The CLI table: the best plans, the recommendation, then every assumption."""
+def best_per_pair(est: Estimate) -> list[Row]:
+    """One row per (instance type, count): its cheapest plan that fits, else the runnable plan
+    needing the least memory (shown as not fitting), else the first row (cannot run)."""
+    groups: dict[tuple[str, int], list[Row]] = {}
+    for row in est.rows:
+        groups.setdefault((row.instance_type, row.instance_count), []).append(row)
+    picked = []
+    for rows in groups.values():
+        fitting = [r for r in ordered_rows(rows, est.spot) if r.runnable and r.fits]
+        runnable = [r for r in rows if r.runnable and r.memory is not None]
+        picked.append(fitting[0] if fitting else (min(runnable, key=lambda r: r.memory.total) if runnable else rows[0]))
+    return picked
+
+
+def ordered_rows(rows: list[Row], spot: bool) -> list[Row]:
+    def key(row: Row) -> tuple[int, float]:
+        if not row.runnable or row.cost is None:
+            return (2, 0.0)
+        return (0 if row.fits else 1, row.cost.spot if spot else row.cost.sagemaker)
+    return sorted(rows, key=key)
+
+
+def text(est: Estimate, all_rows: bool = False) -> str:
+    """The CLI table (the best plan per instance type and count, or every row), the
+    recommendation, then every assumption."""
     chosen = est.recommendation.row if est.recommendation else None
-    rows = ordered(est)
-    shown = [r for r in rows if r.fits] if limit is not None else rows
-    hidden = len(rows) - len(shown[:limit] if limit is not None else shown)
-    shown = shown[:limit] if limit is not None else shown
+    shown = ordered(est) if all_rows else best_per_pair(est)
     m = est.model
     lines = [f"{m['name']}: {m['params'] / 1e9:.3g}B params, {m['tokens']:.3g} tokens, seq {m['seq_len']}, "
              f"global batch {m['global_batch']} x micro {m['micro_batch']}, {est.assumptions['precision']}, "
              f"{est.assumptions['optimizer']}, activation checkpointing {est.assumptions['activation_checkpointing']}",
-             ""]
+             "" if all_rows else "Best strategy per instance type and count (--all: every combination):"]
     lines += _grid([list(HEADERS)] + [_cells(r, r is chosen) for r in shown])
-    if hidden:
-        lines.append(f"({hidden} more combinations do not fit, cannot run, or are costlier: --all or --json shows them)")
     lines.append("")
     lines.append("Recommendation: " + (est.recommendation.reason if est.recommendation else "none"))
     lines += ["", "Assumptions:"] + [f"  {line}" for line in assumption_lines(est)]
@@ -95,10 +109,10 @@ def assumption_lines(est: Estimate) -> list[str]:
     return lines
 
 
-def html(est: Estimate, limit: int | None = 30) -> str:
+def html(est: Estimate) -> str:
     """A notebook table (the same content as the text table)."""
     chosen = est.recommendation.row if est.recommendation else None
-    rows = ordered(est)[:limit] if limit else ordered(est)
+    rows = best_per_pair(est)
     esc = html_mod.escape
     head = "".join(f"<th>{esc(h)}</th>" for h in HEADERS)
     body = []
@@ -118,4 +132,4 @@ def html(est: Estimate, limit: int | None = 30) -> str:
     return "".join(parts)
 
 
-__all__ = ["text", "html", "ordered", "assumption_lines"]
+__all__ = ["text", "html", "ordered", "best_per_pair", "assumption_lines"]

@@ -59,11 +59,12 @@ class Estimate:
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
 
-    def table(self, limit: int | None = 15) -> str:
-        """A readable text table with the recommendation and the assumptions under it."""
+    def table(self, all_rows: bool = False) -> str:
+        """A readable text table (best strategy per instance type and count, or every row) with
+        the recommendation and the assumptions under it."""
         from sm_dist.estimator import report
 
-        return report.text(self, limit=limit)
+        return report.text(self, all_rows=all_rows)
 
     def __str__(self) -> str:
         return self.table()

@@ -1,0 +1,124 @@
+"""`sm-dist estimate-cost`: the estimator on the command line.
+
+Numbers are parsed here (not by argparse types) so that bad input becomes one ConfigError line
+naming the flag, the value and the fix, with exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+from sm_dist.errors import ConfigError
+
+_SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+
+
+def parse_number(flag: str, text: str | None, *, integer: bool = True) -> float | int | None:
+    """'2e12', '7B', '1.5T', '300M' -> a positive number; None stays None."""
+    if text is None:
+        return None
+    raw = str(text).strip().replace("_", "").replace(",", "")
+    scale = _SUFFIX.get(raw[-1:].lower(), 1.0) if raw else 1.0
+    body = raw[:-1] if scale != 1.0 else raw
+    try:
+        value = float(body) * scale
+    except ValueError:
+        raise ConfigError(flag, text, "expected a positive number like 7e9 or 7B") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(flag, text, "expected a positive number")
+    if integer:
+        if value != int(value) and value < 1e6:
+            raise ConfigError(flag, text, "expected a whole number")
+        return int(value)
+    return value
+
+
+def parse_counts(values: list[str] | None) -> list[int] | None:
+    """['1-4', '8,16'] -> [1, 2, 3, 4, 8, 16]."""
+    if not values:
+        return None
+    counts: set[int] = set()
+    for value in values:
+        for part in str(value).split(","):
+            part = part.strip()
+            low, sep, high = part.partition("-")
+            try:
+                a, b = (int(low), int(high)) if sep else (int(part), int(part))
+            except ValueError:
+                raise ConfigError("--instance-count", value, "expected counts like 4, 1,2,4 or a range 1-16") from None
+            if a < 1 or b < a:
+                raise ConfigError("--instance-count", value, "counts are whole numbers >= 1; a range is low-high, e.g. 1-16")
+            counts.update(range(a, b + 1))
+    return sorted(counts)
+
+
+def register(command: str, parser: argparse.ArgumentParser) -> None:
+    """Add the estimate-cost flags."""
+    model = parser.add_argument_group("model (one of)")
+    model.add_argument("--params", help="parameter count, e.g. 7e9 or 7B (a GPT-like shape is assumed)")
+    model.add_argument("--model", help="preset: gpt2, gpt2-xl, llama2-7b, llama2-13b, llama2-70b, llama3-8b, ...")
+    model.add_argument("--hf-config", help="path of a Hugging Face config.json")
+    data = parser.add_argument_group("data and batch")
+    data.add_argument("--tokens", help="training tokens, e.g. 2e12 (or --samples with --epochs)")
+    data.add_argument("--samples", help="training sequences per epoch")
+    data.add_argument("--epochs", default="1", help="epochs over --samples (default 1)")
+    data.add_argument("--seq-len", help="sequence length (default: the model's context)")
+    data.add_argument("--global-batch", help="sequences per optimizer step (default ~4M tokens)")
+    data.add_argument("--micro-batch", default="1", help="sequences per GPU per forward (default 1)")
+    data.add_argument("--precision", default="mixed", help="fp32 | amp | mixed | bf16 (default mixed)")
+    data.add_argument("--optimizer", default="adamw", help="adamw | adam | sgd (default adamw)")
+    data.add_argument("--activation-checkpointing", default="selective",
+                      help="none | selective | full (default selective: attention scores recomputed, as SDPA does)")
+    where = parser.add_argument_group("where")
+    where.add_argument("--instance-type", action="append", help="repeatable; 'all' = the whole catalog "
+                       "(default p4d, p4de, p5, g5.48xlarge, g6e.48xlarge)")
+    where.add_argument("--instance-count", action="append", help="repeatable: 4, 1,2,4 or 1-16 (default 1,2,4,8,16)")
+    where.add_argument("--strategy", action="append", help="repeatable: dp ddp zero1 zero2 fsdp hsdp (default all)")
+    where.add_argument("--region", default="us-east-1")
+    money = parser.add_argument_group("time and money")
+    money.add_argument("--spot", action="store_true", help="rank plans by their managed-spot cost")
+    money.add_argument("--spot-discount", help="fraction off on-demand for spot (default 0.6)")
+    money.add_argument("--mfu", help="model FLOPs utilisation, 0-1 (default: a prior per GPU family)")
+    money.add_argument("--prices", default="catalog", choices=("catalog", "live"),
+                       help="catalog (shipped, dated) or live (AWS Price List API, cached)")
+    money.add_argument("--max-hours", help="recommend the cheapest plan finishing within this many hours")
+    money.add_argument("--budget", help="recommend the fastest plan within this many dollars")
+    out = parser.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="print one JSON object (every row)")
+    out.add_argument("--all", action="store_true", help="table: every combination, not only the plans that fit")
+    parser.set_defaults(_run=run)
+
+
+def _instance_types(values: list[str] | None) -> list[str] | None:
+    if values and any(v.strip().lower() == "all" for v in values):
+        from sm_dist.catalog import list_instances
+
+        return [i.name for i in list_instances()]
+    return values
+
+
+def run(args: argparse.Namespace) -> int:
+    """Estimate and print; exit 0 (even when nothing fits: that is an answer, said in the output)."""
+    from sm_dist.estimator.api import estimate
+
+    result = estimate(
+        params=parse_number("--params", args.params), model=args.model, hf_config=args.hf_config,
+        tokens=parse_number("--tokens", args.tokens), samples=parse_number("--samples", args.samples),
+        epochs=parse_number("--epochs", args.epochs), seq_len=parse_number("--seq-len", args.seq_len),
+        global_batch=parse_number("--global-batch", args.global_batch),
+        micro_batch=parse_number("--micro-batch", args.micro_batch), precision=args.precision,
+        optimizer=args.optimizer, activation_checkpointing=args.activation_checkpointing,
+        instance_types=_instance_types(args.instance_type), instance_counts=parse_counts(args.instance_count),
+        strategies=args.strategy, spot=args.spot, region=args.region,
+        mfu=parse_number("--mfu", args.mfu, integer=False), prices=args.prices,
+        max_hours=parse_number("--max-hours", args.max_hours, integer=False),
+        budget=parse_number("--budget", args.budget, integer=False),
+        spot_discount=parse_number("--spot-discount", args.spot_discount, integer=False),
+    )
+    sys.stdout.write((result.to_json() if args.json else result.table(all_rows=args.all)) + "\n")
+    return 0
+
+
+__all__ = ["register", "run", "parse_number", "parse_counts"]
