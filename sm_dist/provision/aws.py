@@ -9,6 +9,7 @@ sm_dist errors instead of tracebacks.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,12 +21,16 @@ class InfraError(SmDistError):
 
 
 def session_or_default(session: Any = None) -> Any:
-    """`session`, or a default boto3 Session that follows the standard boto3 configuration."""
+    """`session`, or a default boto3 Session that follows the standard AWS configuration.
+
+    botocore itself reads only AWS_DEFAULT_REGION; the AWS CLI v2 and the other SDKs also read
+    AWS_REGION and let it win over AWS_DEFAULT_REGION and the profile, so the default does too.
+    """
     if session is not None:
         return session
     import boto3
 
-    return boto3.Session()
+    return boto3.Session(region_name=os.environ.get("AWS_REGION") or None)
 
 
 def client(session: Any, service: str) -> Any:
