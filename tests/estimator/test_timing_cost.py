@@ -1,0 +1,87 @@
+"""Activations (Korthikanti 2022), step time (FLOPs, ring collectives), cost and spot."""
+
+from __future__ import annotations
+
+import pytest
+
+from sm_dist.catalog import get_instance
+from sm_dist.errors import ConfigError
+from sm_dist.estimator import timing
+from sm_dist.estimator.activations import activation_bytes, layer_activation_bytes
+from sm_dist.estimator.cost import (
+    CHECKPOINT_INTERVAL_SECONDS,
+    SPOT_INTERRUPTIONS_PER_INSTANCE_HOUR,
+    SPOT_RESTART_SECONDS,
+    job_cost,
+    job_hours,
+)
+from sm_dist.vocab import Precision, Strategy
+
+
+def test_korthikanti_per_layer_formulas() -> None:
+    s, b, h, a = 2048, 1, 4096, 32
+    assert layer_activation_bytes(s, b, h, a, "none") == s * b * h * (34 + 5 * a * s / h)
+    assert layer_activation_bytes(s, b, h, a, "selective") == 34 * s * b * h
+    assert layer_activation_bytes(s, b, h, a, "full") == 2 * s * b * h
+
+
+def test_activation_total_adds_layers_logits_and_precision() -> None:
+    kw = dict(layers=2, hidden=64, heads=4, vocab=100, seq_len=32, micro_batch=2)
+    mixed = activation_bytes(**kw, checkpointing="selective", precision="mixed")
+    assert mixed == 2 * 34 * 32 * 2 * 64 + 4 * 32 * 2 * 100
+    fp32 = activation_bytes(**kw, checkpointing="selective", precision="fp32")
+    assert fp32 == 2 * 2 * 34 * 32 * 2 * 64 + 4 * 32 * 2 * 100
+    with pytest.raises(ConfigError):
+        activation_bytes(**kw, checkpointing="some")
+
+
+def _step(strategy: Strategy, count: int, name: str = "ml.p4d.24xlarge", accumulation: int = 1) -> timing.StepTime:
+    return timing.step_time(params=1_000_000_000, tokens_per_micro_batch=4096, accumulation=accumulation,
+                            strategy=strategy, precision=Precision.MIXED, inst=get_instance(name), count=count,
+                            mfu=0.4, checkpointing="selective")
+
+
+def test_compute_is_6_flops_per_param_per_token() -> None:
+    step = _step(Strategy.DDP, 1)
+    assert step.compute == pytest.approx(6 * 1e9 * 4096 / (312e12 * 0.4))
+    assert timing.flops_per_token(10, "full") == 80
+
+
+def test_ddp_all_reduce_is_ring_hierarchical() -> None:
+    inst = get_instance("ml.p4d.24xlarge")
+    step = _step(Strategy.DDP, 2)
+    grad_bytes = 2 * 1e9  # bf16 gradients
+    intra = 2 * 7 / 8 * grad_bytes / (600e9 * timing.NVLINK_EFFICIENCY)
+    inter = 2 * 1 / 2 * grad_bytes / (inst.network_gbps * 1e9 / 8 * timing.NETWORK_EFFICIENCY)
+    assert step.communication == pytest.approx(intra + inter)
+    window = timing.OVERLAP_EFFICIENCY * step.compute * (1 - timing.FORWARD_SHARE)
+    assert step.exposed == pytest.approx(max(0.0, intra + inter - window))
+
+
+def test_communication_volumes() -> None:
+    assert [timing.comm_volume_psi(s) for s in ("ddp", "zero1", "zero2", "fsdp")] == [2, 3, 2, 3]
+
+
+def test_data_parallel_is_a_parameter_server_that_grows_with_gpus() -> None:
+    four = _step(Strategy.DP, 1, "ml.g5.12xlarge")
+    eight = _step(Strategy.DP, 1, "ml.g5.48xlarge")
+    assert eight.exposed / four.exposed == pytest.approx(7 / 3)  # 2·K·(N−1)
+    assert eight.exposed > _step(Strategy.DDP, 1, "ml.g5.48xlarge").exposed
+
+
+def test_slow_network_exposes_communication() -> None:
+    fast = _step(Strategy.FSDP, 16, "ml.p5.48xlarge")
+    slow = _step(Strategy.FSDP, 16, "ml.g5.48xlarge")
+    assert slow.exposed > fast.exposed >= 0
+
+
+def test_cost_and_spot_expectation() -> None:
+    inst = get_instance("ml.p4d.24xlarge")
+    hours = job_hours(steps=100, step_seconds=36.0)
+    assert hours == pytest.approx(1.0 + 300 / 3600)
+    cost = job_cost(10.0, 4, inst, spot_discount=0.6)
+    assert cost.sagemaker == pytest.approx(10 * 4 * 25.2513)
+    assert cost.ec2 == pytest.approx(10 * 4 * 21.9576)
+    lost = 10 * 4 * SPOT_INTERRUPTIONS_PER_INSTANCE_HOUR * (SPOT_RESTART_SECONDS + CHECKPOINT_INTERVAL_SECONDS / 2) / 3600
+    assert cost.spot_hours == pytest.approx(10 + lost)
+    assert cost.spot == pytest.approx((10 + lost) * 4 * 25.2513 * 0.4)
