@@ -27,6 +27,9 @@ OUTPUT_KEYS: dict[str, str] = {
 #: Keys every resolved result has.
 RESOLVED_KEYS = ("role_arn", "bucket", "checkpoint_uri")
 
+#: Every sm_dist template's Description starts with this; deploy and delete touch no other stack.
+DESCRIPTION_MARKER = "sm_dist:"
+
 # Statuses in which a stack has no trustworthy outputs.
 _UNUSABLE = ("CREATE_IN_PROGRESS", "CREATE_FAILED", "ROLLBACK_", "DELETE_", "REVIEW_IN_PROGRESS")
 
@@ -41,6 +44,16 @@ def describe_stack(cfn: Any, stack_name: str) -> dict[str, Any] | None:
                 return None
             raise
     return stacks[0] if stacks else None
+
+
+def require_ours(stack: Mapping[str, Any]) -> None:
+    """Refuse (ConfigError) a stack that was not made from an sm_dist template."""
+    if not str(stack.get("Description") or "").startswith(DESCRIPTION_MARKER):
+        name = stack.get("StackName", "?")
+        raise ConfigError(
+            "stack", name,
+            "exists but was not deployed from an sm_dist template, so sm-dist infra leaves it alone; choose another stack name",
+        )
 
 
 def present(stack: Mapping[str, Any]) -> dict[str, str]:

@@ -52,6 +52,7 @@ def _info(stack: Mapping[str, Any], region: str, *, changed: bool = True) -> Sta
 
 
 def _check_updatable(stack: Mapping[str, Any]) -> None:
+    outputs.require_ours(stack)
     name, status = stack["StackName"], stack["StackStatus"]
     if status == "ROLLBACK_COMPLETE":
         raise aws.InfraError(

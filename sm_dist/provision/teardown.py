@@ -53,6 +53,7 @@ def empty(s3: Any, bucket: str) -> int:
     deleted = 0
     with aws.aws_errors(f"empty bucket {bucket}"):
         batch: list[dict[str, str]] = []
+        # List everything first: deleting while paginating the listing could skip versions.
         for version in [*_versions(s3, bucket)]:
             batch.append(version)
             if len(batch) == _BATCH:
@@ -91,6 +92,7 @@ def delete(
     stack = outputs.describe_stack(cfn, name)
     if stack is None:
         raise ConfigError("stack", name, f"no such stack in region {aws.region_of(cfn)}; check the name, AWS_REGION and AWS_PROFILE")
+    outputs.require_ours(stack)
     if not events.is_final(stack["StackStatus"]):
         raise aws.InfraError(f"stack {name} is {stack['StackStatus']}; wait for it to finish, then delete")
     stack_id = stack["StackId"]

@@ -42,6 +42,7 @@ def template_text(name: str = DEFAULT_TEMPLATE) -> str:
     return template_path(name).read_text(encoding="utf-8")
 
 
+@lru_cache(maxsize=1)
 def _loader() -> type:
     """A yaml SafeLoader subclass that knows CloudFormation's short tags (built on first use)."""
     import yaml

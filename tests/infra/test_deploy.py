@@ -162,3 +162,14 @@ def test_delete_of_an_empty_stack_needs_no_flag(aws_session: Any, config_home: P
 def test_delete_unknown_stack_is_config_error(aws_session: Any, config_home: Path) -> None:
     with pytest.raises(ConfigError, match="no such stack"):
         teardown.delete("missing", session=aws_session, poll_seconds=0)
+
+
+def test_stacks_not_made_by_sm_dist_are_left_alone(aws_session: Any, config_home: Path) -> None:
+    body = json.dumps({"Description": "someone else's", "Resources": {"B": {"Type": "AWS::S3::Bucket"}}})
+    cfn = aws_session.client("cloudformation")
+    cfn.create_stack(StackName="theirs", TemplateBody=body)
+    for attempt in (lambda: _deploy(aws_session, "theirs"), lambda: teardown.delete("theirs", session=aws_session, poll_seconds=0)):
+        with pytest.raises(ConfigError, match="not deployed from an sm_dist template"):
+            attempt()
+    after = cfn.describe_stacks(StackName="theirs")["Stacks"][0]
+    assert after["StackStatus"] == "CREATE_COMPLETE" and after["Description"] == "someone else's"

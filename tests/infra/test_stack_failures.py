@@ -40,7 +40,8 @@ def stubbed(aws_credentials: str) -> Any:
 
 
 def _stack(status: str, outputs: bool = True) -> dict[str, Any]:
-    stack_dict: dict[str, Any] = {"StackId": ARN, "StackName": "sm-dist", "StackStatus": status, "CreationTime": T0}
+    stack_dict: dict[str, Any] = {"StackId": ARN, "StackName": "sm-dist", "StackStatus": status, "CreationTime": T0,
+                                  "Description": "sm_dist: bucket and role"}
     if outputs:
         stack_dict["Outputs"] = [
             {"OutputKey": "RoleArn", "OutputValue": "arn:aws:iam::123456789012:role/r"},

@@ -39,6 +39,13 @@ def test_templates_are_found_through_resource_dir() -> None:
     assert "sm-dist.yaml" in TEMPLATES
 
 
+@pytest.mark.parametrize("name", TEMPLATES)
+def test_description_carries_the_marker_deploy_and_delete_check(name: str) -> None:
+    from sm_dist.provision.outputs import DESCRIPTION_MARKER
+
+    assert template.load(name)["Description"].startswith(DESCRIPTION_MARKER)
+
+
 @pytest.fixture
 def tpl() -> dict[str, Any]:
     return template.load()
