@@ -85,6 +85,9 @@ def test_lifecycle_expires_checkpoints_and_aborts_uploads(tpl: dict[str, Any]) -
     abort = rules["abort-incomplete-multipart-uploads"]
     assert abort["Status"] == "Enabled" and "Prefix" not in abort
     assert abort["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 7}
+    noncurrent = rules["expire-noncurrent-versions"]
+    assert "Prefix" not in noncurrent
+    assert noncurrent["NoncurrentVersionExpiration"] == {"NoncurrentDays": {"Ref": "CheckpointRetentionDays"}}
 
 
 def test_versioning_is_optional_and_off_by_default(tpl: dict[str, Any]) -> None:
