@@ -103,9 +103,13 @@ def test_subprocess_errors_never_print_a_traceback(tmp_path: Path) -> None:
     assert proc.returncode == 1 and "cannot reach" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_infra_help_imports_nothing_heavy() -> None:
-    code = "import sys, sm_dist.cli\ntry:\n    sm_dist.cli.main(['infra', 'deploy', '--help'])\nexcept SystemExit:\n    pass\n" \
-           "import json; print(json.dumps(sorted(sys.modules)))"
+def test_infra_help_and_provision_imports_load_nothing_heavy() -> None:
+    code = (
+        "import sys, sm_dist.cli\n"
+        "import sm_dist.provision.outputs, sm_dist.provision.stack, sm_dist.provision.teardown\n"
+        "try:\n    sm_dist.cli.main(['infra', 'deploy', '--help'])\nexcept SystemExit:\n    pass\n"
+        "import json; print(json.dumps(sorted(sys.modules)))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = json.loads(out.strip().splitlines()[-1])
     assert not [m for m in loaded if m.split(".")[0] in ("boto3", "botocore", "yaml", "torch", "sagemaker")]
