@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from typing import Any
 
@@ -40,6 +41,13 @@ def register(command: str, parser: argparse.ArgumentParser) -> None:
     rm.set_defaults(_run=_delete)
 
 
+def _quiet_aws_logs(args: argparse.Namespace) -> None:
+    """botocore logs "Found credentials in ..." at INFO; only -v should show that."""
+    if not getattr(args, "verbose", False):
+        for name in ("botocore", "boto3", "urllib3"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def _progress(line: str) -> None:
     print(f"  {line}", file=sys.stderr, flush=True)
 
@@ -66,6 +74,7 @@ def _print_info(info: Any, as_json: bool) -> None:
 
 
 def _deploy(args: argparse.Namespace) -> int:
+    _quiet_aws_logs(args)
     from sm_dist.provision import config, params, stack, template
 
     values = params.parse_assignments(args.param)
@@ -81,6 +90,7 @@ def _deploy(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    _quiet_aws_logs(args)
     from sm_dist.provision import stack
 
     _print_info(stack.show(args.stack_name), args.json)
@@ -88,6 +98,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _delete(args: argparse.Namespace) -> int:
+    _quiet_aws_logs(args)
     from sm_dist.provision import teardown
 
     status = teardown.delete(args.stack_name, empty_bucket=args.empty_bucket, on_event=_progress)

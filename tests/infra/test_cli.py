@@ -82,6 +82,7 @@ def test_subprocess_honours_aws_endpoint_url(moto_endpoint: str, config_home: Pa
     env = _aws_env(moto_endpoint, config_home)
     proc = _sub("deploy", "--stack-name", "endpoint-stack", "--json", env=env)
     assert proc.returncode == 0, proc.stderr
+    assert "CREATE_COMPLETE" in proc.stderr and "Found credentials" not in proc.stderr  # no botocore chatter
     deployed = json.loads(proc.stdout)
     proc = _sub("show", "endpoint-stack", "--json", env=env)
     assert proc.returncode == 0 and json.loads(proc.stdout)["outputs"] == deployed["outputs"]
