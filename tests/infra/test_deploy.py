@@ -104,6 +104,13 @@ def test_update_changes_parameters_and_outputs(aws_session: Any, config_home: Pa
     assert outputs.resolve()["checkpoint_uri"] == info.outputs["checkpoint_uri"]
 
 
+def test_update_keeps_parameters_not_given_again(aws_session: Any, config_home: Path) -> None:
+    _deploy(aws_session, Prefix="team", CheckpointRetentionDays="14")
+    info = _deploy(aws_session, Versioning="true")
+    assert (info.parameters["Prefix"], info.parameters["CheckpointRetentionDays"], info.parameters["Versioning"]) == ("team", "14", "true")
+    assert info.outputs["checkpoint_uri"].endswith("/team/checkpoints")
+
+
 @pytest.mark.parametrize(
     ("name", "params", "field"),
     [
