@@ -1,0 +1,110 @@
+"""The job's StoppingCondition: MaxRuntime (always explicit) and, for spot, MaxWait.
+
+A budget (`max_cost_usd`) becomes a MaxRuntime through the on-demand hourly price × instances:
+SageMaker bills at most MaxRuntime per instance, and spot is billed below on-demand, so the job
+cannot cost more than the budget (spot jobs usually cost less). Capacity waits on spot are not
+billed, so MaxWait adds room to wait without raising the cost ceiling.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from sm_dist.errors import ConfigError
+
+#: Used when neither max_runtime_s nor max_cost_usd is given: the API's own default (1 day),
+#: set explicitly because ModelTrainer's default is 3600 s (FACTS.md §1.2).
+DEFAULT_MAX_RUNTIME_S = 86_400
+#: The API's maximum MaxRuntimeInSeconds (28 days; FACTS.md §1.5).
+MAX_RUNTIME_LIMIT_S = 28 * 86_400
+#: Spot MaxWait = this × MaxRuntime unless given: as long again to wait for capacity, unbilled.
+SPOT_WAIT_FACTOR = 2
+#: A budget that buys less than this is a typo, not a plan.
+MIN_RUNTIME_S = 60
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What goes into StoppingCondition, and why."""
+
+    max_runtime_s: int
+    max_wait_s: int | None
+    usd_per_hour: float | None
+    """On-demand price of all instances together (None: not in the catalog)."""
+    basis: str
+    """One sentence: where MaxRuntime came from."""
+
+    @property
+    def max_cost_usd(self) -> float | None:
+        """Worst case: every instance billed for the whole MaxRuntime at on-demand price."""
+        return None if self.usd_per_hour is None else self.usd_per_hour * self.max_runtime_s / 3600
+
+    def to_dict(self) -> dict[str, Any]:
+        cost = self.max_cost_usd
+        return {
+            "max_runtime_s": self.max_runtime_s,
+            "max_wait_s": self.max_wait_s,
+            "usd_per_hour": None if self.usd_per_hour is None else round(self.usd_per_hour, 4),
+            "max_cost_usd": None if cost is None else round(cost, 2),
+            "basis": self.basis,
+        }
+
+
+def _runtime(config: Any, usd_per_hour: float | None) -> tuple[int, str]:
+    from_budget = None
+    if config.max_cost_usd is not None:
+        if usd_per_hour is None:
+            raise ConfigError(
+                "max_cost_usd", config.max_cost_usd,
+                f"no price known for {config.instance_type} in sm_dist's catalog; set max_runtime_s instead",
+            )
+        from_budget = math.floor(config.max_cost_usd * 3600 / usd_per_hour)
+        if from_budget < MIN_RUNTIME_S:
+            raise ConfigError(
+                "max_cost_usd", config.max_cost_usd,
+                f"buys only {from_budget} s of {config.instance_count} × {config.instance_type} (${usd_per_hour:.2f}/h); raise it",
+            )
+    if from_budget is not None and (config.max_runtime_s is None or from_budget < config.max_runtime_s):
+        return from_budget, (
+            f"${config.max_cost_usd:g} budget ÷ ${usd_per_hour:.2f}/h ({config.instance_count} × "
+            f"{config.instance_type} on-demand) = {from_budget / 3600:.2f} h"
+        )
+    if config.max_runtime_s is not None:
+        return config.max_runtime_s, "max_runtime_s as given"
+    return DEFAULT_MAX_RUNTIME_S, "default (no max_runtime_s or max_cost_usd given): 24 h"
+
+
+def stopping_limits(config: Any, usd_per_hour: float | None, expected_hours: float | None) -> tuple[Limits, list[str]]:
+    """MaxRuntime/MaxWait for `config` and warnings (budget shorter than the estimate, ...)."""
+    warnings: list[str] = []
+    runtime, basis = _runtime(config, usd_per_hour)
+    if runtime > MAX_RUNTIME_LIMIT_S:
+        warnings.append(f"MaxRuntime capped at SageMaker's 28 days (asked {runtime / 86400:.1f} days)")
+        runtime = MAX_RUNTIME_LIMIT_S
+    if config.max_cost_usd is None and config.max_runtime_s is None and usd_per_hour is not None:
+        warnings.append(f"no budget given: the job may run {runtime / 3600:.0f} h ≈ ${usd_per_hour * runtime / 3600:,.0f}; "
+                        "set max_cost_usd or max_runtime_s")
+    if expected_hours is not None and runtime < expected_hours * 3600:
+        warnings.append(f"MaxRuntime {runtime / 3600:.2f} h is shorter than the estimated {expected_hours:.2f} h: "
+                        "the job will be stopped before it finishes (it can resume from its checkpoint)")
+    return Limits(runtime, _wait(config, runtime), usd_per_hour, basis), warnings
+
+
+def _wait(config: Any, runtime: int) -> int | None:
+    if not config.spot:
+        if config.max_wait_s is not None:
+            raise ConfigError("max_wait_s", config.max_wait_s, "MaxWait applies to spot jobs only; set spot=True or drop it")
+        return None
+    if config.max_wait_s is None:
+        return runtime * SPOT_WAIT_FACTOR
+    if config.max_wait_s < runtime:
+        raise ConfigError(
+            "max_wait_s", config.max_wait_s,
+            f"must be >= MaxRuntime ({runtime} s): it covers the capacity wait plus the run itself",
+        )
+    return config.max_wait_s
+
+
+__all__ = ["Limits", "stopping_limits", "DEFAULT_MAX_RUNTIME_S", "MAX_RUNTIME_LIMIT_S", "SPOT_WAIT_FACTOR"]

@@ -1,0 +1,164 @@
+"""The code channel of a job: the user's source, sm_dist itself, its entrypoints, the job spec.
+
+Layout (what the container sees under /opt/ml/input/data/code, on PYTHONPATH):
+
+    <user's source dir, minus ignored files>
+    sm_dist/                 the installed sm_dist package (no pip install in the job, so it
+    sm_dist/_entrypoints/    works in a network-isolated VPC), with the bundled entrypoints
+    sm_dist_job.json         the JobSpec
+
+`collect_bundle` lists the files with their sizes and sha256 (the manifest in the plan) and
+reads nothing from AWS; `write_bundle` copies them to a local folder (local mode); the upload
+in `submit` sends the same bytes, after checking each still has the planned sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sm_dist._resources import package_dir, resource_dir
+from sm_dist.errors import ConfigError, LaunchError
+from sm_dist.jobspec import JOB_SPEC_FILENAME
+from sm_dist.launch.ignore import IgnoreRules, walk_source
+
+_log = logging.getLogger(__name__)
+
+#: Above this total the plan warns: every host downloads the bundle at start.
+WARN_BUNDLE_BYTES = 50 * 2**20
+#: Where the entrypoints live inside the bundled package (same place as in the wheel).
+ENTRYPOINTS_IN_BUNDLE = "sm_dist/_entrypoints"
+#: Parts of the installed package the job never needs.
+_PACKAGE_SKIP = ("__pycache__", "_infra")
+
+
+@dataclass(frozen=True)
+class BundleFile:
+    """One file of the code channel."""
+
+    path: str
+    """Relative posix path inside the bundle."""
+    size: int
+    sha256: str
+    origin: str
+    """"user", "sm_dist", "entrypoint" or "jobspec"."""
+    source: str | None
+    """Absolute local path (None for generated content)."""
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """The manifest of the code channel, plus the generated job spec text."""
+
+    files: tuple[BundleFile, ...]
+    job_spec_json: str
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    def manifest(self) -> list[dict[str, Any]]:
+        """JSON-able list of {path, size, sha256, origin}."""
+        return [{"path": f.path, "size": f.size, "sha256": f.sha256, "origin": f.origin} for f in self.files]
+
+    def payloads(self) -> Iterator[tuple[BundleFile, bytes]]:
+        """Each file's bytes, checked against the planned sha256 (a file changed since → error)."""
+        for item in self.files:
+            data = self.job_spec_json.encode() if item.source is None else Path(item.source).read_bytes()
+            if hashlib.sha256(data).hexdigest() != item.sha256:
+                raise LaunchError(f"{item.source} changed after the plan was made; plan again")
+            yield item, data
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _file(rel: str, path: Path, origin: str) -> BundleFile:
+    return BundleFile(rel, path.stat().st_size, _sha256(path), origin, str(path))
+
+
+def builtin_entrypoints() -> list[str]:
+    """File names of sm_dist's bundled entrypoints (cnn.py, gpt.py, ...)."""
+    folder = resource_dir("entrypoints")
+    return sorted(p.name for p in folder.glob("*.py")) if folder.is_dir() else []
+
+
+def resolve_entry(entry: str, source_dir: Path, is_function: bool) -> str:
+    """The entry as the job spec holds it: relative to the bundle root."""
+    if is_function:
+        return entry
+    rel = Path(entry)
+    if rel.is_absolute() or ".." in rel.parts:
+        raise ConfigError("entry", entry, "give the script relative to source_dir, without '..'")
+    if (source_dir / rel).is_file():
+        return rel.as_posix()
+    if rel.name == entry and entry in builtin_entrypoints():
+        return f"{ENTRYPOINTS_IN_BUNDLE}/{entry}"
+    raise ConfigError(
+        "entry", entry,
+        f"no such file in source_dir {str(source_dir)!r}; bundled entrypoints: {', '.join(builtin_entrypoints()) or 'none'}"
+        ', or use "pkg.module:function"',
+    )
+
+
+def _package_files() -> list[BundleFile]:
+    root = package_dir()
+    files = []
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if path.is_file() and not set(rel.parts) & set(_PACKAGE_SKIP) and path.suffix not in (".pyc", ".pyo"):
+            files.append(_file(f"sm_dist/{rel.as_posix()}", path, "sm_dist"))
+    entry_dir = resource_dir("entrypoints")
+    if entry_dir.is_dir() and entry_dir != root / "_entrypoints":  # source checkout / editable install
+        for path in sorted(entry_dir.glob("*.py")):
+            files.append(_file(f"{ENTRYPOINTS_IN_BUNDLE}/{path.name}", path, "entrypoint"))
+    return files
+
+
+def collect_bundle(source_dir: str | Path, job_spec_json: str, ignore_patterns: tuple[str, ...] = ()) -> Bundle:
+    """List the code channel's files. Reads local files only."""
+    source = Path(source_dir).resolve()
+    user, warnings = walk_source(source, IgnoreRules(source, ignore_patterns))
+    files: list[BundleFile] = []
+    for rel, path in user:
+        if rel.split("/")[0] in ("sm_dist", JOB_SPEC_FILENAME):
+            warnings.append(f"{rel}: left out, the bundled sm_dist package and job spec take its place")
+            continue
+        files.append(_file(rel, path, "user"))
+    files += _package_files()
+    spec_bytes = job_spec_json.encode()
+    files.append(BundleFile(JOB_SPEC_FILENAME, len(spec_bytes), hashlib.sha256(spec_bytes).hexdigest(), "jobspec", None))
+    bundle = Bundle(tuple(files), job_spec_json, tuple(warnings))
+    if bundle.total_bytes > WARN_BUNDLE_BYTES:
+        warnings.append(
+            f"code bundle is {bundle.total_bytes / 2**20:.0f} MiB (> {WARN_BUNDLE_BYTES // 2**20} MiB); "
+            f"every host downloads it at start — list large files in .smdistignore"
+        )
+        bundle = Bundle(bundle.files, job_spec_json, tuple(warnings))
+    return bundle
+
+
+def write_bundle(bundle: Bundle, dest_dir: str | Path) -> Path:
+    """Copy the bundle into `dest_dir` (created; must be empty). No upload."""
+    dest = Path(dest_dir)
+    if dest.exists() and any(dest.iterdir()):
+        raise ConfigError("dest_dir", str(dest), "expected a new or empty folder")
+    for item, data in bundle.payloads():
+        target = dest / item.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    _log.debug("wrote %d files (%d bytes) to %s", len(bundle.files), bundle.total_bytes, dest)
+    return dest
+
+
+__all__ = ["Bundle", "BundleFile", "collect_bundle", "write_bundle", "resolve_entry", "builtin_entrypoints"]

@@ -1,0 +1,238 @@
+"""What the user asks for when launching: one frozen, validated value (`LaunchConfig`).
+
+`sm_dist.plan(...)`, `sm_dist.fit(...)` and `sm-dist fit` all build a LaunchConfig first, so a
+bad argument fails here — before anything is read from AWS, uploaded or created. Checks that
+need the catalog, the estimator or the source dir live in `preflight`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from sm_dist.errors import ConfigError
+from sm_dist.jobspec import CHECKPOINT_MODES, entry_is_function
+from sm_dist.vocab import Precision, Strategy, parse_enum
+
+#: The PyTorch training image used unless image_uri= is given: the AWS Deep Learning Container
+#: for this torch version (resolved per region by the SageMaker SDK's image_uris).
+DEFAULT_TORCH_VERSION = "2.8"
+DEFAULT_PY_VERSION = "py312"
+#: torchrun in-job restarts: FACTS.md §2.3 saw c10d + TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
+#: recover 14/14 times with one restart; 2 leaves room for a second failure.
+DEFAULT_MAX_RESTARTS = 2
+#: ModelTrainer's default volume (train/defaults.py DEFAULT_VOLUME_SIZE).
+DEFAULT_VOLUME_GB = 30
+#: Channel names SageMaker accepts (API Channel.ChannelName); "code" is the bundle's.
+_CHANNEL_RE = re.compile(r"[A-Za-z0-9.\-_]{1,64}")
+_BASE_NAME_RE = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,39}")
+_ENV_KEY_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+_TAG_KEY_RE = re.compile(r"[\w\s.:/=+\-@]{1,128}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchConfig:
+    """Everything `fit` needs; field names are the keyword arguments of `sm_dist.fit`."""
+
+    entry: str
+    """Script relative to source_dir ("train.py"), "pkg.module:function", or a bundled
+    sm_dist entrypoint by file name ("cnn.py", "gpt.py", "resnet.py")."""
+    instance_type: str
+    """SageMaker training instance type, e.g. "ml.p4d.24xlarge"."""
+    source_dir: str = "."
+    """Folder uploaded as the job's code (minus ignored files)."""
+    instance_count: int = 1
+    strategy: str | Strategy = Strategy.DDP
+    """dp, ddp, zero1, zero2, fsdp, hsdp, or "auto" (the estimator's cheapest that fits)."""
+    precision: Precision = Precision.FP32
+    params: float | None = None
+    """Model size in parameters (for the memory check, "auto" and the estimate)."""
+    model: str | None = None
+    """Or an estimator model preset ("llama-7b", "gpt2-xl", ...)."""
+    hf_config: str | None = None
+    """Or a Hugging Face config.json."""
+    tokens: float | None = None
+    """Training tokens: with the model size, gives the expected duration and cost."""
+    seq_len: int | None = None
+    """Sequence length for the memory estimate (default: the model's)."""
+    micro_batch: int = 1
+    """Sequences per GPU per step, for the memory estimate."""
+    seed: int = 0
+    nproc_per_node: int | None = None
+    """Processes per instance; None = one per GPU."""
+    max_restarts: int = DEFAULT_MAX_RESTARTS
+    """torchrun restarts of all workers after a worker failure (resume from the checkpoint)."""
+    checkpoint_s3_uri: str | None = None
+    """s3://bucket/prefix for checkpoints; required with spot."""
+    checkpoint_mode: str = "auto"
+    checkpoint_interval_steps: int | None = None
+    checkpoint_keep: int | None = None
+    async_checkpoint: bool = False
+    spot: bool = False
+    """Managed spot training (needs checkpoint_s3_uri)."""
+    max_cost_usd: float | None = None
+    """Budget: converted to MaxRuntime (and MaxWait for spot) from the hourly price."""
+    max_runtime_s: int | None = None
+    max_wait_s: int | None = None
+    """Spot only: capacity wait + run time; >= max runtime."""
+    retry_attempts: int | None = None
+    """RetryStrategy.MaximumRetryAttempts (SageMaker retries on InternalServerError only)."""
+    hyperparameters: Mapping[str, Any] = field(default_factory=dict)
+    """Reach the script as `--key value`."""
+    environment: Mapping[str, str] = field(default_factory=dict)
+    inputs: Mapping[str, str] = field(default_factory=dict)
+    """Data channels: name -> s3://uri, mounted at /opt/ml/input/data/<name>."""
+    metrics: tuple[str, ...] = ("loss",)
+    """Metric names scraped from the `[sm_dist] step=…` lines into CloudWatch."""
+    role: str | None = None
+    """Execution role ARN; else infra_stack's, else the SDK's resolution."""
+    infra_stack: str | None = None
+    """Name of a stack from `sm-dist infra deploy` ("" = the one recorded last)."""
+    output_s3_uri: str | None = None
+    """Where the code bundle and the job's output go; default from infra or the SDK bucket."""
+    region: str | None = None
+    image_uri: str | None = None
+    torch_version: str = DEFAULT_TORCH_VERSION
+    py_version: str = DEFAULT_PY_VERSION
+    job_name: str | None = None
+    base_job_name: str = "sm-dist"
+    volume_size_gb: int = DEFAULT_VOLUME_GB
+    volume_kms_key: str | None = None
+    output_kms_key: str | None = None
+    subnets: tuple[str, ...] = ()
+    security_group_ids: tuple[str, ...] = ()
+    network_isolation: bool = False
+    encrypt_inter_container_traffic: bool = False
+    tags: Mapping[str, str] = field(default_factory=dict)
+    ignore_patterns: tuple[str, ...] = ()
+    """Extra patterns (gitignore-style subset) left out of the bundle, besides .smdistignore."""
+
+    def __post_init__(self) -> None:
+        _check_text("entry", self.entry)
+        _check_text("instance_type", self.instance_type)
+        if not Path(self.source_dir).is_dir():
+            raise ConfigError("source_dir", self.source_dir, "expected an existing folder")
+        if str(self.strategy).lower() != "auto":
+            object.__setattr__(self, "strategy", parse_enum(Strategy, self.strategy, "strategy"))
+        else:
+            object.__setattr__(self, "strategy", "auto")
+        object.__setattr__(self, "precision", parse_enum(Precision, self.precision, "precision"))
+        self._check_numbers()
+        self._check_s3()
+        self._check_mappings()
+        if self.checkpoint_mode not in CHECKPOINT_MODES:
+            raise ConfigError("checkpoint_mode", self.checkpoint_mode, f"expected one of {', '.join(CHECKPOINT_MODES)}")
+        if sum(x is not None for x in (self.params, self.model, self.hf_config)) > 1:
+            raise ConfigError("params", self.params, "give only one of params=, model=, hf_config=")
+        if self.job_name is not None and not re.fullmatch(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}", self.job_name):
+            raise ConfigError("job_name", self.job_name, "use 1-63 letters, digits and hyphens")
+        if not _BASE_NAME_RE.fullmatch(self.base_job_name):
+            raise ConfigError("base_job_name", self.base_job_name, "use 1-40 letters, digits and hyphens")
+
+    def _check_numbers(self) -> None:
+        _check_int("instance_count", self.instance_count, 1)
+        _check_int("seed", self.seed, 0)
+        _check_int("max_restarts", self.max_restarts, 0)
+        _check_int("volume_size_gb", self.volume_size_gb, 1)
+        _check_int("micro_batch", self.micro_batch, 1)
+        if self.seq_len is not None:
+            _check_int("seq_len", self.seq_len, 1)
+        if self.tokens is not None and not (isinstance(self.tokens, (int, float)) and self.tokens > 0):
+            raise ConfigError("tokens", self.tokens, "expected a positive number of training tokens, e.g. 2e12")
+        for name in ("nproc_per_node", "checkpoint_interval_steps", "checkpoint_keep", "max_runtime_s", "max_wait_s"):
+            if getattr(self, name) is not None:
+                _check_int(name, getattr(self, name), 1)
+        if self.retry_attempts is not None:
+            _check_int("retry_attempts", self.retry_attempts, 1, 30)
+        if self.max_cost_usd is not None and not (isinstance(self.max_cost_usd, (int, float)) and self.max_cost_usd > 0):
+            raise ConfigError("max_cost_usd", self.max_cost_usd, "expected a positive number of dollars")
+        if self.params is not None and not (isinstance(self.params, (int, float)) and self.params > 0):
+            raise ConfigError("params", self.params, "expected a positive parameter count, e.g. 7e9")
+
+    def _check_s3(self) -> None:
+        for name in ("checkpoint_s3_uri", "output_s3_uri"):
+            value = getattr(self, name)
+            if value is not None and not re.fullmatch(r"s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?", str(value)):
+                raise ConfigError(name, value, "expected s3://bucket/prefix")
+        for channel, uri in self.inputs.items():
+            if not _CHANNEL_RE.fullmatch(str(channel)) or channel == "code":
+                raise ConfigError("inputs", channel, "channel names: letters, digits . - _ ; 'code' is taken by the bundle")
+            if not str(uri).startswith("s3://"):
+                raise ConfigError(f"inputs.{channel}", uri, "expected an s3:// URI (upload local data first)")
+
+    def _check_mappings(self) -> None:
+        for key, value in self.environment.items():
+            if not _ENV_KEY_RE.fullmatch(str(key)) or not isinstance(value, str):
+                raise ConfigError(f"environment.{key}", value, "names: letters, digits, _; values: strings")
+        for key, value in self.tags.items():
+            if not _TAG_KEY_RE.fullmatch(str(key)) or not isinstance(value, str):
+                raise ConfigError(f"tags.{key}", value, "tag keys ≤128 chars, values strings")
+        for name in ("metrics", "subnets", "security_group_ids", "ignore_patterns"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                raise ConfigError(name, value, "expected a list of strings")
+            object.__setattr__(self, name, tuple(value))
+        if bool(self.subnets) != bool(self.security_group_ids):
+            raise ConfigError("subnets", self.subnets, "a VPC needs both subnets and security_group_ids")
+
+    @property
+    def entry_is_function(self) -> bool:
+        return entry_is_function(self.entry)
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> LaunchConfig:
+        """Build from a dict (a config file, CLI flags); unknown keys are rejected."""
+        known = {f.name for f in fields(cls)}
+        for key in data:
+            if key not in known:
+                from sm_dist.vocab import did_you_mean
+
+                raise ConfigError(key, data[key], f"unknown setting{did_you_mean(key, sorted(known))}")
+        return cls(**dict(data))
+
+
+def _check_text(name: str, value: object) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(name, value, "expected a non-empty string")
+
+
+def _check_int(name: str, value: object, low: int, high: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"in {low}..{high}"
+        raise ConfigError(name, value, f"expected a whole number {bound}")
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a YAML (.yaml/.yml) or TOML (.toml) file of `fit` settings into a dict."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError("config", str(path), f"cannot read it ({exc.strerror})") from None
+    if path.suffix == ".toml":
+        try:
+            import tomllib
+        except ImportError:  # Python 3.10
+            raise ConfigError("config", str(path), "TOML needs Python 3.11+; use a .yaml file") from None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError("config", str(path), f"not valid TOML ({exc})") from None
+    elif path.suffix in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError("config", str(path), f"not valid YAML ({exc})") from None
+    else:
+        raise ConfigError("config", str(path), "use a .yaml, .yml or .toml file")
+    if not isinstance(data, dict):
+        raise ConfigError("config", str(path), "expected a mapping of setting -> value at the top level")
+    return data
+
+
+__all__ = ["LaunchConfig", "load_config_file", "DEFAULT_TORCH_VERSION", "DEFAULT_PY_VERSION"]

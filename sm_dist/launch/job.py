@@ -1,0 +1,194 @@
+"""`Job`: a handle on a SageMaker training job — status, wait, logs, stop, checkpoints, cost.
+
+`sm_dist.fit(...)` returns one; `Job.attach(name)` makes one for any existing job. Clients come
+from the given boto3 session (None → a default one, created on first use). sm_dist records the
+pre-launch estimate and the checkpoint URI as job tags (`sm-dist:*`), so `cost()` and
+`checkpoints()` work from any process, not only the one that launched the job.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from sm_dist.errors import ConfigError, LaunchError
+from sm_dist.launch.checkpoints import CheckpointInfo, list_checkpoints
+from sm_dist.launch.logs import iter_log_lines
+
+TERMINAL = ("Completed", "Failed", "Stopped")
+#: Seconds between DescribeTrainingJob calls while waiting (the SDK's own waiter uses 30 s).
+WAIT_POLL_S = 30.0
+TAG_ESTIMATE = "sm-dist:estimate-usd"
+TAG_MAX_COST = "sm-dist:max-cost-usd"
+TAG_CHECKPOINT = "sm-dist:checkpoint-uri"
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """TrainingJobStatus with its secondary status and the latest message."""
+
+    name: str
+    status: str
+    secondary: str
+    message: str = ""
+    failure_reason: str | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.status in TERMINAL
+
+    def __str__(self) -> str:
+        text = f"{self.name}: {self.status} / {self.secondary}"
+        text += f" — {self.message}" if self.message else ""
+        return text + (f"\n  failure: {self.failure_reason}" if self.failure_reason else "")
+
+
+@dataclass(frozen=True)
+class JobCost:
+    """What a job cost: billable seconds × instances × price, next to the estimate."""
+
+    name: str
+    instance_type: str
+    instance_count: int
+    billable_s: int | None
+    training_s: int | None
+    usd_per_hour: float | None
+    estimate_usd: float | None
+    max_cost_usd: float | None
+    spot: bool
+
+    @property
+    def usd(self) -> float | None:
+        if self.billable_s is None or self.usd_per_hour is None:
+            return None
+        return self.billable_s / 3600 * self.instance_count * self.usd_per_hour
+
+    @property
+    def spot_savings(self) -> float | None:
+        """1 − billable/training (FACTS.md §1.5); None when unknown."""
+        if not self.spot or not self.billable_s or not self.training_s:
+            return None
+        return 1 - self.billable_s / self.training_s
+
+    def __str__(self) -> str:
+        from sm_dist.launch.report_job import render_cost
+
+        return render_cost(self)
+
+
+class Job:
+    """A SageMaker training job launched by (or attached to) sm_dist."""
+
+    def __init__(self, name: str, *, session: Any = None, region: str | None = None, plan: Any = None) -> None:
+        self.name = name
+        self.plan = plan
+        self._session = session
+        self._region = region or (plan.region if plan is not None else None)
+        self._clients: dict[str, Any] = {}
+
+    @classmethod
+    def attach(cls, name: str, session: Any = None, region: str | None = None) -> Job:
+        """A handle on an existing job (checked to exist)."""
+        job = cls(name, session=session, region=region)
+        job.describe()
+        return job
+
+    def __repr__(self) -> str:
+        return f"Job({self.name!r})"
+
+    def client(self, service: str) -> Any:
+        if service not in self._clients:
+            if self._session is None:
+                import boto3
+
+                self._session = boto3.Session(region_name=self._region) if self._region else boto3.Session()
+            self._clients[service] = self._session.client(service, region_name=self._region)
+        return self._clients[service]
+
+    def describe(self) -> dict[str, Any]:
+        """The raw DescribeTrainingJob response."""
+        from botocore.exceptions import ClientError
+
+        try:
+            return self.client("sagemaker").describe_training_job(TrainingJobName=self.name)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ValidationException":
+                raise ConfigError("job", self.name, f"no such training job in this region ({exc.response['Error'].get('Message')})") from None
+            raise LaunchError(f"DescribeTrainingJob {self.name}: {exc}") from None
+
+    def status(self) -> JobStatus:
+        """Primary and secondary status, with the latest status message."""
+        desc = self.describe()
+        transitions = desc.get("SecondaryStatusTransitions") or []
+        return JobStatus(
+            name=self.name, status=desc.get("TrainingJobStatus", "?"), secondary=desc.get("SecondaryStatus", "?"),
+            message=transitions[-1].get("StatusMessage", "") if transitions else "",
+            failure_reason=desc.get("FailureReason"),
+        )
+
+    def wait(self, *, poll_s: float = WAIT_POLL_S, timeout_s: float | None = None, progress: bool = True,
+             out: TextIO | None = None, sleep: Callable[[float], None] = time.sleep) -> JobStatus:
+        """Block until the job ends; print each status change (terminal and notebook alike)."""
+        stream = out or sys.stderr
+        start, last = time.monotonic(), None
+        while True:
+            current = self.status()
+            line = f"{current.status} / {current.secondary}" + (f": {current.message}" if current.message else "")
+            if progress and line != last:
+                print(f"[{time.strftime('%H:%M:%S')}] {self.name} {line}", file=stream, flush=True)
+                last = line
+            if current.done:
+                return current
+            if timeout_s is not None and time.monotonic() - start > timeout_s:
+                raise LaunchError(f"{self.name} still {current.status} after {timeout_s:.0f} s")
+            sleep(poll_s)
+
+    def logs(self, follow: bool = False, *, poll_s: float = 5.0, sleep: Callable[[float], None] = time.sleep) -> Iterator[str]:
+        """Log lines of all hosts, "[algo-N] message", interleaved by time; `follow` until the job ends."""
+        return iter_log_lines(self.client("logs"), self.name, follow=follow, is_done=lambda: self.status().done,
+                              poll_s=poll_s, sleep=sleep)
+
+    def stop(self) -> JobStatus:
+        """StopTrainingJob: SageMaker sends SIGTERM; sm_dist's launcher relays it to the workers,
+        which commit a checkpoint within the 120 s grace. A job already finished is left alone."""
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client("sagemaker").stop_training_job(TrainingJobName=self.name)
+        except ClientError as exc:
+            current = self.status()
+            if current.done:
+                return current
+            raise LaunchError(f"StopTrainingJob {self.name}: {exc}") from None
+        return self.status()
+
+    def tags(self) -> dict[str, str]:
+        """The job's tags (sm_dist's `sm-dist:*` ones carry the estimate and checkpoint URI)."""
+        arn = self.describe()["TrainingJobArn"]
+        response = self.client("sagemaker").list_tags(ResourceArn=arn)
+        return {t["Key"]: t["Value"] for t in response.get("Tags", [])}
+
+    def checkpoint_uri(self) -> str | None:
+        if self.plan is not None:
+            return self.plan.checkpoint_uri
+        desc = self.describe()
+        return (desc.get("CheckpointConfig") or {}).get("S3Uri") or self.tags().get(TAG_CHECKPOINT)
+
+    def checkpoints(self) -> list[CheckpointInfo]:
+        """Checkpoints under the job's checkpoint URI, newest first (committed = has a manifest)."""
+        uri = self.checkpoint_uri()
+        if not uri:
+            raise ConfigError("job", self.name, "has no S3 checkpoint URI (launched without checkpoint_s3_uri)")
+        return list_checkpoints(self.client("s3"), uri)
+
+    def cost(self) -> JobCost:
+        """Billable seconds × instances × catalog price, the spot saving, and the pre-launch estimate."""
+        from sm_dist.launch.report_job import job_cost
+
+        return job_cost(self.name, self.describe(), self.tags(), self._region)
+
+
+__all__ = ["Job", "JobStatus", "JobCost", "TERMINAL"]

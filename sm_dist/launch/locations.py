@@ -1,0 +1,77 @@
+"""Where a job's role and S3 locations come from: explicit arguments, the infra stack, the SDK.
+
+Precedence: explicit `role=` / `output_s3_uri=` / `checkpoint_s3_uri=`, then the stack made by
+`sm-dist infra deploy` (`infra_stack=`; "" means the one recorded last), then the SageMaker
+SDK (the caller's own execution role; the SDK's default bucket `sagemaker-<region>-<account>`,
+which `fit` creates if missing, as ModelTrainer would). Only the fallbacks call AWS, read-only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from sm_dist.errors import ConfigError
+
+_ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::(\d{12}):role/.+")
+#: Prefix under the SDK's default bucket, like ModelTrainer's `<bucket>/<base_job_name>/`.
+DEFAULT_PREFIX = "sm-dist"
+
+
+@dataclass(frozen=True)
+class Locations:
+    """Role and S3 locations of one job."""
+
+    role_arn: str
+    output_s3_uri: str
+    """S3OutputPath; the code bundle goes under <this>/<job>/input/code/."""
+    checkpoint_base: str | None
+    """Checkpoint prefix from the infra stack (the job name is appended), if any."""
+    default_bucket: str | None
+    """Set when output_s3_uri is the SDK's default bucket, which fit creates if missing."""
+    source: str
+
+
+def _infra(config: Any, session: Any) -> dict[str, str] | None:
+    if config.infra_stack is None:
+        return None
+    from sm_dist.provision.outputs import resolve
+
+    return resolve(stack_name=config.infra_stack or None, session=session)
+
+
+def _sdk_role(role: str | None, session: Any) -> str:
+    from sagemaker.core.helper.iam_role_resolver import resolve_and_validate_role
+    from sagemaker.core.helper.session_helper import Session
+
+    try:
+        return resolve_and_validate_role(provided_role=role, sagemaker_session=Session(boto_session=session), validate_role=False)
+    except Exception as exc:  # RoleValidationError, ValueError, botocore errors: all mean "no role"
+        raise ConfigError(
+            "role", role, f"could not resolve an execution role ({exc}); pass role='arn:aws:iam::<account>:role/<name>' "
+            "or infra_stack= (see sm-dist infra deploy)",
+        ) from None
+
+
+def resolve_locations(config: Any, session_factory: Any, region: str) -> Locations:
+    """Role ARN and output prefix for `config`. `session_factory()` gives a boto3 Session."""
+    infra = _infra(config, session_factory()) if config.infra_stack is not None else None
+    role = config.role or (infra or {}).get("role_arn")
+    source = "explicit" if config.role else ("infra stack" if role else "SageMaker SDK")
+    if not role or not _ROLE_ARN.fullmatch(role):
+        role = _sdk_role(role, session_factory())
+    account = _ROLE_ARN.fullmatch(role)
+    if account is None:
+        raise ConfigError("role", role, "expected an IAM role ARN arn:aws:iam::<account>:role/<name>")
+    output, bucket = config.output_s3_uri, None
+    if output is None and infra:
+        output = infra.get("artifact_uri") or f"s3://{infra['bucket']}"
+    if output is None:
+        bucket = f"sagemaker-{region}-{account.group(1)}"
+        output = f"s3://{bucket}/{DEFAULT_PREFIX}"
+    checkpoint_base = (infra or {}).get("checkpoint_uri")
+    return Locations(role, output.rstrip("/"), checkpoint_base, bucket, source)
+
+
+__all__ = ["Locations", "resolve_locations"]

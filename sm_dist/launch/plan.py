@@ -1,0 +1,232 @@
+"""Plan a job: a pure step from a LaunchConfig to a frozen `Plan`, creating nothing.
+
+The plan holds the exact CreateTrainingJob request, the code bundle's manifest, the job spec,
+the cost limits and estimate, and every warning. `fit` submits exactly this request; a dry run
+prints it. Making a plan reads local files and, only for what was not given explicitly (role,
+infra stack outputs), makes read-only AWS calls — never an upload or a create.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+from collections.abc import Callable, Mapping
+
+from sm_dist.errors import ConfigError
+from sm_dist.jobspec import CheckpointSpec, JobSpec
+from sm_dist.launch import bundle as bundle_mod
+from sm_dist.launch import preflight, request as request_mod
+from sm_dist.launch.budget import Limits, stopping_limits
+from sm_dist.launch.config import LaunchConfig
+from sm_dist.launch.locations import resolve_locations
+from sm_dist.launch.sizing import Sizing, choose_strategy
+from sm_dist.vocab import Strategy
+
+#: Variables the job always gets: the code channel on PYTHONPATH, unbuffered logs.
+BASE_ENVIRONMENT = {"PYTHONPATH": request_mod.CODE_DIR, "PYTHONUNBUFFERED": "1"}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything `fit` will do, as a value. Build it with `sm_dist.plan(...)`."""
+
+    job_name: str
+    region: str
+    request_json: str
+    """The CreateTrainingJob parameters (JSON; see `request`)."""
+    job_spec: JobSpec
+    bundle: bundle_mod.Bundle
+    code_s3_uri: str
+    role_arn: str
+    instance_type: str
+    instance_count: int
+    checkpoint_uri: str | None
+    checkpoint_local_path: str
+    limits: Limits
+    sizing: Sizing
+    default_bucket: str | None
+    """The SDK default bucket fit creates if missing (None: an explicit or infra bucket)."""
+    container_command: tuple[str, ...] = request_mod.LAUNCHER_COMMAND
+    environment: Mapping[str, str] = field(default_factory=dict)
+    hyperparameters: Mapping[str, str] = field(default_factory=dict)
+    channels: Mapping[str, str] = field(default_factory=dict)
+    """Data channels (name -> s3 URI), without the code channel."""
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def request(self) -> dict[str, Any]:
+        """A fresh copy of the CreateTrainingJob parameters."""
+        return json.loads(self.request_json)
+
+    @property
+    def strategy(self) -> Strategy:
+        return self.job_spec.strategy
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (what `sm-dist fit --dry-run --json` prints)."""
+        return {
+            "job_name": self.job_name, "region": self.region, "request": self.request,
+            "container_command": list(self.container_command), "environment": dict(self.environment),
+            "job_spec": self.job_spec.to_dict(), "code_s3_uri": self.code_s3_uri,
+            "bundle": {"files": self.bundle.manifest(), "total_bytes": self.bundle.total_bytes},
+            "cost": {**self.limits.to_dict(), "estimate": self.sizing.row, "strategy_reason": self.sizing.reason},
+            "default_bucket": self.default_bucket, "warnings": list(self.warnings),
+        }
+
+    def __str__(self) -> str:
+        from sm_dist.launch.report import render_plan
+
+        return render_plan(self)
+
+
+def new_job_name(base: str, now: float | None = None) -> str:
+    """<base>-YYYYmmdd-HHMMSS-mmm (≤63 chars, unique per millisecond)."""
+    now = time.time() if now is None else now
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + f"-{int(now * 1000) % 1000:03d}"
+    return f"{base}-{stamp}"
+
+
+def _region(config: LaunchConfig, session_factory: Callable[[], Any]) -> str:
+    region = config.region or session_factory().region_name
+    if not region:
+        raise ConfigError("region", None, "pass region='us-east-1' (--region) or set AWS_REGION")
+    return region
+
+
+def _checkpointing(config: LaunchConfig, infra_base: str | None, job_name: str) -> tuple[CheckpointSpec, list[str]]:
+    uri = config.checkpoint_s3_uri or (request_mod.s3_join(infra_base, job_name) if infra_base else None)
+    warnings = preflight.check_checkpointing(config.spot, config.checkpoint_mode, uri)
+    mode = config.checkpoint_mode
+    if mode == "auto":  # resolved here so the plan shows what the runtime will do
+        mode = "s3" if uri else "local"
+    return CheckpointSpec(
+        mode=mode, uri=uri if mode != "off" else None,
+        local_path=request_mod.CHECKPOINT_LOCAL_PATH if mode in ("local", "sagemaker-sync") else None,
+        interval_steps=config.checkpoint_interval_steps, keep=config.checkpoint_keep, async_save=config.async_checkpoint,
+    ), warnings
+
+
+@dataclass(frozen=True)
+class CodePlan:
+    """The part of a plan that needs no AWS: strategy, job spec, bundle."""
+
+    sizing: Sizing
+    spec: JobSpec
+    bundle: bundle_mod.Bundle
+    instance: Any
+    warnings: tuple[str, ...]
+
+
+def plan_code(config: LaunchConfig, region: str, job_name: str, checkpoint_base: str | None = None) -> CodePlan:
+    """Check the config (catalog, estimator, hyperparameters) and list the bundle. No AWS call."""
+    inst = preflight.check_instance(config.instance_type, region)
+    warnings = [] if inst else [f"{config.instance_type} is not in sm_dist's catalog: no price, no memory check"]
+    sizing = choose_strategy(config, region) if inst else _unchecked(config)
+    warnings += preflight.check_topology(sizing.strategy, config.instance_count, config.nproc_per_node)
+    preflight.check_hyperparameters(config.hyperparameters)
+    preflight.check_environment(config.environment, len(BASE_ENVIRONMENT))
+    checkpoint, ckpt_warnings = _checkpointing(config, checkpoint_base, job_name)
+    spec = JobSpec(
+        entry=bundle_mod.resolve_entry(config.entry, _source(config), config.entry_is_function),
+        strategy=sizing.strategy, precision=config.precision, seed=config.seed,
+        nproc_per_node=1 if sizing.strategy is Strategy.DP else config.nproc_per_node,
+        max_restarts=config.max_restarts, checkpoint=checkpoint, job_name=job_name,
+        instance_type=config.instance_type, instance_count=config.instance_count,
+        hyperparameters=dict(config.hyperparameters),
+    )
+    bundle = bundle_mod.collect_bundle(config.source_dir, spec.to_json(), config.ignore_patterns)
+    if inst and inst.region != region:
+        warnings.append(f"prices are {inst.region}'s ({inst.price_date}); {region} may differ")
+    return CodePlan(sizing, spec, bundle, inst, (*warnings, *sizing.warnings, *ckpt_warnings, *bundle.warnings))
+
+
+def make_plan(config: LaunchConfig, session: Any = None) -> Plan:
+    """Check `config` and build the plan. `session`: a boto3 Session, created only if needed."""
+    holder: list[Any] = [session]
+
+    def session_factory() -> Any:
+        if holder[0] is None:
+            import boto3
+
+            holder[0] = boto3.Session(region_name=config.region) if config.region else boto3.Session()
+        return holder[0]
+
+    region = _region(config, session_factory)
+    preflight.check_instance(config.instance_type, region)  # before any AWS lookup
+    job_name = config.job_name or new_job_name(config.base_job_name)
+    where = resolve_locations(config, session_factory, region)
+    code = plan_code(config, region, job_name, where.checkpoint_base)
+    usd_per_hour = code.instance.sagemaker_usd_per_hour * config.instance_count if code.instance else None
+    limits, limit_warnings = stopping_limits(config, usd_per_hour, code.sizing.expected_hours)
+    code_uri = request_mod.s3_join(where.output_s3_uri, job_name, "input", request_mod.CODE_CHANNEL) + "/"
+    environment = {**BASE_ENVIRONMENT, **config.environment}
+    settings = _request_spec(config, code, where.role_arn, region, limits, code_uri, environment, where.output_s3_uri)
+    request = request_mod.build_request(settings)
+    return Plan(
+        job_name=job_name, region=region, request_json=json.dumps(request), job_spec=code.spec, bundle=code.bundle,
+        code_s3_uri=code_uri, role_arn=where.role_arn, instance_type=config.instance_type,
+        instance_count=config.instance_count, checkpoint_uri=code.spec.checkpoint.uri,
+        checkpoint_local_path=request_mod.CHECKPOINT_LOCAL_PATH, limits=limits, sizing=code.sizing,
+        default_bucket=where.default_bucket, environment=MappingProxyType(environment),
+        hyperparameters=MappingProxyType(dict(code.spec.hyperparameters)), channels=MappingProxyType(dict(config.inputs)),
+        warnings=tuple(dict.fromkeys([*code.warnings, *limit_warnings])),
+    )
+
+
+def _unchecked(config: LaunchConfig) -> Sizing:
+    if config.strategy == "auto":
+        raise ConfigError("strategy", "auto", f"{config.instance_type} is not in sm_dist's catalog; name a strategy")
+    return Sizing(config.strategy, None, "as given")
+
+
+def _source(config: LaunchConfig) -> Any:
+    from pathlib import Path
+
+    return Path(config.source_dir).resolve()
+
+
+def _request_spec(config: LaunchConfig, code: CodePlan, role_arn: str, region: str, limits: Limits,
+                  code_uri: str, environment: dict[str, str], output_uri: str) -> dict[str, Any]:
+    """The flat settings request.build_request turns into a ModelTrainer."""
+    from sm_dist.metric_format import metric_definitions
+
+    spec = code.spec
+    ckpt = spec.checkpoint
+    return {
+        "job_name": spec.job_name, "role_arn": role_arn, "instance_type": config.instance_type,
+        "instance_count": config.instance_count, "volume_size_gb": config.volume_size_gb,
+        "volume_kms_key": config.volume_kms_key, "spot": config.spot,
+        "image_uri": config.image_uri or request_mod.default_image(region, config.torch_version, config.py_version, config.instance_type),
+        "max_runtime_s": limits.max_runtime_s, "max_wait_s": limits.max_wait_s,
+        "output_s3_uri": output_uri, "output_kms_key": config.output_kms_key,
+        "checkpoint_config_uri": ckpt.uri if ckpt.mode == "sagemaker-sync" else None,
+        "channels": request_mod.channel_uris(code_uri, config.inputs), "environment": environment,
+        "hyperparameters": spec.hyperparameters, "tags": {**_sm_dist_tags(code, limits, config.spot), **config.tags},
+        "subnets": config.subnets, "security_group_ids": config.security_group_ids,
+        "network_isolation": config.network_isolation,
+        "encrypt_inter_container_traffic": config.encrypt_inter_container_traffic,
+        "retry_attempts": config.retry_attempts, "metric_definitions": metric_definitions(config.metrics),
+    }
+
+
+def _sm_dist_tags(code: CodePlan, limits: Limits, spot: bool) -> dict[str, str]:
+    """Estimate, cost ceiling and checkpoint URI, readable later by Job.cost()/checkpoints()."""
+    from sm_dist._version import __version__
+    from sm_dist.launch.job import TAG_CHECKPOINT, TAG_ESTIMATE, TAG_MAX_COST
+
+    tags = {"sm-dist:version": __version__, "sm-dist:strategy": code.spec.strategy.value}
+    cost = (code.sizing.row or {}).get("cost_usd")
+    if cost:
+        tags[TAG_ESTIMATE] = f"{cost['spot' if spot else 'sagemaker']:.2f}"
+    if limits.max_cost_usd is not None:
+        tags[TAG_MAX_COST] = f"{limits.max_cost_usd:.2f}"
+    uri = code.spec.checkpoint.uri
+    if uri and len(uri) <= 256:  # the API's tag value limit
+        tags[TAG_CHECKPOINT] = uri
+    return tags
+
+
+__all__ = ["Plan", "CodePlan", "plan_code", "make_plan", "new_job_name", "BASE_ENVIRONMENT"]

@@ -1,0 +1,161 @@
+"""Checks made before anything is uploaded or created: each a clear error or a warning.
+
+Pure checks (no AWS call) run while the plan is made: the instance type is offered for
+training and can run the sm_dist runtime, `dp` is single-instance, spot has a checkpoint URI,
+hyperparameters are not secrets and survive SageMaker's shell env file, the environment fits
+the API. `remote_checks` runs in `fit` just before the upload: the checkpoint bucket is in the
+job's region and the role passes the SDK's validation (read-only calls).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from sm_dist.errors import CatalogError, ConfigError
+from sm_dist.vocab import Strategy, did_you_mean
+
+_log = logging.getLogger(__name__)
+
+#: Hyperparameter names that look like credentials: they would be stored in the job description
+#: and in /opt/ml/input/config/hyperparameters.json in clear text.
+SECRET_NAME = re.compile(r"(_KEY$|^KEY$|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
+#: Script flags are built from the names: `--<name> <value>`.
+HP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,255}")
+#: API limits (botocore sagemaker model: HyperParameters ≤100 entries, values ≤2500 chars;
+#: Environment ≤100 entries).
+MAX_HYPERPARAMETERS = 100
+MAX_HP_VALUE_CHARS = 2500
+MAX_ENVIRONMENT = 100
+#: Environment keys sm_dist sets itself.
+RESERVED_ENV = re.compile(r"^(SM_DIST_.*|PYTHONPATH|TORCH_DISABLE_SHARE_RDZV_TCP_STORE)$")
+
+
+def training_instance_types() -> tuple[str, ...]:
+    """Instance types CreateTrainingJob accepts (botocore's TrainingInstanceType enum)."""
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    return tuple(model.shape_for("TrainingInstanceType").enum)
+
+
+def check_instance(instance_type: str, region: str) -> Any | None:
+    """The catalog Instance (None when the catalog has no row for it) — or a ConfigError.
+
+    Prices of regions the catalog lacks are taken from its own region (a warning says so).
+    """
+    offered = training_instance_types()
+    if instance_type not in offered:
+        raise CatalogError(
+            "instance_type", instance_type, f"not a SageMaker training instance type{did_you_mean(instance_type, offered)}"
+        )
+    from sm_dist.catalog import CATALOG_REGION, get_instance, regions
+
+    try:
+        inst = get_instance(instance_type, region if region in regions() else CATALOG_REGION)
+    except CatalogError:
+        return None
+    if not inst.is_cuda:
+        raise ConfigError("instance_type", instance_type, f"{inst.gpu_model} is not CUDA; the sm_dist runtime needs NVIDIA GPUs or CPU")
+    return inst
+
+
+def check_topology(strategy: Strategy, instance_count: int, nproc_per_node: int | None) -> list[str]:
+    """dp is one process on one instance; hsdp on one instance is just fsdp."""
+    if strategy is Strategy.DP and instance_count > 1:
+        raise ConfigError("strategy", "dp", f"DataParallel runs on one instance (instance_count={instance_count}); use ddp")
+    if strategy is Strategy.DP and nproc_per_node not in (None, 1):
+        raise ConfigError("nproc_per_node", nproc_per_node, "dp is one process that drives every GPU; leave it unset")
+    if strategy is Strategy.HSDP and instance_count == 1:
+        return ["hsdp on one instance shards like fsdp (nothing to replicate across instances)"]
+    return []
+
+
+def check_checkpointing(spot: bool, mode: str, uri: str | None) -> list[str]:
+    """Spot without a durable checkpoint loses all work at every interruption: refuse it."""
+    if spot and (not uri or mode in ("off", "local")):
+        raise ConfigError(
+            "spot", True,
+            "spot needs durable checkpoints: pass checkpoint_s3_uri='s3://bucket/prefix' "
+            "(and a checkpoint_mode other than off/local)",
+        )
+    if mode in ("s3", "sagemaker-sync") and not uri:
+        raise ConfigError("checkpoint_s3_uri", uri, f'checkpoint_mode "{mode}" needs an s3://bucket/prefix')
+    if not uri and mode != "off":
+        return ["no checkpoint_s3_uri: checkpoints stay on the instances and are lost when the job ends"]
+    return []
+
+
+def check_hyperparameters(hps: Mapping[str, Any]) -> None:
+    """Refuse secrets, bad flag names, values SageMaker's shell env file cannot hold."""
+    if len(hps) > MAX_HYPERPARAMETERS:
+        raise ConfigError("hyperparameters", len(hps), f"SageMaker accepts at most {MAX_HYPERPARAMETERS}")
+    for name, value in hps.items():
+        if not HP_NAME.fullmatch(str(name)):
+            raise ConfigError(f"hyperparameters.{name}", value, "names become --flags: letters, digits, _ . -")
+        if SECRET_NAME.search(str(name)):
+            raise ConfigError(
+                f"hyperparameters.{name}", "***",
+                "looks like a secret; hyperparameters are stored in clear text in the job description. "
+                "Read it from AWS Secrets Manager in the script, or pass a non-secret reference",
+            )
+        text = value if isinstance(value, str) else repr(value)
+        if "'" in text:
+            # SageMaker's container driver writes hyperparameters into a shell file as
+            # export KEY='value' without escaping (FACTS.md §1.2): a quote kills the container.
+            raise ConfigError(f"hyperparameters.{name}", value, "contains a single quote ('), which SageMaker's env file cannot hold")
+        if len(text) > MAX_HP_VALUE_CHARS:
+            raise ConfigError(f"hyperparameters.{name}", text[:40] + "…", f"longer than {MAX_HP_VALUE_CHARS} chars; put it in a file")
+
+
+def check_environment(user_env: Mapping[str, str], ours: int) -> None:
+    """sm_dist's own variables are not the user's to set; the API takes ≤100 in total."""
+    for key in user_env:
+        if RESERVED_ENV.match(key):
+            raise ConfigError(f"environment.{key}", user_env[key], "set by sm_dist itself; remove it")
+    if len(user_env) + ours > MAX_ENVIRONMENT:
+        raise ConfigError("environment", len(user_env), f"at most {MAX_ENVIRONMENT - ours} variables (SageMaker's limit)")
+
+
+def remote_checks(plan: Any, session: Any, validate_role: bool = True, skip_code_bucket: bool = False) -> None:
+    """Read-only AWS checks before fit uploads: the role (via the SDK), then bucket regions.
+
+    `skip_code_bucket`: the code goes to the SDK default bucket, which fit creates if missing.
+    """
+    if validate_role:
+        from sagemaker.core.helper.iam_role_resolver import resolve_and_validate_role
+        from sagemaker.core.helper.session_helper import Session
+
+        try:
+            resolve_and_validate_role(provided_role=plan.role_arn, sagemaker_session=Session(boto_session=session))
+        except ValueError as exc:  # RoleValidationError is a ValueError too
+            raise ConfigError("role", plan.role_arn, str(exc)) from None
+    uris = [plan.checkpoint_uri, None if skip_code_bucket else plan.code_s3_uri]
+    for bucket_uri in dict.fromkeys(u for u in uris if u):
+        check_bucket_region(session, bucket_uri, plan.region)
+
+
+def check_bucket_region(session: Any, uri: str, region: str) -> None:
+    """A bucket in another region makes SageMaker fail late (or pay cross-region traffic)."""
+    from botocore.exceptions import ClientError
+
+    bucket = uri[len("s3://"):].split("/", 1)[0]
+    try:
+        location = session.client("s3").get_bucket_location(Bucket=bucket).get("LocationConstraint")
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code in ("NoSuchBucket", "404"):
+            raise ConfigError("s3 bucket", bucket, f"does not exist (from {uri}); create it or use sm-dist infra deploy") from None
+        _log.warning("could not check the region of bucket %s (%s)", bucket, code)
+        return
+    bucket_region = location or "us-east-1"  # the API returns null for us-east-1
+    if bucket_region != region:
+        raise ConfigError("s3 bucket", bucket, f"is in {bucket_region}, the job runs in {region}; use a bucket in {region}")
+
+
+__all__ = [
+    "check_instance", "check_topology", "check_checkpointing", "check_hyperparameters",
+    "check_environment", "remote_checks", "check_bucket_region", "training_instance_types",
+]

@@ -1,0 +1,65 @@
+"""Plain-text rendering of a plan (what `sm-dist fit --dry-run` and `print(plan)` show)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_MIB = 2**20
+
+
+def _origin_sizes(plan: Any) -> str:
+    sizes: dict[str, list[int]] = {}
+    for item in plan.bundle.files:
+        entry = sizes.setdefault(item.origin, [0, 0])
+        entry[0] += 1
+        entry[1] += item.size
+    return ", ".join(f"{origin} {n} files {size / 1024:.0f} KiB" for origin, (n, size) in sizes.items())
+
+
+def _cost_lines(plan: Any) -> list[str]:
+    limits = plan.limits
+    lines = [f"  MaxRuntime   {limits.max_runtime_s} s ({limits.max_runtime_s / 3600:.2f} h) — {limits.basis}"]
+    if limits.max_wait_s is not None:
+        lines.append(f"  MaxWait      {limits.max_wait_s} s (spot: capacity wait + run)")
+    if limits.usd_per_hour is not None:
+        lines.append(f"  price        ${limits.usd_per_hour:.2f}/h for {plan.instance_count} × {plan.instance_type} "
+                     f"on-demand; at most ${limits.max_cost_usd:,.2f}")
+    row = plan.sizing.row
+    if row and row.get("cost_usd"):
+        cost = row["cost_usd"]
+        lines.append(f"  estimate     {row['hours']:.2f} h, ${cost['sagemaker']:,.2f} on-demand, ${cost['spot']:,.2f} spot "
+                     f"(ec2 ${cost['ec2']:,.2f})")
+    if row and row.get("memory_bytes"):
+        mem = row["memory_bytes"]
+        lines.append(f"  memory       {mem['total'] / 2**30:.1f} GiB per GPU of {mem['usable'] / 2**30:.1f} GiB usable")
+    return lines
+
+
+def render_plan(plan: Any) -> str:
+    """A human summary of the plan, request JSON excluded (use --json for everything)."""
+    req = plan.request
+    algo, res = req["AlgorithmSpecification"], req["ResourceConfig"]
+    spec = plan.job_spec
+    lines = [
+        f"job          {plan.job_name}  ({plan.region})",
+        f"instances    {res['InstanceCount']} × {res['InstanceType']}{'  (spot)' if req.get('EnableManagedSpotTraining') else ''}",
+        f"strategy     {spec.strategy.value} ({plan.sizing.reason}), precision {spec.precision.value}, "
+        f"max_restarts {spec.max_restarts}",
+        f"entry        {spec.entry}  {' '.join(f'--{k} {v}' for k, v in spec.hyperparameters.items())}".rstrip(),
+        f"image        {algo['TrainingImage']}",
+        f"PID 1        {' '.join(algo['ContainerEntrypoint'])}",
+        f"role         {plan.role_arn}",
+        f"code         {plan.code_s3_uri}  ({len(plan.bundle.files)} files, {plan.bundle.total_bytes / _MIB:.2f} MiB: "
+        f"{_origin_sizes(plan)})",
+        f"output       {req['OutputDataConfig']['S3OutputPath']}",
+        f"checkpoints  {spec.checkpoint.mode}: {spec.checkpoint.uri or spec.checkpoint.local_path or '-'}",
+        "cost",
+        *_cost_lines(plan),
+    ]
+    if plan.default_bucket:
+        lines.append(f"note         fit creates the SageMaker default bucket {plan.default_bucket} if it is missing")
+    lines += [f"warning      {w}" for w in plan.warnings]
+    return "\n".join(lines)
+
+
+__all__ = ["render_plan"]

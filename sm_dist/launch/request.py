@@ -1,0 +1,127 @@
+"""The exact CreateTrainingJob request, built through SageMaker SDK v3's ModelTrainer.
+
+ModelTrainer assembles Compute, StoppingCondition, OutputDataConfig, CheckpointConfig,
+Networking, retry strategy, metric definitions, tags and the SageMaker config file's defaults
+(admin-set VPC, KMS keys, tags) into a request. Two of its habits do not fit sm_dist:
+
+* with a `SourceCode` it uploads the code and runs `bash -c … sm_train.sh` as PID 1, which drops
+  SIGTERM (FACTS.md §1.3). So no SourceCode is given: the code channel is an S3 prefix sm_dist
+  uploads itself, and `AlgorithmSpecification.ContainerEntrypoint` is set to sm_dist's launcher
+  in the serialized request — the one field ModelTrainer leaves empty without SourceCode.
+* in SAGEMAKER_TRAINING_JOB mode its constructor resolves and validates the role (IAM calls)
+  and may create the default bucket. A plan must create nothing, so the trainer is built in
+  LOCAL_CONTAINER mode, which skips exactly those steps; without SourceCode the request it
+  serializes is the same (tests/launch/test_request.py pins this). The role is validated
+  separately, through the SDK, just before `fit` submits.
+
+The request is then checked with botocore's own parameter validation for CreateTrainingJob.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from sm_dist.errors import ConfigError, LaunchError
+
+_log = logging.getLogger(__name__)
+
+#: PID 1 of the job (docs/ARCHITECTURE.md "container command"); the code channel is on PYTHONPATH.
+LAUNCHER_COMMAND = ("python3", "-m", "sm_dist.runtime.launcher")
+CODE_CHANNEL = "code"
+CODE_DIR = "/opt/ml/input/data/code"
+CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"
+
+
+def default_image(region: str, torch_version: str, py_version: str, instance_type: str) -> str:
+    """The AWS PyTorch training image (Deep Learning Container) for this region and torch version."""
+    from sagemaker.core import image_uris
+
+    try:
+        return image_uris.retrieve(
+            framework="pytorch", region=region, version=torch_version, py_version=py_version,
+            instance_type=instance_type, image_scope="training",
+        )
+    except ValueError as exc:
+        raise ConfigError("torch_version", torch_version, f"no AWS PyTorch training image: {exc}; or pass image_uri=") from None
+
+
+def _trainer(spec: Mapping[str, Any], session: Any) -> Any:
+    from sagemaker.core.shapes import MetricDefinition, RetryStrategy, StoppingCondition
+    from sagemaker.core.training.configs import CheckpointConfig, Compute, InputData, Networking, OutputDataConfig
+    from sagemaker.train.model_trainer import Mode, ModelTrainer
+
+    networking = None
+    if spec["subnets"] or spec["encrypt_inter_container_traffic"] or spec["network_isolation"]:
+        networking = Networking(
+            subnets=list(spec["subnets"]) or None, security_group_ids=list(spec["security_group_ids"]) or None,
+            enable_network_isolation=spec["network_isolation"] or None,
+            enable_inter_container_traffic_encryption=spec["encrypt_inter_container_traffic"] or None,
+        )
+    trainer = ModelTrainer(
+        training_mode=Mode.LOCAL_CONTAINER,  # see the module docstring
+        sagemaker_session=session, role=spec["role_arn"], base_job_name=spec["job_name"],
+        training_image=spec["image_uri"],
+        compute=Compute(
+            instance_type=spec["instance_type"], instance_count=spec["instance_count"],
+            volume_size_in_gb=spec["volume_size_gb"], volume_kms_key_id=spec["volume_kms_key"],
+            enable_managed_spot_training=spec["spot"] or None,
+        ),
+        stopping_condition=StoppingCondition(
+            max_runtime_in_seconds=spec["max_runtime_s"], max_wait_time_in_seconds=spec["max_wait_s"],
+        ),
+        output_data_config=OutputDataConfig(
+            s3_output_path=spec["output_s3_uri"], kms_key_id=spec["output_kms_key"], compression_type="GZIP",
+        ),
+        checkpoint_config=(CheckpointConfig(s3_uri=spec["checkpoint_config_uri"], local_path=CHECKPOINT_LOCAL_PATH)
+                           if spec["checkpoint_config_uri"] else None),
+        input_data_config=[InputData(channel_name=name, data_source=uri) for name, uri in spec["channels"].items()],
+        environment=dict(spec["environment"]), hyperparameters=dict(spec["hyperparameters"]),
+        tags=[{"key": k, "value": v} for k, v in spec["tags"].items()] or None,
+        networking=networking,
+    )
+    if spec["retry_attempts"]:
+        trainer = trainer.with_retry_strategy(RetryStrategy(maximum_retry_attempts=spec["retry_attempts"]))
+    metrics = [MetricDefinition(name=m["Name"], regex=m["Regex"]) for m in spec["metric_definitions"]]
+    return trainer.with_metric_definitions(metrics) if metrics else trainer
+
+
+def build_request(spec: Mapping[str, Any], session: Any = None) -> dict[str, Any]:
+    """CreateTrainingJob parameters for `spec` (the keys `_trainer` reads); no AWS call."""
+    try:
+        trainer = _trainer(spec, session)
+        request = trainer._create_training_job_args(boto3=True)  # the SDK's own serializer
+    except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
+        raise ConfigError("launch settings", type(exc).__name__, f"SageMaker SDK rejected them: {exc}") from None
+    request["TrainingJobName"] = spec["job_name"]  # ModelTrainer appends a timestamp to a base name
+    algo = request["AlgorithmSpecification"]
+    algo["ContainerEntrypoint"] = list(LAUNCHER_COMMAND)
+    algo.pop("ContainerArguments", None)
+    validate_request(request)
+    return request
+
+
+def validate_request(request: Mapping[str, Any]) -> None:
+    """botocore's own parameter validation for CreateTrainingJob (types, required, min/max)."""
+    import botocore.session
+    from botocore.validate import ParamValidator
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    shape = model.operation_model("CreateTrainingJob").input_shape
+    report = ParamValidator().validate(dict(request), shape)
+    if report.has_errors():
+        raise LaunchError(f"the built CreateTrainingJob request is invalid (a bug in sm_dist): {report.generate_report()}")
+
+
+def channel_uris(code_s3_uri: str, inputs: Mapping[str, str]) -> dict[str, str]:
+    """Input channels in request order: the code bundle first, then the user's data."""
+    return {CODE_CHANNEL: code_s3_uri, **dict(inputs)}
+
+
+def s3_join(base: str, *parts: str) -> str:
+    """`s3://bucket/prefix` joined with `parts`, single slashes."""
+    return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts if p)])
+
+
+__all__ = ["LAUNCHER_COMMAND", "CODE_DIR", "build_request", "validate_request", "default_image", "channel_uris", "s3_join"]

@@ -1,0 +1,91 @@
+"""Ask the estimator: which strategy (for "auto"), does the model fit, what will it cost.
+
+Given the model size (params=, model= preset or hf_config=), every strategy is estimated on the
+chosen instance type × count. "auto" takes the estimator's recommendation; an explicit strategy
+that does not fit is refused with the strategies that would. Without a model size nothing can
+be checked: an explicit strategy is used as given (with a warning), "auto" is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sm_dist.errors import CatalogError, ConfigError, DoesNotFitError
+from sm_dist.vocab import Strategy
+
+_GIB = 2**30
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """The strategy to run and, when the model size was given, the estimator's row for it."""
+
+    strategy: Strategy
+    row: dict[str, Any] | None
+    """Estimator row (its --json schema) for the chosen strategy, or None."""
+    reason: str
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def expected_hours(self) -> float | None:
+        return None if self.row is None or not self.row.get("cost_usd") else self.row.get("hours")
+
+
+def _estimate(config: Any, region: str) -> Any:
+    from sm_dist.estimator.api import estimate
+
+    work = {"tokens": config.tokens} if config.tokens is not None else {"tokens": 1}
+    return estimate(
+        params=config.params, model=config.model, hf_config=config.hf_config, precision=config.precision,
+        seq_len=config.seq_len, micro_batch=config.micro_batch, instance_types=[config.instance_type],
+        instance_counts=[config.instance_count], strategies=list(Strategy), spot=config.spot,
+        region=region, budget=config.max_cost_usd if config.tokens is not None else None, **work,
+    )
+
+
+def _fits_message(row: Any, fitting: list[str], config: Any) -> str:
+    need = row.memory.total / _GIB if row.memory is not None else float("nan")
+    where = f"{config.instance_count} × {config.instance_type}"
+    tail = (f"strategies that fit: {', '.join(fitting)}" if fitting
+            else "no strategy fits: use more instances, a larger GPU, or a smaller micro_batch")
+    return (f"strategy={row.strategy.value}: the model needs ~{need:.1f} GiB per GPU, "
+            f"{row.usable_bytes / _GIB:.1f} GiB usable on {where}; {tail}")
+
+
+def choose_strategy(config: Any, region: str) -> Sizing:
+    """Resolve "auto", check the memory fit, and attach the estimate row."""
+    if config.params is None and config.model is None and config.hf_config is None:
+        if config.strategy == "auto":
+            raise ConfigError("strategy", "auto", "needs the model size: pass params=7e9, model=<preset> or hf_config=PATH")
+        return Sizing(config.strategy, None, "as given", ("model size not given (params=/model=/hf_config=): "
+                                                            "memory fit and expected cost not checked",))
+    try:
+        est = _estimate(config, region)
+    except CatalogError as exc:
+        if config.strategy == "auto" or exc.field != "instance_type":
+            raise
+        return Sizing(config.strategy, None, "as given", (f"{config.instance_type} is not in sm_dist's catalog: "
+                                                            "memory fit and expected cost not checked",))
+    rows = {row.strategy: row for row in est.rows}
+    fitting = [s.value for s, r in rows.items() if r.runnable and r.fits]
+    warnings = tuple(w for w in est.warnings if "only a parameter count" not in w)
+    if config.tokens is None:
+        warnings += ("tokens= not given: the plan checks memory only, no expected duration or cost",)
+    if config.strategy == "auto":
+        if est.recommendation is None:
+            raise DoesNotFitError(_fits_message(rows[Strategy.FSDP], fitting, config))
+        chosen, reason = est.recommendation.row, est.recommendation.reason
+    else:
+        chosen, reason = rows[config.strategy], "as given"
+        if not chosen.runnable:
+            raise ConfigError("strategy", config.strategy.value, chosen.reason)
+        if not chosen.fits:
+            raise DoesNotFitError(_fits_message(chosen, fitting, config))
+    row = chosen.to_dict()
+    if config.tokens is None:
+        row = {k: v for k, v in row.items() if k not in ("hours", "gpu_hours", "cost_usd", "steps")}
+    return Sizing(chosen.strategy, row, reason, warnings)
+
+
+__all__ = ["Sizing", "choose_strategy"]

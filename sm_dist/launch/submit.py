@@ -1,0 +1,81 @@
+"""Act on a plan: read-only checks, upload the bundle, CreateTrainingJob with the planned request.
+
+Order matters: every check that can refuse (role, bucket regions) runs before the first thing
+is created (the default bucket, the uploaded code, the job).
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from sm_dist.errors import ConfigError, LaunchError
+from sm_dist.launch import preflight
+
+_log = logging.getLogger(__name__)
+
+#: Parallel PUTs for the bundle (boto3 clients are thread-safe); bundles are small files.
+UPLOAD_THREADS = 8
+
+
+def _split(uri: str) -> tuple[str, str]:
+    bucket, _, key = uri[len("s3://"):].partition("/")
+    return bucket, key
+
+
+def ensure_default_bucket(s3: Any, bucket: str, region: str) -> None:
+    """Create the SDK-style default bucket if missing (what ModelTrainer would do)."""
+    from botocore.exceptions import ClientError
+
+    try:
+        s3.head_bucket(Bucket=bucket)
+        return
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket", "NotFound"):
+            raise LaunchError(f"cannot use the default bucket {bucket}: {exc}") from None
+    _log.info("creating the SageMaker default bucket %s", bucket)
+    kwargs = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
+    s3.create_bucket(Bucket=bucket, **kwargs)
+
+
+def upload_bundle(plan: Any, s3: Any) -> int:
+    """PUT every bundle file under plan.code_s3_uri (bytes checked against the plan); returns bytes."""
+    bucket, prefix = _split(plan.code_s3_uri)
+    kms = plan.request["OutputDataConfig"].get("KmsKeyId")
+    extra = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": kms} if kms else {}
+
+    def put(item_data: tuple[Any, bytes]) -> int:
+        item, data = item_data
+        s3.put_object(Bucket=bucket, Key=prefix + item.path, Body=data, **extra)
+        return len(data)
+
+    with ThreadPoolExecutor(max_workers=UPLOAD_THREADS) as pool:
+        total = sum(pool.map(put, plan.bundle.payloads()))
+    _log.info("uploaded %d files (%.2f MiB) to %s", len(plan.bundle.files), total / 2**20, plan.code_s3_uri)
+    return total
+
+
+def submit(plan: Any, session: Any, validate_role: bool = True) -> str:
+    """Run the remote checks, upload the code, create the job; returns the job name."""
+    from botocore.exceptions import ClientError
+
+    preflight.remote_checks(plan, session, validate_role=validate_role, skip_code_bucket=bool(plan.default_bucket))
+    s3 = session.client("s3", region_name=plan.region)
+    if plan.default_bucket:
+        ensure_default_bucket(s3, plan.default_bucket, plan.region)
+    upload_bundle(plan, s3)
+    client = session.client("sagemaker", region_name=plan.region)
+    try:
+        client.create_training_job(**plan.request)
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        if error.get("Code") in ("ValidationException", "ResourceLimitExceeded"):
+            raise ConfigError("CreateTrainingJob", plan.job_name, f"{error.get('Code')}: {error.get('Message')} "
+                              f"(code left at {plan.code_s3_uri})") from None
+        raise LaunchError(f"CreateTrainingJob {plan.job_name} failed: {exc} (code left at {plan.code_s3_uri})") from None
+    _log.info("created training job %s", plan.job_name)
+    return plan.job_name
+
+
+__all__ = ["submit", "upload_bundle", "ensure_default_bucket"]
