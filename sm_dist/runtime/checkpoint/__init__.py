@@ -1,0 +1,44 @@
+"""Crash-safe checkpoints: sharded or full, local / S3 / SageMaker-synced, async, exact resume.
+
+    ckpt = Checkpointer.from_env(ctx)            # or Checkpointer(ctx, uri="s3://b/p", interval_steps=100)
+    state = ckpt.resume(model=model, optimizer=opt, scheduler=sched, sampler=sampler)
+    start = state.step if state else 0
+    for step in range(start, total):
+        ...train one step...
+        ckpt.maybe_save(step + 1, model=model, optimizer=opt, scheduler=sched, sampler=sampler)
+    ckpt.close()
+
+The manifest and storage modules need only the standard library (and boto3 for S3); the
+Checkpointer needs torch, so public names resolve on first access (PEP 562).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "Checkpointer": "sm_dist.runtime.checkpoint.checkpointer:Checkpointer",
+    "ResumeState": "sm_dist.runtime.checkpoint.load:ResumeState",
+    "Manifest": "sm_dist.runtime.checkpoint.manifest:Manifest",
+    "LocalStorage": "sm_dist.runtime.checkpoint.storage:LocalStorage",
+    "S3Storage": "sm_dist.runtime.checkpoint.s3:S3Storage",
+    "SageMakerSyncStorage": "sm_dist.runtime.checkpoint.sagemaker_sync:SageMakerSyncStorage",
+}
+
+
+def __getattr__(name: str) -> Any:
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'sm_dist.runtime.checkpoint' has no attribute {name!r}")
+    module_name, attr = target.split(":")
+    value = getattr(importlib.import_module(module_name), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(_LAZY)
+
+
+__all__ = sorted(_LAZY)

@@ -1,0 +1,261 @@
+"""The public Checkpointer: save, save in the background, resume, stop on SIGTERM.
+
+Collective: every rank constructs it at the same point (it creates two gloo process groups of
+its own, so background saves and the per-step stop vote never interleave with training's
+collectives), and every rank calls ``save``/``maybe_save``/``resume``/``close`` in the same order.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from sm_dist.errors import CheckpointError
+from sm_dist.runtime.checkpoint.config import CheckpointConfig, open_storage, run_identity
+from sm_dist.runtime.checkpoint.faults import FaultHook, parse_faults
+from sm_dist.runtime.checkpoint.load import ResumeState, load_model_state, needed_files, restore_common, select_checkpoint
+from sm_dist.runtime.checkpoint.manifest import Manifest
+from sm_dist.runtime.checkpoint.payload import collect_payload
+from sm_dist.runtime.checkpoint.save import Group, write_checkpoint
+from sm_dist.runtime.checkpoint.signals import StopSignal, final_save_fits, grace_seconds
+from sm_dist.runtime.checkpoint.state import has_dtensor, resolve_strategy
+
+_log = logging.getLogger(__name__)
+
+
+class Checkpointer:
+    """Crash-safe checkpoints for one training run. See docs/ARCHITECTURE.md "Contract: checkpoints"."""
+
+    def __init__(self, env_or_ctx: Any = None, *, uri: str | None = None, mode: str = "auto", keep: int | None = 2,
+                 interval_steps: int | None = None, async_save: bool = False, local_path: str | None = None,
+                 storage: Any = None, strategy: Any = None, handle_signals: bool = True) -> None:
+        self.config = CheckpointConfig(mode=mode, uri=uri, local_path=local_path, keep=keep,
+                                       interval_steps=interval_steps, async_save=async_save)
+        self._ctx = env_or_ctx
+        self.rank, self.world_size = run_identity(env_or_ctx)
+        self._strategy = resolve_strategy(env_or_ctx, strategy)
+        self.storage = storage if storage is not None else open_storage(self.config, env_or_ctx, self.rank)
+        self._group, self._vote_pg = self._make_groups()
+        self._faults = FaultHook(parse_faults(), self.rank, self.world_size)
+        self._signal = StopSignal()
+        if handle_signals:
+            self._signal.install()
+        self._thread: threading.Thread | None = None
+        self._thread_error: BaseException | None = None
+        self._stop_agreed: tuple[bool, float] = (False, 0.0)
+        self.last_step: int | None = None  # newest step committed or resumed in this process
+        self.last_save_seconds: float | None = None  # duration of the last write (predicts the final one)
+        self.last_stall_seconds: float | None = None  # how long the last save() blocked the caller
+        self._closed = False
+        self._check_access()
+
+    @classmethod
+    def from_env(cls, ctx: Any = None, **overrides: Any) -> Checkpointer:
+        """Defaults from the job spec ($SM_DIST_JOB_SPEC) and the run environment; `overrides` win."""
+        from sm_dist.jobspec import load_job_spec
+
+        spec = load_job_spec()
+        settings: dict[str, Any] = {}
+        if spec is not None:
+            c = spec.checkpoint
+            settings = {"mode": c.mode, "uri": c.uri, "local_path": c.local_path, "interval_steps": c.interval_steps,
+                        "keep": c.keep if c.keep is not None else 2, "async_save": c.async_save}
+        settings.update(overrides)
+        return cls(ctx, **settings)
+
+    def _make_groups(self) -> tuple[Group, Any]:
+        if self.world_size == 1:
+            return Group(rank=0, world_size=1), None
+        if not dist.is_initialized():
+            raise CheckpointError(f"world size is {self.world_size} but torch.distributed is not initialized; "
+                                  "create the Checkpointer after runtime.init() / init_process_group")
+        # gloo for both: CPU tensors on any backend, and a PG of our own per thread of use
+        save_pg = dist.new_group(backend="gloo")
+        vote_pg = dist.new_group(backend="gloo")
+        return Group(rank=self.rank, world_size=self.world_size, pg=save_pg), vote_pg
+
+    def _check_access(self) -> None:
+        if self.storage is None:
+            return
+        problem = None
+        if self.rank == 0:
+            try:
+                self.storage.check_access()
+            except CheckpointError as exc:
+                problem = str(exc)
+        box = [problem]
+        if self._group.pg is not None:
+            dist.broadcast_object_list(box, src=0, group=self._group.pg)
+        if box[0]:
+            raise CheckpointError(box[0])
+
+    # -- saving ---------------------------------------------------------------------------------
+    def save(self, step: int, *, model: Any, optimizer: Any = None, scheduler: Any = None, scaler: Any = None,
+             sampler: Any = None, epoch: int = 0, extras: dict[str, Any] | None = None,
+             blocking: bool = True) -> Manifest | None:
+        """Write and commit a checkpoint of `step` (collective).
+
+        blocking=False copies the state to CPU and returns; the write, upload and commit run in
+        the background. The next save/resume/close waits for it and raises CheckpointError if
+        it failed (a failed save is never committed). Returns the manifest when blocking.
+        """
+        if self.storage is None:
+            return None
+        self.wait()
+        start = time.monotonic()
+        payload = collect_payload(step, epoch=epoch, strategy=self._strategy, model=model, optimizer=optimizer,
+                                  scheduler=scheduler, scaler=scaler, sampler=sampler, extras=extras,
+                                  rank=self.rank, copy=not blocking, ctx=self._ctx)
+        if blocking:
+            manifest = write_checkpoint(payload, self.storage, self._group, self._faults, self.config.keep)
+            self.last_save_seconds = self.last_stall_seconds = time.monotonic() - start
+            self.last_step = step
+            return manifest
+        self._thread = threading.Thread(target=self._background, args=(payload,), name=f"sm_dist-ckpt-{step}",
+                                        daemon=True)
+        self._thread.start()
+        self.last_stall_seconds = time.monotonic() - start
+        return None
+
+    def _background(self, payload: Any) -> None:
+        start = time.monotonic()
+        try:
+            write_checkpoint(payload, self.storage, self._group, self._faults, self.config.keep)
+        except BaseException as exc:  # reported by wait(); DCP failures are BaseExceptions
+            _log.error("background checkpoint of step %d failed: %s", payload.step, exc)
+            self._thread_error = exc
+            return
+        self.last_save_seconds = time.monotonic() - start
+        self.last_step = payload.step
+
+    def wait(self) -> None:
+        """Block until a background save finished; raise CheckpointError if it failed."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._thread_error is not None:
+            error, self._thread_error = self._thread_error, None
+            raise CheckpointError(f"a background checkpoint failed and was not committed: {error}") from error
+
+    def maybe_save(self, step: int, **state: Any) -> Manifest | None:
+        """Call once per step on every rank: votes on a stop, then saves every `interval_steps`.
+
+        After an agreed stop (SIGTERM) it saves a final checkpoint if it fits in the grace time,
+        closes, and raises SystemExit(EXIT_INTERRUPTED).
+        """
+        if self.stop_requested():
+            self._stop(step, state)
+        every = self.config.interval_steps
+        if every and step % every == 0 and step != self.last_step:
+            return self.save(step, blocking=not self.config.async_save, **state)
+        return None
+
+    # -- stopping -------------------------------------------------------------------------------
+    def stop_requested(self) -> bool:
+        """True on every rank once any rank got SIGTERM (collective: call it at step boundaries)."""
+        if self._stop_agreed[0]:
+            return True
+        vote = torch.tensor([1.0 if self._signal.requested else 0.0, self._signal.elapsed()], dtype=torch.float64)
+        if self._vote_pg is not None:
+            dist.all_reduce(vote, op=dist.ReduceOp.MAX, group=self._vote_pg)
+        self._stop_agreed = (bool(vote[0] > 0), float(vote[1]))
+        return self._stop_agreed[0]
+
+    def request_stop(self) -> None:
+        """Behave as if this rank received SIGTERM now."""
+        self._signal.trigger()
+
+    def _stop(self, step: int, state: dict[str, Any]) -> None:
+        from sm_dist.jobspec import EXIT_INTERRUPTED, INTERRUPT_MARKER_ENV
+
+        committed = self._final_save(step, state)
+        marker = os.environ.get(INTERRUPT_MARKER_ENV)
+        if committed and marker and self.rank == 0:
+            with open(marker, "w", encoding="utf-8") as handle:
+                handle.write(f"{self.last_step}\n")
+        self.close(raise_errors=False)
+        _log.warning("stopped after step %d on request; exit code %d", step, EXIT_INTERRUPTED)
+        raise SystemExit(EXIT_INTERRUPTED)
+
+    def _final_save(self, step: int, state: dict[str, Any]) -> bool:
+        """Save `step` if it fits in the grace time left; True if the latest state is committed."""
+        if self.storage is None:
+            return False
+        try:
+            self.wait()
+        except CheckpointError as exc:
+            _log.error("%s", exc)
+        if step == self.last_step:
+            return True
+        predicted = torch.tensor([self.last_save_seconds if self.last_save_seconds is not None else -1.0],
+                                 dtype=torch.float64)
+        if self._vote_pg is not None:
+            dist.all_reduce(predicted, op=dist.ReduceOp.MAX, group=self._vote_pg)
+        guess = float(predicted[0]) if predicted[0] >= 0 else None
+        elapsed, grace = self._stop_agreed[1], grace_seconds()
+        if not final_save_fits(elapsed, guess, grace):
+            _log.warning("no final checkpoint: %.1fs since SIGTERM, a save takes ~%.1fs, grace %.0fs; "
+                         "the last committed step is %s", elapsed, guess, grace, self.last_step)
+            return False
+        try:
+            self.save(step, blocking=True, **state)
+        except CheckpointError as exc:
+            _log.error("final checkpoint failed: %s", exc)
+            return False
+        return True
+
+    # -- resuming -------------------------------------------------------------------------------
+    def resume(self, *, model: Any, optimizer: Any = None, scheduler: Any = None, scaler: Any = None,
+               sampler: Any = None) -> ResumeState | None:
+        """Restore the newest good checkpoint into the given objects (collective); None if there is none."""
+        if self.storage is None:
+            return None
+        self.wait()
+        choice = [select_checkpoint(self.storage) if self.rank == 0 else None]
+        if self._group.pg is not None:
+            dist.broadcast_object_list(choice, src=0, group=self._group.pg)
+        if choice[0] is None:
+            _log.info("no committed checkpoint in %s; starting from scratch", self.storage.uri)
+            return None
+        step, text = choice[0]
+        manifest = Manifest.from_json(text, where=str(step))
+        folder = self.storage.local_copy(step, manifest, needed_files(manifest, self.rank, self.world_size))
+        sharded_now = bool(getattr(self._strategy, "sharded", False)) or has_dtensor(dict(model.state_dict()))
+        load_model_state(folder, manifest, self._strategy, sharded_now, model, optimizer, self._group)
+        extras = restore_common(folder, manifest, self.rank, self.world_size, scheduler=scheduler,
+                                scaler=scaler, sampler=sampler)
+        if hasattr(self.storage, "release"):
+            self.storage.release(step)
+        self.last_step = step
+        _log.info("resumed from %s at step %d", self.storage.uri, step)
+        return ResumeState(step=manifest.step, epoch=manifest.epoch, extras=extras, location=str(folder),
+                           saved_world_size=manifest.world_size)
+
+    # -- shutdown -------------------------------------------------------------------------------
+    def close(self, raise_errors: bool = True) -> None:
+        """Wait for a background save and put the signal handler back (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._signal.uninstall()
+        try:
+            self.wait()
+        except CheckpointError:
+            if raise_errors:
+                raise
+            _log.exception("while closing the checkpointer")
+
+    def __enter__(self) -> Checkpointer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close(raise_errors=exc[0] is None)
+
+
+__all__ = ["Checkpointer", "ResumeState"]

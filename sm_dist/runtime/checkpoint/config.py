@@ -1,0 +1,107 @@
+"""Checkpointer settings, checked once, and the choice of storage ("auto" resolution).
+
+"auto" picks, in order: "sagemaker-sync" inside a SageMaker job whose CheckpointConfig gave a
+local path (the platform restores and uploads it), else "s3" when an s3:// URI is known, else
+"local" for a folder. Anything else is a ConfigError naming the field, the value and the fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sm_dist.errors import ConfigError
+from sm_dist.runtime.checkpoint.retention import MIN_KEEP
+from sm_dist.runtime.checkpoint.storage import LocalStorage, Storage
+
+MODES = ("auto", "local", "s3", "sagemaker-sync", "off")
+#: CheckpointConfig.LocalPath when the job did not set one (FACTS §1.4).
+SAGEMAKER_DEFAULT_LOCAL_PATH = "/opt/ml/checkpoints"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointConfig:
+    """What the user (or the job spec) asked for."""
+
+    mode: str = "auto"
+    """One of MODES."""
+    uri: str | None = None
+    """s3://bucket/prefix, or a local folder for mode "local"."""
+    local_path: str | None = None
+    """Local folder ("local" and "sagemaker-sync")."""
+    keep: int | None = 2
+    """Committed checkpoints kept (>= 2); None keeps all."""
+    interval_steps: int | None = None
+    """maybe_save() saves every N steps; None: only on stop and explicit save()."""
+    async_save: bool = False
+    """maybe_save() writes in the background."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ConfigError("checkpoint.mode", self.mode, f"expected one of {', '.join(MODES)}")
+        if self.keep is not None and (isinstance(self.keep, bool) or not isinstance(self.keep, int)
+                                      or self.keep < MIN_KEEP):
+            raise ConfigError("checkpoint.keep", self.keep,
+                              f"keep at least {MIN_KEEP} (one may be unreadable), or None to keep all")
+        if self.interval_steps is not None and (isinstance(self.interval_steps, bool)
+                                                or not isinstance(self.interval_steps, int) or self.interval_steps < 1):
+            raise ConfigError("checkpoint.interval_steps", self.interval_steps, "expected an integer >= 1 or None")
+        if self.mode == "s3" and not (self.uri or "").startswith("s3://"):
+            raise ConfigError("checkpoint.uri", self.uri, 'mode "s3" needs uri="s3://bucket/prefix"')
+        if not isinstance(self.async_save, bool):
+            raise ConfigError("checkpoint.async_save", self.async_save, "expected True or False")
+
+
+def run_identity(env_or_ctx: Any) -> tuple[int, int]:
+    """(rank, world_size) from a RunEnv / RunContext, else torch.distributed, else (0, 1)."""
+    if env_or_ctx is not None and hasattr(env_or_ctx, "rank") and hasattr(env_or_ctx, "world_size"):
+        return int(env_or_ctx.rank), int(env_or_ctx.world_size)
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _run_env(env_or_ctx: Any) -> Any:
+    return getattr(env_or_ctx, "env", env_or_ctx)
+
+
+def resolve_mode(config: CheckpointConfig, env_or_ctx: Any) -> str:
+    """The concrete mode for "auto"."""
+    if config.mode != "auto":
+        return config.mode
+    env = _run_env(env_or_ctx)
+    if getattr(env, "on_sagemaker", False) and (getattr(env, "checkpoint_dir", None) or config.local_path):
+        return "sagemaker-sync"
+    if config.uri and config.uri.startswith("s3://"):
+        return "s3"
+    if config.uri or config.local_path or getattr(env, "checkpoint_dir", None):
+        return "local"
+    raise ConfigError("checkpoint.uri", config.uri,
+                      "no checkpoint location: give uri='s3://bucket/prefix' or a local folder, or mode='off'")
+
+
+def open_storage(config: CheckpointConfig, env_or_ctx: Any, rank: int) -> Storage | None:
+    """The storage the config asks for; None for mode "off"."""
+    mode = resolve_mode(config, env_or_ctx)
+    env = _run_env(env_or_ctx)
+    if mode == "off":
+        return None
+    if mode == "s3":
+        from sm_dist.runtime.checkpoint.s3 import S3Storage
+
+        return S3Storage(str(config.uri), rank=rank)
+    if mode == "sagemaker-sync":
+        from sm_dist.runtime.checkpoint.sagemaker_sync import SageMakerSyncStorage
+
+        path = config.local_path or getattr(env, "checkpoint_dir", None) or SAGEMAKER_DEFAULT_LOCAL_PATH
+        s3_uri = config.uri if config.uri and config.uri.startswith("s3://") else None
+        return SageMakerSyncStorage(path, s3_uri=s3_uri, rank=rank)
+    folder = config.local_path or config.uri or getattr(env, "checkpoint_dir", None)
+    if not folder or str(folder).startswith("s3://"):
+        raise ConfigError("checkpoint.local_path", folder, 'mode "local" needs a folder (local_path= or uri=)')
+    return LocalStorage(str(folder).removeprefix("file://"))
+
+
+__all__ = ["MODES", "CheckpointConfig", "open_storage", "resolve_mode", "run_identity"]

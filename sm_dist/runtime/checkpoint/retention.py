@@ -1,0 +1,54 @@
+"""Retention: keep the newest K committed checkpoints, never the last good one.
+
+Runs on rank 0 right after a commit. Older committed checkpoints beyond K are deleted, and so
+are folders that never got a manifest (debris of crashed saves) older than the newest commit —
+but only once the newest commit is durable where a restarted job will look
+(:meth:`Storage.is_durable`: always for local and s3; for sagemaker-sync, once S3 holds it).
+A failure here is logged, never raised: it must not fail the save that was just committed.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sm_dist.errors import CheckpointError
+from sm_dist.runtime.checkpoint.manifest import step_dirname
+from sm_dist.runtime.checkpoint.storage import Storage
+
+_log = logging.getLogger(__name__)
+
+#: Fewest committed checkpoints kept: one can be unreadable (bad disk, partial sync) and the
+#: other still restores.
+MIN_KEEP = 2
+
+
+def plan_deletions(steps: list[int], committed: set[int], keep: int, newest: int) -> list[int]:
+    """Steps to delete: committed ones beyond the newest `keep`, uncommitted ones older than `newest`."""
+    kept = sorted((s for s in committed if s <= newest), reverse=True)[:max(keep, MIN_KEEP)]
+    return [s for s in steps if s < newest and s not in kept]
+
+
+def apply_retention(storage: Storage, keep: int | None, *, newest: int) -> list[int]:
+    """Delete what :func:`plan_deletions` selects; returns the steps deleted."""
+    if keep is None:
+        return []
+    try:
+        steps = storage.list_steps()
+        committed = {s for s in steps if storage.read_manifest(s) is not None}
+        doomed = plan_deletions(steps, committed, keep, newest)
+        if not doomed:
+            return []
+        if not storage.is_durable(newest):
+            _log.warning("keeping %d older checkpoint(s): %s is not confirmed in durable storage yet",
+                         len(doomed), step_dirname(newest))
+            return []
+        for step in doomed:
+            storage.delete(step)
+            _log.info("retention: deleted %s/%s", storage.uri, step_dirname(step))
+        return doomed
+    except (CheckpointError, OSError) as exc:
+        _log.warning("retention skipped: %s", exc)
+        return []
+
+
+__all__ = ["MIN_KEEP", "apply_retention", "plan_deletions"]

@@ -1,0 +1,97 @@
+"""Loading that never executes code from a checkpoint.
+
+DCP reads its ``.metadata`` with plain ``pickle.load`` and non-tensor entries with
+``torch.load(weights_only=False)`` (FACTS §3.1, §3.3): a crafted file planted in a bucket would
+run code on load. Here ``.metadata`` goes through an unpickler that only resolves DCP's own
+metadata classes and a few torch value types, every non-tensor entry and every ``.pt`` file is
+read with ``torch.load(weights_only=True)`` (explicit, so TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD cannot
+flip it), and the caller has already checked every file against the JSON manifest.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.distributed.checkpoint import DefaultLoadPlanner, FileSystemReader
+from torch.distributed.checkpoint._traverse import set_element
+from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
+
+from sm_dist.errors import CheckpointError
+
+#: Classes a DCP ``.metadata`` pickle may name (measured on torch 2.13 with plain tensors,
+#: DTensors, bf16/fp32 and non-tensor entries; see tests/checkpoint/test_safety.py).
+_ALLOWED = {
+    "torch.distributed.checkpoint.metadata": {
+        "Metadata", "BytesStorageMetadata", "ChunkStorageMetadata", "TensorStorageMetadata",
+        "TensorProperties", "MetadataIndex", "StorageMeta", "_MEM_FORMAT_ENCODING",
+    },
+    "torch.distributed.checkpoint.filesystem": {"_StorageInfo"},
+    "torch.serialization": {"_get_layout"},
+    "pathlib": {"PosixPath", "PurePosixPath", "WindowsPath", "PureWindowsPath", "Path"},
+    "collections": {"OrderedDict"},
+    "torch": {"Size"},
+}
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    """Resolves only allow-listed globals; anything else (os.system, eval...) is refused."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if name in _ALLOWED.get(module, ()):
+            return super().find_class(module, name)
+        if module == "torch" and isinstance(getattr(torch, name, None), (torch.dtype, torch.layout,
+                                                                         torch.memory_format)):
+            return getattr(torch, name)
+        raise pickle.UnpicklingError(f"global {module}.{name} is not allowed in checkpoint metadata")
+
+
+def load_dcp_metadata(path: Path) -> Metadata:
+    """Read a DCP ``.metadata`` file through the restricted unpickler."""
+    try:
+        with open(path, "rb") as handle:
+            metadata = _MetadataUnpickler(handle).load()
+    except (pickle.UnpicklingError, EOFError, AttributeError, ValueError, TypeError) as exc:
+        raise CheckpointError(f"{path}: refused to load DCP metadata ({exc})") from None
+    if not isinstance(metadata, Metadata):
+        raise CheckpointError(f"{path}: DCP metadata is a {type(metadata).__name__}, not Metadata; refused")
+    return metadata
+
+
+class SafeFileSystemReader(FileSystemReader):
+    """DCP's file reader with ``.metadata`` read by :func:`load_dcp_metadata`."""
+
+    def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+        metadata = load_dcp_metadata(Path(self._get_metadata_path(kwargs.get("rank"))))
+        if getattr(metadata, "storage_meta", None) is None:
+            metadata.storage_meta = StorageMeta()
+        metadata.storage_meta.load_id = self.load_id
+        return metadata
+
+
+class SafeLoadPlanner(DefaultLoadPlanner):
+    """DCP's default planner, but non-tensor entries are read with ``weights_only=True``."""
+
+    def load_bytes(self, read_item: Any, value: io.BytesIO) -> None:
+        value.seek(0)
+        obj = safe_torch_load(value, what=f"entry {read_item.dest_index.fqn!r}")
+        if self.flatten_state_dict:  # same placement as DefaultLoadPlanner.load_bytes
+            set_element(self.original_state_dict, self.mappings[read_item.dest_index.fqn], obj)
+        else:
+            self.state_dict[read_item.dest_index.fqn] = obj
+
+
+def safe_torch_load(source: Any, *, what: str) -> Any:
+    """``torch.load(..., weights_only=True)`` onto CPU; a refusal becomes a CheckpointError."""
+    try:
+        return torch.load(source, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise CheckpointError(f"{what}: refused to unpickle ({str(exc).splitlines()[0]})") from None
+    except (RuntimeError, EOFError, ValueError) as exc:
+        raise CheckpointError(f"{what}: unreadable ({exc})") from None
+
+
+__all__ = ["SafeFileSystemReader", "SafeLoadPlanner", "load_dcp_metadata", "safe_torch_load"]

@@ -1,0 +1,171 @@
+"""Writing one checkpoint: collect the state, write and publish every rank's files, commit.
+
+Order is the guarantee: (1) every rank writes its files into a private staging folder and
+publishes them under final names; (2) ranks report file names, sizes and sha256 to rank 0;
+(3) only if every rank succeeded does rank 0 write the manifest — the commit — and then apply
+retention. A crash anywhere before (3) leaves a folder without a manifest, which no loader
+accepts. Step (1)-(3) may run in a background thread on the checkpointer's own process group.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
+
+from sm_dist._version import __version__
+from sm_dist.errors import CheckpointError
+from sm_dist.runtime.checkpoint.faults import FaultHook
+from sm_dist.runtime.checkpoint.manifest import FileEntry, Manifest, sha256_file, step_dirname
+from sm_dist.runtime.checkpoint.retention import apply_retention
+from sm_dist.runtime.checkpoint.storage import Storage
+
+_log = logging.getLogger(__name__)
+
+#: File names inside a step folder.
+MODEL_DIR = "model"  # DCP files of a sharded checkpoint
+FULL_FILE = "model/full.pt"  # one full copy (replicated strategies), written by rank 0
+COMMON_FILE = "common.pt"  # scheduler, grad scaler, extras (same on every rank), rank 0
+
+
+def rng_file(rank: int) -> str:
+    """Per-rank RNG file (rank in the name: all hosts share one S3 prefix)."""
+    return f"rng/rank-{rank:05d}.pt"
+
+
+@dataclass(kw_only=True)
+class SavePayload:
+    """Everything one rank writes for one step, already detached from training."""
+
+    step: int
+    epoch: int
+    sharded: bool
+    state: dict[str, Any] | None  # {"model", "optim"}; None on ranks with nothing to write
+    rng: dict[str, Any]
+    common: dict[str, Any] | None  # rank 0 only
+    sampler: dict[str, int] | None
+    strategy: str | None = None
+    precision: str | None = None
+    has: dict[str, bool] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Group:
+    """Who takes part in a save: this rank, the world size, the process group (None: alone)."""
+
+    rank: int
+    world_size: int
+    pg: Any = None
+
+
+def write_checkpoint(payload: SavePayload, storage: Storage, group: Group, faults: FaultHook,
+                     keep: int | None) -> Manifest:
+    """Steps (1)-(3) above; every rank calls it. Raises CheckpointError on every rank on failure."""
+    problem = _clear_stale(storage, payload.step) if group.rank == 0 else None
+    problem = _broadcast(problem, group)  # nobody publishes before an old folder is gone
+    if problem:
+        raise CheckpointError(f"checkpoint of step {payload.step} was not started: {problem}")
+    stage = storage.stage_dir(payload.step, group.rank)
+    entries: dict[str, FileEntry] = {}
+    error = None
+    try:
+        _write_files(payload, stage, group)
+        for path in sorted(p for p in stage.rglob("*") if p.is_file()):
+            rel = path.relative_to(stage).as_posix()
+            entries[rel] = FileEntry(size=path.stat().st_size, sha256=sha256_file(path))
+            storage.publish(payload.step, path, rel)
+    except (Exception, CheckpointException) as exc:  # DCP's CheckpointException is a BaseException
+        error = f"rank {group.rank}: {type(exc).__name__}: {exc}"
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    faults.after_shards(payload.step)
+    reports = _gather((entries, error), group)
+    outcome = _commit(payload, storage, group, faults, reports) if group.rank == 0 else None
+    outcome = _broadcast(outcome, group)
+    if outcome["error"]:
+        raise CheckpointError(f"checkpoint of step {payload.step} was not committed: {outcome['error']}")
+    manifest = Manifest.from_json(outcome["manifest"], where=step_dirname(payload.step))
+    if group.rank == 0:
+        apply_retention(storage, keep, newest=payload.step)
+    return manifest
+
+
+def _clear_stale(storage: Storage, step: int) -> str | None:
+    """Delete a commit of `step` left by an abandoned timeline (we resumed from an older step)."""
+    try:
+        if storage.read_manifest(step) is not None:
+            _log.warning("replacing %s/%s from an earlier attempt", storage.uri, step_dirname(step))
+            storage.delete(step)
+    except (CheckpointError, OSError) as exc:
+        return str(exc)
+    return None
+
+
+def _write_files(payload: SavePayload, stage: Path, group: Group) -> None:
+    if payload.sharded:
+        writer = dcp.FileSystemWriter(stage / MODEL_DIR, single_file_per_rank=True, sync_files=True)
+        dcp.save(payload.state, storage_writer=writer, process_group=group.pg, no_dist=group.pg is None)
+    elif group.rank == 0:
+        _save_pt(payload.state, stage / FULL_FILE)
+    _save_pt(payload.rng, stage / rng_file(group.rank))
+    if group.rank == 0:
+        _save_pt(payload.common, stage / COMMON_FILE)
+
+
+def _save_pt(obj: Any, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as handle:
+        torch.save(obj, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _commit(payload: SavePayload, storage: Storage, group: Group, faults: FaultHook,
+            reports: list[tuple[dict[str, FileEntry], str | None]]) -> dict[str, Any]:
+    errors = [err for _, err in reports if err]
+    if errors:
+        return {"error": "; ".join(errors), "manifest": None}
+    files: dict[str, FileEntry] = {}
+    for rank_entries, _ in reports:
+        files.update(rank_entries)
+    manifest = Manifest(
+        step=payload.step, epoch=payload.epoch, world_size=group.world_size, sharded=payload.sharded,
+        strategy=payload.strategy, precision=payload.precision, sampler=payload.sampler,
+        rng_files={str(r): rng_file(r) for r in range(group.world_size)}, files=files, has=payload.has,
+        sm_dist_version=__version__, torch_version=torch.__version__, created_unix=time.time(),
+    )
+    text = manifest.to_json()
+    try:
+        storage.commit(payload.step, text, midway=lambda: faults.midway_commit(payload.step))
+    except CheckpointError as exc:
+        return {"error": str(exc), "manifest": None}
+    _log.info("checkpoint step %d committed to %s/%s", payload.step, storage.uri, step_dirname(payload.step))
+    return {"error": None, "manifest": text}
+
+
+def _gather(obj: Any, group: Group) -> list[Any]:
+    if group.pg is None:
+        return [obj]
+    out: list[Any] = [None] * group.world_size
+    dist.all_gather_object(out, obj, group=group.pg)
+    return out
+
+
+def _broadcast(obj: Any, group: Group) -> Any:
+    if group.pg is None:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0, group=group.pg)
+    return box[0]
+
+
+__all__ = ["COMMON_FILE", "FULL_FILE", "MODEL_DIR", "Group", "SavePayload", "rng_file", "write_checkpoint"]

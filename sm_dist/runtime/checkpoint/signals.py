@@ -1,0 +1,94 @@
+"""SIGTERM → a flag the ranks agree on at a step boundary, and the grace-time budget.
+
+SageMaker sends SIGTERM on stop, on spot interruption and at MaxRuntime, then SIGKILLs 120 s
+later (FACTS §1.3); torchrun forwards it to the workers and SIGKILLs them after its shutdown
+timeout. Ranks on different hosts receive the signal at different times, so the handler only
+records it; the checkpointer all-reduces the flag (MAX) once per step so every rank stops after
+the same step.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from types import FrameType
+from typing import Any
+
+_log = logging.getLogger(__name__)
+
+#: Seconds torchrun waits for workers after forwarding a signal, unless the launcher sets
+#: TORCH_ELASTIC_SHUTDOWN_TIMEOUT (sm_dist's launcher sets 100; torchrun's own default is 30 —
+#: LocalElasticAgent shutdown_timeout, FACTS §1.3).
+DEFAULT_GRACE_SECONDS = 30.0
+GRACE_ENV = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
+#: A final save is attempted if predicted_duration * SAFETY + MARGIN fits in the time left.
+SAFETY_FACTOR = 1.5
+MARGIN_SECONDS = 2.0
+
+
+def grace_seconds(environ: Any = None) -> float:
+    """Seconds a worker has between SIGTERM and SIGKILL."""
+    env = os.environ if environ is None else environ
+    try:
+        return float(env.get(GRACE_ENV, DEFAULT_GRACE_SECONDS))
+    except ValueError:
+        return DEFAULT_GRACE_SECONDS
+
+
+def final_save_fits(elapsed: float, predicted: float | None, grace: float) -> bool:
+    """Whether a save predicted to take `predicted` s fits in what is left of `grace`.
+
+    With no measurement yet (no save so far in this process) the save is attempted: losing the
+    attempt costs nothing more than not trying.
+    """
+    if predicted is None:
+        return True
+    return elapsed + predicted * SAFETY_FACTOR + MARGIN_SECONDS <= grace
+
+
+class StopSignal:
+    """Records SIGTERM (and SIGINT when asked); never exits by itself."""
+
+    def __init__(self, signals: tuple[int, ...] = (signal.SIGTERM,)) -> None:
+        self._signals = signals
+        self._previous: dict[int, Any] = {}
+        self.received_at: float | None = None  # time.monotonic() of the first signal
+
+    def install(self) -> bool:
+        """Install the handlers (main thread only); False when that is impossible."""
+        if threading.current_thread() is not threading.main_thread():
+            _log.warning("checkpointer created outside the main thread: SIGTERM will not trigger a final save")
+            return False
+        for sig in self._signals:
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return True
+
+    def uninstall(self) -> None:
+        """Put the previous handlers back."""
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.received_at is None:
+            self.received_at = time.monotonic()
+            # logging from a signal handler can deadlock on the handler lock; os.write cannot
+            os.write(2, f"[sm_dist] signal {signum} received; stopping at the next step boundary\n".encode())
+
+    @property
+    def requested(self) -> bool:
+        return self.received_at is not None
+
+    def elapsed(self) -> float:
+        """Seconds since the signal (0 when none came)."""
+        return 0.0 if self.received_at is None else time.monotonic() - self.received_at
+
+    def trigger(self) -> None:
+        """Act as if the signal came now (used by callers that decide to stop themselves)."""
+        self._handle(0, None)
+
+
+__all__ = ["DEFAULT_GRACE_SECONDS", "StopSignal", "final_save_fits", "grace_seconds"]
