@@ -142,7 +142,9 @@ class LaunchConfig:
             _check_int("seq_len", self.seq_len, 1)
         if self.tokens is not None and not (isinstance(self.tokens, (int, float)) and self.tokens > 0):
             raise ConfigError("tokens", self.tokens, "expected a positive number of training tokens, e.g. 2e12")
-        for name in ("nproc_per_node", "checkpoint_interval_steps", "checkpoint_keep", "max_runtime_s", "max_wait_s"):
+        if self.checkpoint_keep is not None:  # the checkpointer keeps >= 2: one may still be uploading
+            _check_int("checkpoint_keep", self.checkpoint_keep, 2)
+        for name in ("nproc_per_node", "checkpoint_interval_steps", "max_runtime_s", "max_wait_s"):
             if getattr(self, name) is not None:
                 _check_int(name, getattr(self, name), 1)
         if self.retry_attempts is not None:

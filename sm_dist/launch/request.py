@@ -47,7 +47,7 @@ def default_image(region: str, torch_version: str, py_version: str, instance_typ
         raise ConfigError("torch_version", torch_version, f"no AWS PyTorch training image: {exc}; or pass image_uri=") from None
 
 
-def _trainer(spec: Mapping[str, Any], session: Any) -> Any:
+def _trainer(spec: Mapping[str, Any], session: Any, training_mode: Any = None) -> Any:
     from sagemaker.core.shapes import MetricDefinition, RetryStrategy, StoppingCondition
     from sagemaker.core.training.configs import CheckpointConfig, Compute, InputData, Networking, OutputDataConfig
     from sagemaker.train.model_trainer import Mode, ModelTrainer
@@ -60,7 +60,7 @@ def _trainer(spec: Mapping[str, Any], session: Any) -> Any:
             enable_inter_container_traffic_encryption=spec["encrypt_inter_container_traffic"] or None,
         )
     trainer = ModelTrainer(
-        training_mode=Mode.LOCAL_CONTAINER,  # see the module docstring
+        training_mode=training_mode or Mode.LOCAL_CONTAINER,  # see the module docstring
         sagemaker_session=session, role=spec["role_arn"], base_job_name=spec["job_name"],
         training_image=spec["image_uri"],
         compute=Compute(

@@ -1,0 +1,184 @@
+"""`sm-dist fit | status | logs | stop | cost | checkpoints`.
+
+Module-level imports are standard library (plus sm_dist's stdlib core) so `--help` is instant;
+boto3 and sagemaker load only when a command runs. `fit` flags mirror `sm_dist.fit(...)`'s
+keyword arguments (generated from LaunchConfig's fields); `--config FILE` (YAML or TOML) holds
+the same settings, and flags given on the command line win over the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import fields
+from typing import Any
+
+from sm_dist.errors import ConfigError
+
+#: Flag help for the settings users reach for first; the rest mirror LaunchConfig's docs.
+_HELP = {
+    "entry": "script in --source-dir (train.py), pkg.module:function, or a bundled entrypoint (cnn.py, gpt.py)",
+    "instance_type": "SageMaker training instance type, e.g. ml.p4d.24xlarge",
+    "strategy": "dp, ddp, zero1, zero2, fsdp, hsdp or auto (needs --params/--model/--hf-config)",
+    "params": "model size in parameters, e.g. 7e9 (memory check, auto strategy, estimate)",
+    "tokens": "training tokens, e.g. 2e12 (expected duration and cost)",
+    "checkpoint_s3_uri": "s3://bucket/prefix for checkpoints (required with --spot)",
+    "max_cost_usd": "budget in dollars: becomes MaxRuntime (and MaxWait for spot)",
+    "hyperparameters": "KEY=VALUE, repeatable; reaches the script as --KEY VALUE",
+    "environment": "KEY=VALUE, repeatable",
+    "inputs": "NAME=s3://uri data channel, repeatable",
+    "tags": "KEY=VALUE, repeatable",
+    "infra_stack": "stack from `sm-dist infra deploy` for role and buckets ('' = the last one deployed)",
+}
+_KV_FIELDS = ("hyperparameters", "environment", "inputs", "tags")
+_SINGULAR = {"hyperparameters": "hp", "environment": "env", "inputs": "input", "tags": "tag", "metrics": "metric",
+             "subnets": "subnet", "security_group_ids": "security-group-id", "ignore_patterns": "ignore"}
+_TERMINAL_EXIT = {"Completed": 0, "Stopped": 3, "Failed": 1}
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def _add_fit_flags(parser: argparse.ArgumentParser) -> None:
+    from sm_dist.launch.config import LaunchConfig
+
+    for f in fields(LaunchConfig):
+        if f.name == "entry":
+            continue
+        kind = str(f.type)
+        common: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS, "help": _HELP.get(f.name)}
+        flag = "--" + _SINGULAR.get(f.name, f.name).replace("_", "-")
+        if kind == "bool":
+            parser.add_argument(flag, action="store_true", **common)
+        elif f.name in _KV_FIELDS:
+            parser.add_argument(flag, action="append", type=_key_value, metavar="KEY=VALUE", **common)
+        elif kind.startswith("tuple"):
+            parser.add_argument(flag, action="append", **common)
+        elif "int" in kind and "float" not in kind:
+            parser.add_argument(flag, type=int, **common)
+        elif "float" in kind:
+            parser.add_argument(flag, type=float, **common)
+        else:
+            parser.add_argument(flag, **common)
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    from sm_dist.launch.config import LaunchConfig, load_config_file
+
+    settings: dict[str, Any] = load_config_file(args.config) if args.config else {}
+    names = {f.name for f in fields(LaunchConfig)}
+    for name, value in vars(args).items():
+        if name in names:
+            settings[name] = dict(value) if name in _KV_FIELDS else value
+    if "entry" not in settings:
+        raise ConfigError("entry", None, "give the script: sm-dist fit train.py ... (or entry: in --config)")
+    return settings
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str))
+
+
+def _quiet_sdk() -> None:
+    """The SDK logs its defaults at INFO ("Training image URI: ..."); the plan already shows them."""
+    import logging
+
+    logging.getLogger("sagemaker").setLevel(logging.WARNING)
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    from sm_dist.launch import api
+
+    _quiet_sdk()
+
+    settings = _settings(args)
+    entry = settings.pop("entry")
+    if args.dry_run:
+        plan = api.plan(entry, **settings)
+        _print_json(plan.to_dict()) if args.json else print(plan)
+        return 0
+    result = api.fit(entry, local=args.local, validate_role=not args.no_validate_role, **settings)
+    if args.local:
+        print(result)
+        return int(getattr(result, "exit_code", 0) or 0)
+    if args.json:
+        _print_json({"job_name": result.name, "plan": result.plan.to_dict()})
+    else:
+        print(result.plan)
+        print(f"\nlaunched {result.name}; follow it with: sm-dist logs {result.name} --follow")
+    if args.wait:
+        return _TERMINAL_EXIT.get(result.wait().status, 1)
+    return 0
+
+
+def _job(args: argparse.Namespace) -> Any:
+    from sm_dist.launch.job import Job
+
+    return Job.attach(args.job, region=args.region)
+
+
+def run_status(args: argparse.Namespace) -> int:
+    status = _job(args).status()
+    _print_json(status.__dict__) if args.json else print(status)
+    return 0
+
+
+def run_logs(args: argparse.Namespace) -> int:
+    for line in _job(args).logs(follow=args.follow):
+        print(line, flush=True)
+    return 0
+
+
+def run_stop(args: argparse.Namespace) -> int:
+    print(_job(args).stop())
+    return 0
+
+
+def run_cost(args: argparse.Namespace) -> int:
+    cost = _job(args).cost()
+    _print_json({**cost.__dict__, "usd": cost.usd, "spot_savings": cost.spot_savings}) if args.json else print(cost)
+    return 0
+
+
+def run_checkpoints(args: argparse.Namespace) -> int:
+    found = _job(args).checkpoints()
+    if args.json:
+        _print_json([c.__dict__ for c in found])
+        return 0
+    if not found:
+        print("no checkpoints yet")
+    for c in found:
+        size = f"{c.total_bytes / 2**20:,.1f} MiB" if c.total_bytes is not None else "-"
+        print(f"step {c.step:>9}  {'committed' if c.committed else 'NOT committed':<13}  {size:>12}  {c.uri}")
+    return 0
+
+
+def register(command: str, parser: argparse.ArgumentParser) -> None:
+    """Add `command`'s arguments to `parser` (called by sm_dist.cli)."""
+    if command == "fit":
+        parser.add_argument("entry", nargs="?", default=argparse.SUPPRESS, help=_HELP["entry"])
+        parser.add_argument("--config", help="YAML or TOML file with the same settings (flags win)")
+        parser.add_argument("--dry-run", action="store_true", help="print the plan; upload and create nothing")
+        parser.add_argument("--json", action="store_true", help="print the plan as JSON")
+        parser.add_argument("--wait", action="store_true", help="wait for the job to end (exit 0 completed, 1 failed, 3 stopped)")
+        parser.add_argument("--local", action="store_true", help="run the job on this machine (CPU, emulated hosts)")
+        parser.add_argument("--no-validate-role", action="store_true", help="skip the SDK's IAM permission check")
+        _add_fit_flags(parser)
+        parser.set_defaults(_run=run_fit)
+        return
+    parser.add_argument("job", help="training job name")
+    parser.add_argument("--region", help="AWS region (default: your AWS configuration's)")
+    if command == "logs":
+        parser.add_argument("--follow", "-f", action="store_true", help="keep printing until the job ends")
+    else:
+        parser.add_argument("--json", action="store_true", help="machine-readable output")
+    runners = {"status": run_status, "logs": run_logs, "stop": run_stop, "cost": run_cost, "checkpoints": run_checkpoints}
+    parser.set_defaults(_run=runners[command])
+
+
+__all__ = ["register"]

@@ -1,0 +1,76 @@
+"""The code channel: what goes in, what stays out, and that the manifest is the truth."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from sm_dist.errors import ConfigError, LaunchError
+from sm_dist.jobspec import JOB_SPEC_FILENAME, JobSpec
+from sm_dist.launch.bundle import collect_bundle, resolve_entry, write_bundle
+from sm_dist.launch.ignore import parse_rules
+
+SPEC = JobSpec(entry="train.py").to_json()
+
+
+def test_user_files_in_junk_out(source_dir: Path) -> None:
+    bundle = collect_bundle(source_dir, SPEC)
+    user = {f.path for f in bundle.files if f.origin == "user"}
+    assert user == {"train.py", "pkg/__init__.py", "pkg/mod.py", "configs/base.yaml", ".smdistignore"}
+    assert any("big.csv" in w and "inputs=" in w for w in bundle.warnings)
+
+
+def test_package_entrypoints_and_spec_are_bundled(source_dir: Path) -> None:
+    paths = {f.path for f in collect_bundle(source_dir, SPEC).files}
+    assert {"sm_dist/runtime/launcher.py", "sm_dist/jobspec.py", JOB_SPEC_FILENAME} <= paths
+    assert "sm_dist/_entrypoints/cnn.py" in paths
+    assert not any("__pycache__" in p or p.endswith(".pyc") or "_infra" in p for p in paths)
+
+
+def test_extra_patterns_and_anchoring(source_dir: Path) -> None:
+    bundle = collect_bundle(source_dir, SPEC, ignore_patterns=("/configs/*.yaml", "mod.py"))
+    user = {f.path for f in bundle.files if f.origin == "user"}
+    assert "configs/base.yaml" not in user and "pkg/mod.py" not in user and "train.py" in user
+
+
+def test_negation_is_refused() -> None:
+    with pytest.raises(ConfigError, match="negated"):
+        parse_rules(["!keep.py"], ".smdistignore")
+
+
+def test_user_sm_dist_folder_is_shadowed(source_dir: Path) -> None:
+    (source_dir / "sm_dist").mkdir()
+    (source_dir / "sm_dist" / "evil.py").write_text("x")
+    bundle = collect_bundle(source_dir, SPEC)
+    assert "sm_dist/evil.py" not in {f.path for f in bundle.files}
+    assert any("sm_dist/evil.py" in w for w in bundle.warnings)
+
+
+def test_written_bundle_matches_manifest(source_dir: Path, tmp_path: Path) -> None:
+    bundle = collect_bundle(source_dir, SPEC)
+    dest = write_bundle(bundle, tmp_path / "out")
+    for item in bundle.files:
+        data = (dest / item.path).read_bytes()
+        assert len(data) == item.size and hashlib.sha256(data).hexdigest() == item.sha256
+    assert JobSpec.from_json((dest / JOB_SPEC_FILENAME).read_text()).entry == "train.py"
+    with pytest.raises(ConfigError):
+        write_bundle(bundle, dest)  # not empty
+
+
+def test_file_changed_after_plan_is_refused(source_dir: Path, tmp_path: Path) -> None:
+    bundle = collect_bundle(source_dir, SPEC)
+    (source_dir / "train.py").write_text("print('changed')\n")
+    with pytest.raises(LaunchError, match="changed after the plan"):
+        write_bundle(bundle, tmp_path / "out")
+
+
+def test_entry_resolution(source_dir: Path) -> None:
+    assert resolve_entry("train.py", source_dir, False) == "train.py"
+    assert resolve_entry("cnn.py", source_dir, False) == "sm_dist/_entrypoints/cnn.py"
+    assert resolve_entry("pkg.mod:main", source_dir, True) == "pkg.mod:main"
+    with pytest.raises(ConfigError, match="cnn.py"):
+        resolve_entry("trian.py", source_dir, False)
+    with pytest.raises(ConfigError):
+        resolve_entry("../x.py", source_dir, False)

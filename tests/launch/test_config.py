@@ -1,0 +1,66 @@
+"""LaunchConfig refuses bad input with field, value and fix; config files reject unknown keys."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sm_dist.errors import ConfigError
+from sm_dist.launch.config import LaunchConfig, load_config_file
+from sm_dist.vocab import Strategy
+
+
+def make(source_dir: Path, **kw):
+    return LaunchConfig(entry="train.py", instance_type="ml.g5.xlarge", source_dir=str(source_dir), **kw)
+
+
+@pytest.mark.parametrize(
+    ("kw", "field"),
+    [
+        ({"strategy": "fsdb"}, "strategy"),
+        ({"instance_count": 0}, "instance_count"),
+        ({"checkpoint_s3_uri": "/tmp/ck"}, "checkpoint_s3_uri"),
+        ({"params": 7e9, "model": "llama2-7b"}, "params"),
+        ({"max_cost_usd": -5}, "max_cost_usd"),
+        ({"retry_attempts": 31}, "retry_attempts"),
+        ({"inputs": {"code": "s3://b/x"}}, "inputs"),
+        ({"inputs": {"train": "/local/data"}}, "inputs.train"),
+        ({"subnets": ["subnet-1"]}, "subnets"),
+        ({"checkpoint_keep": 1}, "checkpoint_keep"),
+        ({"checkpoint_mode": "cloud"}, "checkpoint_mode"),
+        ({"job_name": "bad_name"}, "job_name"),
+    ],
+)
+def test_bad_values(source_dir: Path, kw, field) -> None:
+    with pytest.raises(ConfigError) as err:
+        make(source_dir, **kw)
+    assert err.value.field == field and err.value.fix
+
+
+def test_auto_and_enums(source_dir: Path) -> None:
+    assert make(source_dir, strategy="AUTO").strategy == "auto"
+    assert make(source_dir, strategy="fsdp").strategy is Strategy.FSDP
+    assert make(source_dir, subnets=["s"], security_group_ids=["g"]).subnets == ("s",)
+
+
+def test_unknown_key_suggests(source_dir: Path) -> None:
+    with pytest.raises(ConfigError, match="did you mean 'instance_count'"):
+        LaunchConfig.from_mapping({"entry": "t.py", "instance_type": "ml.g5.xlarge", "instance_cont": 2})
+
+
+def test_missing_source_dir(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="source_dir"):
+        make(tmp_path / "nope")
+
+
+def test_yaml_and_toml_files(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text("entry: train.py\ninstance_count: 2\nhyperparameters:\n  lr: 0.1\n")
+    (tmp_path / "a.toml").write_text('entry = "train.py"\ninstance_count = 2\n[hyperparameters]\nlr = 0.1\n')
+    assert load_config_file(tmp_path / "a.yaml") == load_config_file(tmp_path / "a.toml")
+    (tmp_path / "a.json").write_text("{}")
+    with pytest.raises(ConfigError, match=".yaml"):
+        load_config_file(tmp_path / "a.json")
+    (tmp_path / "b.yaml").write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_config_file(tmp_path / "b.yaml")

@@ -1,0 +1,77 @@
+"""The CreateTrainingJob request: built by ModelTrainer, launcher as PID 1, valid for botocore."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from sm_dist.errors import LaunchError
+from sm_dist.launch import request as request_mod
+
+from .conftest import ROLE_ARN
+
+SPEC = {
+    "job_name": "sm-dist-test-1", "role_arn": ROLE_ARN, "instance_type": "ml.p4d.24xlarge", "instance_count": 2,
+    "volume_size_gb": 50, "volume_kms_key": "arn:aws:kms:us-east-1:123456789012:key/vol", "spot": True,
+    "image_uri": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.8-gpu-py312",
+    "max_runtime_s": 7200, "max_wait_s": 14400, "output_s3_uri": "s3://out-bucket/sm-dist",
+    "output_kms_key": "arn:aws:kms:us-east-1:123456789012:key/out", "checkpoint_config_uri": "s3://ckpt-bucket/run",
+    "channels": {"code": "s3://out-bucket/sm-dist/sm-dist-test-1/input/code/", "train": "s3://data/train/"},
+    "environment": {"PYTHONPATH": "/opt/ml/input/data/code"}, "hyperparameters": {"lr": "0.1"},
+    "tags": {"team": "ml"}, "subnets": ("subnet-1",), "security_group_ids": ("sg-1",), "network_isolation": True,
+    "encrypt_inter_container_traffic": True, "retry_attempts": 2,
+    "metric_definitions": [{"Name": "loss", "Regex": "loss=([0-9.]+)"}],
+}
+
+
+def test_request_has_every_setting(aws: str) -> None:
+    req = request_mod.build_request(SPEC)
+    algo = req["AlgorithmSpecification"]
+    assert algo["ContainerEntrypoint"] == ["python3", "-m", "sm_dist.runtime.launcher"]
+    assert "ContainerArguments" not in algo
+    assert req["TrainingJobName"] == "sm-dist-test-1"
+    assert req["ResourceConfig"] == {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "VolumeSizeInGB": 50,
+                                     "VolumeKmsKeyId": SPEC["volume_kms_key"]}
+    assert req["StoppingCondition"] == {"MaxRuntimeInSeconds": 7200, "MaxWaitTimeInSeconds": 14400}
+    assert req["EnableManagedSpotTraining"] is True
+    assert req["CheckpointConfig"] == {"S3Uri": "s3://ckpt-bucket/run", "LocalPath": "/opt/ml/checkpoints"}
+    assert req["OutputDataConfig"]["KmsKeyId"] == SPEC["output_kms_key"]
+    assert req["VpcConfig"] == {"SecurityGroupIds": ["sg-1"], "Subnets": ["subnet-1"]}
+    assert req["EnableNetworkIsolation"] is True and req["EnableInterContainerTrafficEncryption"] is True
+    assert req["RetryStrategy"] == {"MaximumRetryAttempts": 2}
+    assert [c["ChannelName"] for c in req["InputDataConfig"]] == ["code", "train"]
+    assert {"Key": "team", "Value": "ml"} in req["Tags"]
+
+
+def test_local_container_mode_builds_the_same_request(aws: str) -> None:
+    """Pins the module's premise: without SourceCode, the mode that skips role/bucket resolution
+    serializes exactly what SAGEMAKER_TRAINING_JOB mode would (the SDK appends a timestamp to
+    the job name in both)."""
+    import boto3
+    from sagemaker.core.helper.session_helper import Session
+    from sagemaker.train.model_trainer import Mode
+
+    session = Session(boto_session=boto3.Session(region_name=aws))
+    local = request_mod._trainer(SPEC, session)._create_training_job_args(boto3=True)
+    cloud = request_mod._trainer(SPEC, session, Mode.SAGEMAKER_TRAINING_JOB)._create_training_job_args(boto3=True)
+    for req in (local, cloud):
+        assert req.pop("TrainingJobName").startswith("sm-dist-test-1")
+    assert local == cloud
+
+
+def test_botocore_validation_catches_a_broken_request(aws: str) -> None:
+    req = request_mod.build_request(SPEC)
+    request_mod.validate_request(req)
+    broken = copy.deepcopy(req)
+    broken["ResourceConfig"]["InstanceCount"] = "two"
+    del broken["RoleArn"]
+    with pytest.raises(LaunchError, match="RoleArn"):
+        request_mod.validate_request(broken)
+
+
+def test_default_image_follows_region_and_device() -> None:
+    gpu = request_mod.default_image("eu-west-1", "2.8", "py312", "ml.p4d.24xlarge")
+    cpu = request_mod.default_image("us-east-1", "2.8", "py312", "ml.c5.xlarge")
+    assert "eu-west-1" in gpu and "pytorch-training:2.8-gpu-py312" in gpu
+    assert cpu.endswith("pytorch-training:2.8-cpu-py312")
