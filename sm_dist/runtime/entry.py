@@ -1,0 +1,97 @@
+"""The glue every entrypoint shares: flags -> runtime.init -> Checkpointer -> fit -> exit code.
+
+An entrypoint script only says which flags it adds and how to build its Workload:
+
+    def workload(args, ctx) -> Workload: ...
+    if __name__ == "__main__":
+        sys.exit(run_entrypoint("cnn", add_flags, workload, batch_size=32, lr=1e-3))
+
+Errors a user can cause (SmDistError) become one line on stderr and the error's exit code; a
+stop on SIGTERM leaves through the Checkpointer's SystemExit(EXIT_INTERRUPTED).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sm_dist.errors import SmDistError
+
+_log = logging.getLogger(__name__)
+
+AddFlags = Callable[[argparse.ArgumentParser], None]
+MakeWorkload = Callable[[argparse.Namespace, Any], Any]
+
+
+def build_parser(prog: str, add_flags: AddFlags, *, batch_size: int, lr: float,
+                 description: str | None = None) -> argparse.ArgumentParser:
+    """The common flags, the checkpoint flags and the workload's own."""
+    from sm_dist.runtime.train_args import add_checkpoint_flags, add_common_flags
+
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    add_common_flags(parser, batch_size=batch_size, lr=lr)
+    add_checkpoint_flags(parser)
+    add_flags(parser.add_argument_group(f"{prog} workload"))
+    return parser
+
+
+def run_entrypoint(prog: str, add_flags: AddFlags, make_workload: MakeWorkload, *, batch_size: int, lr: float,
+                   description: str | None = None, argv: Sequence[str] | None = None) -> int:
+    """Parse flags (SageMaker `--key value` style too), train, return the process exit code."""
+    configure_logging()
+    try:
+        from sm_dist.runtime.train_args import parse_flags
+
+        args = parse_flags(build_parser(prog, add_flags, batch_size=batch_size, lr=lr, description=description), argv)
+        train_with_flags(args, make_workload)
+    except SmDistError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_code
+    return 0
+
+
+def train_with_flags(args: argparse.Namespace, make_workload: MakeWorkload) -> Any:
+    """runtime.init with the flags, build the workload and the Checkpointer, fit. Returns a TrainResult."""
+    from sm_dist import runtime
+    from sm_dist.runtime.train import fit, train_config
+
+    config = train_config(args)
+    with runtime.init(args.strategy, args.precision, args.seed) as ctx:
+        workload = make_workload(args, ctx)
+        return fit(ctx, workload, config, make_checkpointer(ctx, args))
+
+
+def make_checkpointer(ctx: Any, args: argparse.Namespace) -> Any:
+    """A Checkpointer from the flags over the job spec, or None when no location is configured."""
+    from sm_dist.jobspec import load_job_spec
+
+    if args.no_checkpoint:
+        return None
+    overrides: dict[str, Any] = {}
+    if args.checkpoint_dir:
+        overrides.update(mode="local", local_path=args.checkpoint_dir, uri=None)
+    if args.checkpoint_uri:
+        overrides.update(uri=args.checkpoint_uri)
+    for flag, key in (("save_every", "interval_steps"), ("keep", "keep"), ("async_save", "async_save")):
+        if getattr(args, flag) is not None:
+            overrides[key] = getattr(args, flag)
+    spec = load_job_spec()
+    in_spec = spec is not None and (spec.checkpoint.mode != "auto" or spec.checkpoint.uri or spec.checkpoint.local_path)
+    if not (args.checkpoint_dir or args.checkpoint_uri or in_spec or ctx.env.checkpoint_dir):
+        _log.info("no checkpoint location (--checkpoint-dir, --checkpoint-uri or the job spec): "
+                  "training without checkpoints")
+        return None
+    from sm_dist.runtime.checkpoint import Checkpointer
+
+    return Checkpointer.from_env(ctx, **overrides)
+
+
+def configure_logging() -> None:
+    """INFO on rank 0, WARNING elsewhere, each line tagged with the rank (entrypoints only)."""
+    rank = os.environ.get("RANK", "0")
+    logging.basicConfig(level=logging.INFO if rank == "0" else logging.WARNING,
+                        format=f"[rank {rank}] %(levelname)s %(name)s: %(message)s")

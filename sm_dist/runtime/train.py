@@ -1,0 +1,271 @@
+"""A small shared training loop, so a training script is a model, a dataset and a loss.
+
+`fit(ctx, workload, config, checkpointer)` wraps the model for the strategy, shards the data with
+the resumable sampler, accumulates gradients (skipping the sync on all but the last micro-batch),
+clips, prints one metric line per logged step, checkpoints every N steps, resumes from the
+newest committed checkpoint, stops cleanly on SIGTERM (through the Checkpointer), and writes the
+final model on rank 0 as a plain state dict (keys without `module.`) to the model directory,
+followed by exactly one line `[sm_dist] final step=N model_sha256=<hex>`.
+
+Determinism: the data order is a pure function of (seed, epoch), the model starts from rank 0's
+weights, and a checkpoint is taken only at an optimizer-step boundary, so the same seed gives the
+same final weights — also across a kill and resume (CPU, gloo).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from sm_dist.errors import ConfigError
+from sm_dist.metric_format import PREFIX, format_line
+from sm_dist.runtime.model_output import FINAL_LINE, write_model
+from sm_dist.runtime.sampler import ResumableDistributedSampler
+
+_log = logging.getLogger(__name__)
+
+LossFn = Callable[[nn.Module, Any], torch.Tensor]
+OptimizerFactory = Callable[[Iterable[nn.Parameter]], torch.optim.Optimizer]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """How long and how to train. Checkpoint settings belong to the Checkpointer."""
+
+    epochs: int | None = 1
+    """Passes over the data; ignored when `steps` is set."""
+    steps: int | None = None
+    """Stop after this many optimizer steps in total (counting steps before a resume)."""
+    batch_size: int = 32
+    """Micro-batch per rank; the global batch is batch_size x grad_accum x world size."""
+    grad_accum: int = 1
+    """Micro-batches per optimizer step."""
+    clip: float | None = 1.0
+    """Maximum global gradient norm; None disables clipping."""
+    log_every: int = 1
+    """Print a metric line every N optimizer steps (and after the last one)."""
+    model_dir: str | None = None
+    """Where rank 0 writes the final model; None = the run's model dir (SM_MODEL_DIR)."""
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "grad_accum", "log_every"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(name, value, "use an integer >= 1")
+        if self.steps is None and (self.epochs is None or self.epochs < 1):
+            raise ConfigError("epochs", self.epochs, "give --epochs >= 1 or --steps >= 1")
+        if self.steps is not None and self.steps < 1:
+            raise ConfigError("steps", self.steps, "use an integer >= 1 (or null to train by epochs)")
+        if self.clip is not None and not self.clip > 0:
+            raise ConfigError("clip", self.clip, "use a positive max gradient norm, or null to disable clipping")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workload:
+    """What a script supplies: built after runtime.init(), so every rank seeds it identically."""
+
+    build_model: Callable[[], nn.Module]
+    """Returns the plain (unwrapped) model on CPU."""
+    dataset: Dataset
+    """Map-style dataset; each item a tuple of tensors (inputs..., target)."""
+    loss: LossFn
+    """loss(model, batch) -> scalar tensor; `batch` is already on the device."""
+    optimizer: OptimizerFactory
+    """optimizer(params) -> torch.optim.Optimizer."""
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What fit() did: the last step, and on rank 0 the model file and its weights' sha256."""
+
+    step: int
+    epoch: int
+    loss: float | None
+    model_path: str | None
+    model_sha256: str | None
+
+
+def train_config(args: Any) -> TrainConfig:
+    """TrainConfig from the entrypoints' common flags (sm_dist.runtime.train_args)."""
+    return TrainConfig(epochs=args.epochs, steps=args.steps, batch_size=args.batch_size, grad_accum=args.grad_accum,
+                       clip=args.clip, log_every=args.log_every, model_dir=args.model_dir)
+
+
+def adamw(lr: float, weight_decay: float = 0.0) -> OptimizerFactory:
+    """An optimizer factory: AdamW(params, lr, weight_decay) (the estimator's 2-state Adam)."""
+    if not lr > 0:
+        raise ConfigError("lr", lr, "use a positive learning rate, e.g. 1e-3")
+    if weight_decay < 0:
+        raise ConfigError("weight_decay", weight_decay, "use a weight decay >= 0")
+    return lambda params: torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+
+
+def classification_loss(model: nn.Module, batch: Any) -> torch.Tensor:
+    """Cross-entropy of model(inputs) against integer class targets: batch = (inputs, targets)."""
+    inputs, targets = batch
+    return nn.functional.cross_entropy(model(inputs), targets)
+
+
+def next_token_loss(model: nn.Module, batch: Any) -> torch.Tensor:
+    """Mean next-token cross-entropy: batch = (tokens, tokens shifted by one)."""
+    inputs, targets = batch
+    logits = model(inputs)
+    return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
+
+
+def fit(ctx: Any, workload: Workload, config: TrainConfig, checkpointer: Any = None) -> TrainResult:
+    """Train `workload` under `ctx` (from runtime.init()); see the module docstring. Collective."""
+    model = ctx.wrap_model(workload.build_model())
+    optimizer = ctx.build_optimizer(model, workload.optimizer)
+    sampler = ResumableDistributedSampler(len(workload.dataset), num_replicas=ctx.world_size, rank=ctx.rank,
+                                          seed=ctx.seed, drop_last=True)  # no padding: same order on resume
+    _check_data(workload.dataset, sampler)
+    objects = {"model": model, "optimizer": optimizer, "scaler": ctx.amp.scaler, "sampler": sampler}
+    step, epoch = 0, 0
+    if checkpointer is not None:
+        resumed = checkpointer.resume(**objects)
+        if resumed is not None:
+            step, epoch = resumed.step, resumed.epoch
+            _rank0_print(ctx, f"{PREFIX} resumed step={step} epoch={epoch}")
+    loop = _Loop(ctx, workload, config, model, optimizer)
+    while not _done(config, step, epoch):
+        sampler.set_epoch(epoch)  # no-op when resuming into the same epoch
+        for group in _groups(workload.dataset, sampler, config):
+            step += 1
+            loop.step(group, step)
+            if checkpointer is not None:
+                checkpointer.maybe_save(step, epoch=epoch, **objects)
+            if _done(config, step, epoch):
+                break
+        else:
+            epoch += 1
+    loop.flush(step, epoch)
+    if checkpointer is not None:
+        if checkpointer.storage is not None and checkpointer.last_step != step:
+            checkpointer.save(step, epoch=epoch, **objects)  # a re-run of a finished job resumes at the end
+        checkpointer.close()
+    return _finish(ctx, model, optimizer, config, step, epoch, loop.last_loss)
+
+
+class _Loop:
+    """One optimizer step over a group of micro-batches, and the metric lines."""
+
+    def __init__(self, ctx: Any, workload: Workload, config: TrainConfig, model: nn.Module, optimizer: Any) -> None:
+        self.ctx, self.workload, self.config = ctx, workload, config
+        self.model, self.optimizer = model, optimizer
+        self.loss_sum = torch.zeros(2, dtype=torch.float64)  # (sum of micro-batch losses, count) since last log
+        self.last_loss: float | None = None
+        self.grad_norm: float | None = None
+        self.logged_step = 0
+
+    def step(self, group: list[Any], step: int) -> None:
+        ctx, model = self.ctx, self.model
+        for i, batch in enumerate(group):
+            batch = [t.to(ctx.device, non_blocking=True) for t in batch]
+            with ctx.no_sync(model, enabled=i < len(group) - 1), ctx.autocast():
+                loss = self.workload.loss(model, batch)
+            ctx.backward(loss / len(group))
+            self.loss_sum += torch.tensor([loss.detach().float().item(), 1.0], dtype=torch.float64)
+        if self.config.clip is not None:
+            self.grad_norm = float(ctx.clip_grad_norm_(model, self.config.clip, self.optimizer))
+        ctx.step(self.optimizer)
+        self.optimizer.zero_grad(set_to_none=True)
+        if step % self.config.log_every == 0:
+            self.log(step)
+
+    def log(self, step: int) -> None:
+        """Mean loss over ranks and micro-batches since the last line (collective)."""
+        totals = self.loss_sum.clone()
+        if dist.is_initialized() and self.ctx.world_size > 1:
+            dist.all_reduce(totals)
+        self.loss_sum.zero_()
+        self.logged_step = step
+        if totals[1] == 0:
+            return
+        self.last_loss = float(totals[0] / totals[1])
+        metrics: dict[str, object] = {"loss": self.last_loss, "lr": self.optimizer.param_groups[0]["lr"]}
+        if self.grad_norm is not None:
+            metrics["grad_norm"] = self.grad_norm
+        _rank0_print(self.ctx, format_line(step, metrics))
+
+    def flush(self, step: int, epoch: int) -> None:
+        """Log the steps since the last metric line (every rank reaches this together)."""
+        if step != self.logged_step:
+            self.log(step)
+
+
+def _done(config: TrainConfig, step: int, epoch: int) -> bool:
+    if config.steps is not None:
+        return step >= config.steps
+    return epoch >= (config.epochs or 0)
+
+
+def _check_data(dataset: Dataset, sampler: ResumableDistributedSampler) -> None:
+    """An epoch must give every rank a sample (a batch larger than a rank's share is fine)."""
+    if len(dataset) < sampler.num_replicas:
+        raise ConfigError("dataset size", len(dataset),
+                          f"need at least one sample per rank ({sampler.num_replicas} ranks); use a larger dataset")
+
+
+def _groups(dataset: Dataset, sampler: ResumableDistributedSampler, config: TrainConfig) -> Iterator[list[Any]]:
+    """The rest of this epoch as lists of up to grad_accum micro-batches (one optimizer step each).
+
+    The sampler is advanced only after a whole group was handed out, so a checkpoint taken
+    after the step records exactly the samples that step consumed.
+    """
+    loader = DataLoader(dataset, batch_size=config.batch_size, sampler=sampler, num_workers=0, drop_last=False)
+    group: list[Any] = []
+    for batch in loader:
+        group.append(batch)
+        if len(group) == config.grad_accum:
+            yield _advance(sampler, group)
+            group = []
+    if group:
+        yield _advance(sampler, group)
+
+
+def _advance(sampler: ResumableDistributedSampler, group: list[Any]) -> list[Any]:
+    sampler.advance(sum(len(batch[0]) for batch in group))
+    return group
+
+
+def _finish(ctx: Any, model: nn.Module, optimizer: Any, config: TrainConfig, step: int, epoch: int,
+            loss: float | None) -> TrainResult:
+    """Gather the full weights (collective), write them on rank 0, print the final line."""
+    weights = full_model_state(ctx, model, optimizer)
+    path = sha = None
+    if ctx.rank == 0:
+        path, sha = write_model(weights, config.model_dir or ctx.env.model_dir)
+        print(FINAL_LINE.format(step=step, sha=sha), flush=True)
+    return TrainResult(step=step, epoch=epoch, loss=loss, model_path=path, model_sha256=sha)
+
+
+def full_model_state(ctx: Any, model: nn.Module, optimizer: Any = None) -> dict[str, torch.Tensor]:
+    """The complete weights as plain CPU tensors, keys without `module.` (collective; empty off rank 0
+    for sharded strategies). For "mixed" on replicated strategies these are the fp32 master weights."""
+    if getattr(ctx.strategy, "sharded", False):
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        return dict(get_model_state_dict(model, options=options))
+    state = ctx.state_dict(model, optimizer)["model"]
+    return {name: t.detach().cpu() for name, t in state.items()}
+
+
+def steps_per_epoch(dataset_len: int, world_size: int, config: TrainConfig) -> int:
+    """Optimizer steps in one full epoch (drop_last sampler, short last micro-batch kept)."""
+    micro = math.ceil((dataset_len // world_size) / config.batch_size)
+    return math.ceil(micro / config.grad_accum)
+
+
+def _rank0_print(ctx: Any, line: str) -> None:
+    if ctx.rank == 0:
+        print(line, flush=True)
