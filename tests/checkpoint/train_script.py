@@ -53,6 +53,9 @@ def state_sha(ctx: object, model: nn.Module, optimizer: torch.optim.Optimizer) -
         elif isinstance(tree, torch.Tensor):
             full = tree.full_tensor() if hasattr(tree, "full_tensor") else tree
             digest.update(prefix.encode() + full.detach().cpu().contiguous().numpy().tobytes())
+        elif isinstance(tree, (list, tuple)):  # torch's set_state_dict turns tuples (betas) into lists
+            for i, item in enumerate(tree):
+                feed(f"{prefix}[{i}]", item)
         else:
             digest.update(f"{prefix}={tree!r}".encode())
 
