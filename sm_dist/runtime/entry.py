@@ -32,7 +32,7 @@ def build_parser(prog: str, add_flags: AddFlags, *, batch_size: int, lr: float,
     """The common flags, the checkpoint flags and the workload's own."""
     from sm_dist.runtime.train_args import add_checkpoint_flags, add_common_flags
 
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser = argparse.ArgumentParser(prog=prog, description=description, allow_abbrev=False)
     add_common_flags(parser, batch_size=batch_size, lr=lr)
     add_checkpoint_flags(parser)
     add_flags(parser.add_argument_group(f"{prog} workload"))

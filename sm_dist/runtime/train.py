@@ -152,7 +152,7 @@ def fit(ctx: Any, workload: Workload, config: TrainConfig, checkpointer: Any = N
         if checkpointer.storage is not None and checkpointer.last_step != step:
             checkpointer.save(step, epoch=epoch, **objects)  # a re-run of a finished job resumes at the end
         checkpointer.close()
-    return _finish(ctx, model, optimizer, config, step, epoch, loop.last_loss)
+    return write_final_model(ctx, model, optimizer, config.model_dir, step=step, epoch=epoch, loss=loop.last_loss)
 
 
 class _Loop:
@@ -237,13 +237,14 @@ def _advance(sampler: ResumableDistributedSampler, group: list[Any]) -> list[Any
     return group
 
 
-def _finish(ctx: Any, model: nn.Module, optimizer: Any, config: TrainConfig, step: int, epoch: int,
-            loss: float | None) -> TrainResult:
-    """Gather the full weights (collective), write them on rank 0, print the final line."""
+def write_final_model(ctx: Any, model: nn.Module, optimizer: Any = None, model_dir: str | None = None, *,
+                      step: int = 0, epoch: int = 0, loss: float | None = None) -> TrainResult:
+    """Gather the full weights (collective), write them on rank 0 to `model_dir` (None: the run's
+    model dir), print the final line `[sm_dist] final step=N model_sha256=<hex>`."""
     weights = full_model_state(ctx, model, optimizer)
     path = sha = None
     if ctx.rank == 0:
-        path, sha = write_model(weights, config.model_dir or ctx.env.model_dir)
+        path, sha = write_model(weights, model_dir or ctx.env.model_dir)
         print(FINAL_LINE.format(step=step, sha=sha), flush=True)
     return TrainResult(step=step, epoch=epoch, loss=loss, model_path=path, model_sha256=sha)
 

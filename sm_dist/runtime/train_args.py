@@ -10,6 +10,7 @@ None, so `runtime.init` takes them from the job spec (SM_DIST_JOB_SPEC) and then
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 
@@ -58,8 +59,11 @@ def optional_str(text: str) -> str | None:
     return None if str(text).strip().lower() in _NULL else text
 
 
-def add_common_flags(parser: argparse.ArgumentParser, *, batch_size: int, lr: float) -> None:
-    """--strategy --precision --seed --epochs --steps --batch-size --lr and the loop's knobs."""
+def add_common_flags(parser: argparse.ArgumentParser, *, batch_size: int, lr: float | None) -> None:
+    """--strategy --precision --seed --epochs --steps --batch-size --lr and the loop's knobs.
+
+    lr=None leaves --lr and --weight-decay out (run_function passes them to the user's function).
+    """
     run = parser.add_argument_group("run (None = job spec, then the runtime's default)")
     run.add_argument("--strategy", type=optional_str, help="dp, ddp, zero1, zero2, fsdp or hsdp")
     run.add_argument("--precision", type=optional_str, help="fp32, amp, mixed or bf16")
@@ -69,8 +73,9 @@ def add_common_flags(parser: argparse.ArgumentParser, *, batch_size: int, lr: fl
     loop.add_argument("--steps", type=optional_int, help="stop after this many optimizer steps (wins over --epochs)")
     loop.add_argument("--batch-size", type=int, default=batch_size, help=f"per-rank micro-batch (default {batch_size})")
     loop.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step (default 1)")
-    loop.add_argument("--lr", type=float, default=lr, help=f"AdamW learning rate (default {lr})")
-    loop.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay (default 0)")
+    if lr is not None:
+        loop.add_argument("--lr", type=float, default=lr, help=f"AdamW learning rate (default {lr})")
+        loop.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay (default 0)")
     loop.add_argument("--clip", type=optional_float, default=1.0, help="max gradient norm, null = off (default 1.0)")
     loop.add_argument("--log-every", type=int, default=1, help="print a metric line every N steps (default 1)")
     loop.add_argument("--model-dir", type=optional_str, help="where rank 0 writes the final model (default SM_MODEL_DIR)")
@@ -107,11 +112,39 @@ def normalize_argv(argv: Sequence[str]) -> list[str]:
     return out
 
 
-def parse_flags(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """Parse SageMaker-style argv; an unknown flag is a ConfigError with a suggestion."""
+def parse_flags(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None, *,
+                allow_unknown: bool = False) -> argparse.Namespace:
+    """Parse SageMaker-style argv; an unknown flag is a ConfigError with a suggestion (unless allowed)."""
     args, unknown = parser.parse_known_args(normalize_argv(sys.argv[1:] if argv is None else argv))
-    if unknown:
+    if unknown and not allow_unknown:
         known = [opt for action in parser._actions for opt in action.option_strings]
         flag = unknown[0].partition("=")[0]
         raise ConfigError("argument", unknown[0], f"unknown flag{did_you_mean(flag, known)}; see --help")
     return args
+
+
+def parse_hyperparameters(argv: Sequence[str]) -> dict[str, object]:
+    """Every `--key value` / `--key=value` / bare `--flag` of argv as a dict, as SageMaker's SM_HPS does:
+    keys with `-` turned into `_`, values JSON-decoded when they parse ("3" -> 3, "true" -> True)."""
+    out: dict[str, object] = {}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if not arg.startswith("--") or len(arg) == 2:
+            raise ConfigError("argument", arg, "expected --key value pairs")
+        name, eq, value = arg[2:].partition("=")
+        if not eq:
+            if i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                value, i = argv[i + 1], i + 1
+            else:
+                value = "true"
+        out[name.replace("-", "_")] = _decode(value)
+        i += 1
+    return out
+
+
+def _decode(text: str) -> object:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

@@ -1,0 +1,18 @@
+"""Run a user's "pkg.module:function" under the sm_dist runtime — no launcher code in the user's script.
+
+    python -m torch.distributed.run --nproc_per_node=2 entrypoints/run_function.py mytrain:main --steps 100
+
+The function is called as `main(ctx, hparams)` after runtime.init(); it returns a Workload
+(sm_dist trains it), a trained model (sm_dist writes it) or None. The full contract is in
+sm_dist/runtime/function_entry.py and the README ("Example workloads"). Without a first
+argument the entry comes from the job spec (SM_DIST_JOB_SPEC), as sm_dist's launcher runs it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from sm_dist.runtime.function_entry import run
+
+if __name__ == "__main__":
+    sys.exit(run())
