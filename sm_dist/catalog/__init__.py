@@ -9,22 +9,23 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+import os
+from typing import Any, NamedTuple
 
 from sm_dist.errors import CatalogError
 from sm_dist.vocab import did_you_mean
 
-_DATA = Path(__file__).resolve().parent / "instances.json"
+# os.path, not pathlib: pathlib's imports are a visible part of `estimate-cost`'s start-up
+_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "instances.json")
 _GIB = 2**30
 
 #: The region whose prices the catalog holds; other regions need live prices.
 CATALOG_REGION = "us-east-1"
 
 
-@dataclass(frozen=True)
-class Instance:
+# A NamedTuple, not a frozen dataclass: just as immutable, and importing `dataclasses` (with
+# inspect, ast, dis) is a visible share of `sm-dist estimate-cost` start-up.
+class Instance(NamedTuple):
     """One SageMaker training instance type in one region."""
 
     name: str  #: e.g. "ml.p4d.24xlarge"
@@ -61,7 +62,7 @@ class Instance:
 
 @functools.lru_cache(maxsize=1)
 def _load() -> dict[str, Any]:
-    with _DATA.open(encoding="utf-8") as handle:
+    with open(_DATA, encoding="utf-8") as handle:
         return json.load(handle)
 
 

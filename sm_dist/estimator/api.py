@@ -6,7 +6,6 @@ frozen `Estimate`. Standard library only; torch is touched only through a given 
 
 from __future__ import annotations
 
-import logging
 import math
 from typing import Any
 
@@ -19,8 +18,6 @@ from sm_dist.estimator.memory import optimizer_states
 from sm_dist.estimator.recommend import recommend
 from sm_dist.estimator.result import Estimate
 from sm_dist.vocab import Precision, Strategy, parse_enum
-
-_log = logging.getLogger(__name__)
 
 #: Instance types compared when none are given: the 8-GPU training workhorses.
 DEFAULT_INSTANCE_TYPES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.g5.48xlarge", "ml.g6e.48xlarge")
@@ -123,10 +120,11 @@ def estimate(
     strats = [parse_enum(Strategy, s, "strategy") for s in (strategies or list(Strategy))]
     instances, live_spot = _instances(instance_types, region, prices, pricing_client, cache_dir, warnings)
     rows = []
+    counts = _counts(instance_counts)
     for inst in instances:
         inst_mfu = mfu_value or timing.default_mfu(inst)
         inst_discount = discount if discount is not None else live_spot.get(inst.name, cost_mod.DEFAULT_SPOT_DISCOUNT)
-        for count in _counts(instance_counts):
+        for count in counts:
             rows.extend(grid.evaluate(inst, count, s, work, inst_mfu, inst_discount) for s in strats)
     choice = recommend(rows, spot=bool(spot), **limits)
     return Estimate.build(rows=rows, recommendation=choice, work=work, instances=instances, spot=bool(spot),

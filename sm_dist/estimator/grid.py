@@ -1,14 +1,15 @@
 """One row of the estimate: a strategy on `count` instances of one type, fully evaluated.
 
 A row is runnable or not (with the reason, and no numbers), fits or not (memory against GPU
-capacity minus a safety margin), and carries step time, hours and dollars.
+capacity minus a safety margin; the reason says by how much), and — only when it fits — carries
+step time, hours and dollars: a plan that does not fit has no run time to price.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from sm_dist.catalog import Instance
 from sm_dist.estimator.activations import activation_bytes
@@ -25,8 +26,9 @@ SAFETY_MARGIN = 0.10
 _GB = 1e9
 
 
-@dataclass(frozen=True)
-class Workload:
+# NamedTuple, not a frozen dataclass: immutable all the same, and ~7x cheaper to define,
+# which matters for `sm-dist estimate-cost` start-up (tests/bench/bench_cli_startup.py).
+class Workload(NamedTuple):
     """What is trained, independent of where: shape, data, batch and numerics."""
 
     shape: ModelShape
@@ -40,8 +42,7 @@ class Workload:
     buffers_bytes: int = 0
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(NamedTuple):
     """One combination of instance type × count × strategy (see the --json schema)."""
 
     instance_type: str
@@ -100,6 +101,26 @@ def _not_runnable(inst: Instance, count: int, strategy: Strategy, work: Workload
                inst.gpu_memory_bytes, mfu)
 
 
+@functools.lru_cache(maxsize=8)
+def _activations(work: Workload) -> int:
+    """Activation bytes per GPU: the same for every row of one estimate, so computed once."""
+    shape = work.shape
+    return activation_bytes(
+        layers=shape.layers, hidden=shape.hidden, heads=shape.heads, vocab=shape.vocab, seq_len=work.seq_len,
+        micro_batch=work.micro_batch, checkpointing=work.checkpointing, precision=work.precision,
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _memory(work: Workload, strategy: Strategy, world: int, gpus_per_instance: int) -> MemoryBreakdown:
+    """Memory per GPU depends on the shard group, not the instance type: shared between rows."""
+    return memory_breakdown(
+        work.shape.params, strategy, work.precision, world, gpus_per_instance, optimizer=work.optimizer,
+        activations_bytes=_activations(work), unit_params=work.shape.largest_unit_params,
+        buffers_bytes=work.buffers_bytes,
+    )
+
+
 def evaluate(inst: Instance, count: int, strategy: Strategy, work: Workload, mfu: float, spot_discount: float) -> Row:
     """Memory, time and cost of `strategy` on `count` × `inst` for `work`."""
     world = inst.gpus * count
@@ -110,19 +131,13 @@ def evaluate(inst: Instance, count: int, strategy: Strategy, work: Workload, mfu
     if reason:
         return _not_runnable(inst, count, strategy, work, reason, mfu)
     shape = work.shape
-    acts = activation_bytes(
-        layers=shape.layers, hidden=shape.hidden, heads=shape.heads, vocab=shape.vocab, seq_len=work.seq_len,
-        micro_batch=work.micro_batch, checkpointing=work.checkpointing, precision=work.precision,
-    )
-    memory = memory_breakdown(
-        shape.params, strategy, work.precision, world, inst.gpus, optimizer=work.optimizer, activations_bytes=acts,
-        unit_params=shape.largest_unit_params, buffers_bytes=work.buffers_bytes,
-    )
+    memory = _memory(work, strategy, world, inst.gpus)
     usable = int(inst.gpu_memory_bytes * (1 - SAFETY_MARGIN))
-    fits = memory.total <= usable
-    reason = "" if fits else (
-        f"needs {memory.total / _GB:.1f} GB/GPU > {usable / _GB:.1f} GB usable of {inst.gpu_memory_bytes / _GB:.1f} GB"
-    )
+    if memory.total > usable:
+        reason = (f"needs {memory.total / _GB:.1f} GB/GPU > {usable / _GB:.1f} GB usable "
+                  f"of {inst.gpu_memory_bytes / _GB:.1f} GB")
+        return Row(inst.name, count, world, strategy, work.precision, True, False, reason, memory,
+                   inst.gpu_memory_bytes, mfu)
     # dp is one process: its micro-batch is split over the instance's GPUs like DDP's would be
     accumulation = max(1, math.ceil(work.global_batch / (work.micro_batch * world)))
     global_batch = accumulation * work.micro_batch * world
@@ -133,7 +148,7 @@ def evaluate(inst: Instance, count: int, strategy: Strategy, work: Workload, mfu
     )
     hours = job_hours(steps, step.total)
     cost = job_cost(hours, count, inst, spot_discount)
-    return Row(inst.name, count, world, strategy, work.precision, True, fits, reason, memory, inst.gpu_memory_bytes,
+    return Row(inst.name, count, world, strategy, work.precision, True, True, "", memory, inst.gpu_memory_bytes,
                mfu, step, steps, hours, cost, global_batch)
 
 

@@ -8,9 +8,8 @@ with the standard library only; no transformers import.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any
+import os
+from typing import Any, NamedTuple
 
 from sm_dist.errors import CatalogError, ConfigError
 from sm_dist.vocab import did_you_mean
@@ -27,8 +26,9 @@ HEAD_DIM = 128
 _GATED = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "olmo", "olmo2"}
 
 
-@dataclass(frozen=True)
-class ModelShape:
+# NamedTuple, not a frozen dataclass: immutable all the same and ~7x cheaper to define, which
+# matters for `sm-dist estimate-cost` start-up (tests/bench/bench_cli_startup.py).
+class ModelShape(NamedTuple):
     """A decoder-only transformer, as far as the estimator cares."""
 
     name: str
@@ -141,11 +141,12 @@ def _first(config: dict[str, Any], keys: tuple[str, ...], path: str, default: An
     raise ConfigError("hf_config", path, f"config.json has none of {', '.join(keys)}; is it a decoder-only transformer config?")
 
 
-def from_hf_config(path: str | Path) -> ModelShape:
+def from_hf_config(path: str | os.PathLike[str]) -> ModelShape:
     """Read a Hugging Face `config.json` (decoder-only) without transformers."""
-    text_path = str(path)
+    text_path = os.fspath(path)
     try:
-        config = json.loads(Path(path).read_text(encoding="utf-8"))
+        with open(text_path, encoding="utf-8") as handle:
+            config = json.loads(handle.read())
     except OSError as exc:
         raise ConfigError("hf_config", text_path, f"cannot read it ({exc.strerror}); give the path of a config.json") from exc
     except ValueError as exc:
@@ -170,7 +171,8 @@ def _shape_from_config(config: dict[str, Any], path: str) -> ModelShape:
     if min(hidden, layers, heads, vocab, ffn, kv) < 1 or hidden % heads:
         raise ConfigError("hf_config", path, "sizes must be positive and hidden_size divisible by num_attention_heads")
     model_type = str(config.get("model_type", "")).lower()
-    name = str(config.get("_name_or_path") or model_type or Path(path).parent.name or "hf-model")
+    folder = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    name = str(config.get("_name_or_path") or model_type or folder or "hf-model")
     tied = bool(config.get("tie_word_embeddings", model_type == "gpt2"))
     if model_type == "gpt2":
         params = gpt2_params(layers, hidden, vocab, seq)
@@ -186,7 +188,7 @@ def _shape_from_config(config: dict[str, Any], path: str) -> ModelShape:
 
 def with_params(shape: ModelShape, params: int, name: str | None = None) -> ModelShape:
     """`shape` with an exact parameter count (e.g. counted from an nn.Module)."""
-    return replace(shape, params=int(params), name=name or shape.name)
+    return shape._replace(params=int(params), name=name or shape.name)
 
 
 def count_module_params(module: Any) -> tuple[int, int]:

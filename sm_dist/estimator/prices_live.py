@@ -9,7 +9,6 @@ catalog with a visible warning. boto3 is imported only when no client is passed 
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 import logging
@@ -138,8 +137,8 @@ def priced(
             warnings.append(f"{inst.name}: no live price listed; using the catalog price")
             out.append(inst)
             continue
-        out.append(dataclasses.replace(
-            inst, sagemaker_usd_per_hour=row["on_demand"], price_date=data["fetched"], price_source=SOURCE,
+        out.append(inst._replace(
+            sagemaker_usd_per_hour=row["on_demand"], price_date=data["fetched"], price_source=SOURCE,
             sagemaker_price_derived=False, region=region,
         ))
         if row.get("spot"):

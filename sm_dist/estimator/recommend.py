@@ -9,8 +9,7 @@ cheapest longer plan is named and the reason says it needs chained, resumed jobs
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from sm_dist.estimator.grid import Row
 from sm_dist.estimator.timing import comm_volume_psi
@@ -26,8 +25,9 @@ _GB = 1e9
 MAX_JOB_HOURS = 28 * 24.0
 
 
-@dataclass(frozen=True)
-class Recommendation:
+# NamedTuple, not a frozen dataclass: immutable all the same, and ~7x cheaper to define,
+# which matters for `sm-dist estimate-cost` start-up (tests/bench/bench_cli_startup.py).
+class Recommendation(NamedTuple):
     """The chosen row and the one-sentence reason."""
 
     row: Row

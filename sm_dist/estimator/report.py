@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html as html_mod
 from typing import TYPE_CHECKING, Any
 
 from sm_dist.estimator.recommend import LABELS
@@ -12,6 +11,7 @@ if TYPE_CHECKING:
     from sm_dist.estimator.result import Estimate
 
 _GB = 1e9
+_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#x27;"})
 HEADERS = ("instance", "n", "GPUs", "strategy", "mem/GPU GB", "step s", "hours", "SageMaker $", "EC2 $", "spot $", "note")
 
 
@@ -25,8 +25,9 @@ def _cells(row: Row, chosen: bool) -> list[str]:
     if not row.runnable or row.memory is None:
         return head + ["-"] * 6 + [f"cannot run: {row.reason}"]
     mem = f"{row.memory.total / _GB:.1f}/{row.usable_bytes / _GB:.0f}"
-    assert row.step is not None and row.hours is not None and row.cost is not None
-    note = "<- recommended" if chosen else ("" if row.fits else "does not fit")
+    if row.step is None or row.hours is None or row.cost is None:
+        return head + [mem] + ["-"] * 5 + ["does not fit"]
+    note = "<- recommended" if chosen else ""
     return head + [mem, f"{row.step.total:.2f}", f"{row.hours:,.1f}", _money(row.cost.sagemaker),
                    _money(row.cost.ec2), _money(row.cost.spot), note]
 
@@ -62,9 +63,11 @@ def best_per_pair(est: Estimate) -> list[Row]:
 
 def ordered_rows(rows: list[Row], spot: bool) -> list[Row]:
     def key(row: Row) -> tuple[int, float]:
-        if not row.runnable or row.cost is None:
+        if not row.runnable or row.memory is None:
             return (2, 0.0)
-        return (0 if row.fits else 1, row.cost.spot if spot else row.cost.sagemaker)
+        if row.cost is None:
+            return (1, row.memory.total)
+        return (0, row.cost.spot if spot else row.cost.sagemaker)
     return sorted(rows, key=key)
 
 
@@ -109,11 +112,16 @@ def assumption_lines(est: Estimate) -> list[str]:
     return lines
 
 
+def _escape(text: str) -> str:
+    """html.escape without importing html (its entity table is a noticeable part of start-up)."""
+    return str(text).translate(_ESCAPES)
+
+
 def html(est: Estimate) -> str:
     """A notebook table (the same content as the text table)."""
     chosen = est.recommendation.row if est.recommendation else None
     rows = best_per_pair(est)
-    esc = html_mod.escape
+    esc = _escape
     head = "".join(f"<th>{esc(h)}</th>" for h in HEADERS)
     body = []
     for r in rows:

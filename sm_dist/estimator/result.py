@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from sm_dist.catalog import Instance
 from sm_dist.errors import SmDistError
@@ -12,8 +11,8 @@ from sm_dist.estimator import activations, cost, grid, memory, timing
 from sm_dist.estimator.recommend import Recommendation
 
 
-@dataclass(frozen=True)
-class Estimate:
+# A NamedTuple (immutable) rather than a frozen dataclass: see sm_dist/catalog/__init__.py.
+class Estimate(NamedTuple):
     """Every combination asked for, the recommendation, and what the numbers rest on."""
 
     rows: tuple[grid.Row, ...]

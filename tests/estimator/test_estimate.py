@@ -26,11 +26,14 @@ def test_every_combination_is_a_row_with_the_json_schema() -> None:
     est = _llama()
     assert len(est.rows) == 3 * 3 * 6
     data = json.loads(est.to_json())
+    assert {r["fits"] for r in data["rows"]} == {True, False} and not all(r["runnable"] for r in data["rows"])
     assert {"rows", "recommendation", "assumptions", "warnings"} <= set(data)
     for row in data["rows"]:
         assert ROW_KEYS <= set(row)
-        if row["runnable"]:
+        if row["fits"]:
             assert MEMORY_KEYS <= set(row["memory_bytes"]) and set(row["cost_usd"]) == {"sagemaker", "ec2", "spot"}
+        elif row["runnable"]:  # memory says by how much; a plan that does not fit has no run time or price
+            assert MEMORY_KEYS <= set(row["memory_bytes"]) and row["cost_usd"] is None and "GB/GPU" in row["reason"]
         else:  # never an invented number
             assert row["memory_bytes"] is None and row["cost_usd"] is None and row["reason"]
     assert data["recommendation"]["reason"]
