@@ -9,6 +9,7 @@ job's region and the role passes the SDK's validation (read-only calls).
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Mapping
@@ -33,12 +34,17 @@ MAX_ENVIRONMENT = 100
 RESERVED_ENV = re.compile(r"^(SM_DIST_.*|PYTHONPATH|TORCH_DISABLE_SHARE_RDZV_TCP_STORE)$")
 
 
-def training_instance_types() -> tuple[str, ...]:
-    """Instance types CreateTrainingJob accepts (botocore's TrainingInstanceType enum)."""
+@functools.lru_cache(maxsize=1)
+def sagemaker_service_model() -> Any:
+    """botocore's SageMaker API model (loading it takes ~0.5 s, so once per process)."""
     import botocore.session
 
-    model = botocore.session.get_session().get_service_model("sagemaker")
-    return tuple(model.shape_for("TrainingInstanceType").enum)
+    return botocore.session.get_session().get_service_model("sagemaker")
+
+
+def training_instance_types() -> tuple[str, ...]:
+    """Instance types CreateTrainingJob accepts (botocore's TrainingInstanceType enum)."""
+    return tuple(sagemaker_service_model().shape_for("TrainingInstanceType").enum)
 
 
 def check_instance(instance_type: str, region: str) -> Any | None:

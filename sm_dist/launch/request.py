@@ -104,11 +104,11 @@ def build_request(spec: Mapping[str, Any], session: Any = None) -> dict[str, Any
 
 def validate_request(request: Mapping[str, Any]) -> None:
     """botocore's own parameter validation for CreateTrainingJob (types, required, min/max)."""
-    import botocore.session
     from botocore.validate import ParamValidator
 
-    model = botocore.session.get_session().get_service_model("sagemaker")
-    shape = model.operation_model("CreateTrainingJob").input_shape
+    from sm_dist.launch.preflight import sagemaker_service_model
+
+    shape = sagemaker_service_model().operation_model("CreateTrainingJob").input_shape
     report = ParamValidator().validate(dict(request), shape)
     if report.has_errors():
         raise LaunchError(f"the built CreateTrainingJob request is invalid (a bug in sm_dist): {report.generate_report()}")

@@ -1,0 +1,87 @@
+"""Plan, then act: a plan (and a dry run) creates nothing and calls nothing it needn't."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sm_dist
+from sm_dist.launch.plan import Plan
+
+from .conftest import CKPT_BUCKET, ROLE_ARN
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+EXPLICIT = dict(instance_type="ml.g5.12xlarge", role=ROLE_ARN, output_s3_uri="s3://out-bucket/runs", region="us-east-1",
+                max_runtime_s=3600)
+
+
+def test_dry_run_leaves_moto_empty(aws: str, source_dir: Path, capsys) -> None:
+    import boto3
+
+    plan = sm_dist.fit("train.py", source_dir=str(source_dir), dry_run=True, instance_type="ml.p4d.24xlarge",
+                       instance_count=2, spot=True, checkpoint_s3_uri=f"s3://{CKPT_BUCKET}/r", max_cost_usd=300,
+                       role=ROLE_ARN)
+    assert isinstance(plan, Plan)
+    assert "python3 -m sm_dist.runtime.launcher" in capsys.readouterr().out
+    s3 = boto3.client("s3")
+    assert [b["Name"] for b in s3.list_buckets()["Buckets"]] == [CKPT_BUCKET]  # no default bucket made
+    assert s3.list_objects_v2(Bucket=CKPT_BUCKET).get("KeyCount", 0) == 0
+    assert boto3.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+
+
+def test_explicit_plan_makes_no_aws_call(source_dir: Path, monkeypatch) -> None:
+    """No credentials, no moto: every AWS call would be recorded (and fail)."""
+    import botocore.client
+
+    calls = []
+    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", lambda self, op, params: calls.append(op))
+    plan = sm_dist.plan("train.py", source_dir=str(source_dir), **EXPLICIT)
+    assert calls == []
+    assert plan.code_s3_uri == f"s3://out-bucket/runs/{plan.job_name}/input/code/"
+    assert plan.default_bucket is None
+
+
+def test_plan_is_a_frozen_value(source_dir: Path) -> None:
+    plan = sm_dist.plan("train.py", source_dir=str(source_dir), hyperparameters={"lr": 0.1}, **EXPLICIT)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.job_name = "other"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        plan.environment["X"] = "1"  # type: ignore[index]
+    plan.request["HyperParameters"]["lr"] = "9"
+    assert plan.request["HyperParameters"]["lr"] == "0.1"
+    data = json.loads(json.dumps(plan.to_dict()))
+    assert data["container_command"] == ["python3", "-m", "sm_dist.runtime.launcher"]
+    assert data["environment"]["PYTHONPATH"] == "/opt/ml/input/data/code"
+    assert {f["path"] for f in data["bundle"]["files"]} >= {"train.py", "sm_dist/runtime/launcher.py"}
+    assert data["request"]["StoppingCondition"] == {"MaxRuntimeInSeconds": 3600}
+
+
+def test_auto_strategy_comes_from_the_estimator(source_dir: Path) -> None:
+    plan = sm_dist.plan("train.py", source_dir=str(source_dir), strategy="auto", params=3e9, tokens=1e9,
+                        **{**EXPLICIT, "instance_type": "ml.p4d.24xlarge"})
+    assert plan.strategy.value not in ("ddp", "dp")  # 3B fp32 + Adam does not fit replicated on 40 GB
+    assert plan.sizing.row["fits"] is True and plan.sizing.row["strategy"] == plan.strategy.value
+    tags = {t["Key"]: t["Value"] for t in plan.request["Tags"]}
+    assert tags["sm-dist:strategy"] == plan.strategy.value
+    assert float(tags["sm-dist:estimate-usd"]) == plan.sizing.row["cost_usd"]["sagemaker"]
+
+
+def test_function_entry_and_dp(source_dir: Path) -> None:
+    plan = sm_dist.plan("pkg.mod:main", source_dir=str(source_dir), strategy="dp", **EXPLICIT)
+    assert plan.job_spec.entry == "pkg.mod:main" and plan.job_spec.nproc_per_node == 1
+
+
+def test_plan_does_not_import_torch(source_dir: Path) -> None:
+    code = (
+        "import sys, sm_dist\n"
+        f"sm_dist.plan('train.py', source_dir={str(source_dir)!r}, **{EXPLICIT!r})\n"
+        "print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "False"

@@ -1,0 +1,72 @@
+"""Every preflight rule refuses a bad call before anything is uploaded or created (moto)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import sm_dist
+from sm_dist.errors import CatalogError, ConfigError, DoesNotFitError, SmDistError
+
+from .conftest import CKPT_BUCKET, ROLE_ARN
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+GOOD = dict(instance_type="ml.p4d.24xlarge", instance_count=2, strategy="ddp", role=ROLE_ARN,
+            checkpoint_s3_uri=f"s3://{CKPT_BUCKET}/run", max_runtime_s=3600)
+
+CASES = {
+    "unknown instance": ({"instance_type": "ml.p4d.24xlarg"}, CatalogError, "did you mean 'ml.p4d.24xlarge'"),
+    "not CUDA": ({"instance_type": "ml.trn1.32xlarge"}, ConfigError, "not CUDA"),
+    "dp on two instances": ({"strategy": "dp"}, ConfigError, "one instance"),
+    "spot without checkpoints": ({"spot": True, "checkpoint_s3_uri": None}, ConfigError, "checkpoint_s3_uri"),
+    "spot with local checkpoints": ({"spot": True, "checkpoint_mode": "local"}, ConfigError, "durable"),
+    "MaxWait below MaxRuntime": ({"spot": True, "max_wait_s": 60}, ConfigError, ">= MaxRuntime"),
+    "MaxWait without spot": ({"max_wait_s": 7200}, ConfigError, "spot"),
+    "model does not fit": ({"params": 3e9}, DoesNotFitError, "strategies that fit: "),
+    "auto without model size": ({"strategy": "auto"}, ConfigError, "model size"),
+    "secret hyperparameter": ({"hyperparameters": {"hf_token": "abc"}}, ConfigError, "Secrets Manager"),
+    "secret-looking key": ({"hyperparameters": {"wandb_api_key": "abc"}}, ConfigError, "secret"),
+    "quote in a value": ({"hyperparameters": {"note": "it's"}}, ConfigError, "single quote"),
+    "reserved env": ({"environment": {"PYTHONPATH": "/x"}}, ConfigError, "set by sm_dist"),
+    "budget too small": ({"max_cost_usd": 0.01}, ConfigError, "buys only"),
+    "missing entry": ({"entry": "trian.py"}, ConfigError, "no such file"),
+    "checkpoint bucket missing": ({"checkpoint_s3_uri": "s3://no-such-bucket/x"}, ConfigError, "does not exist"),
+    "checkpoint bucket elsewhere": ({"checkpoint_s3_uri": "s3://eu-bucket/x"}, ConfigError, "is in eu-west-1"),
+    "no role anywhere": ({"role": None}, ConfigError, "role="),
+}
+
+
+def _state() -> tuple[list[str], list[str], int]:
+    import boto3
+
+    s3 = boto3.client("s3")
+    buckets = sorted(b["Name"] for b in s3.list_buckets()["Buckets"])
+    objects = sum(s3.list_objects_v2(Bucket=b).get("KeyCount", 0) for b in buckets)
+    jobs = [j["TrainingJobName"] for j in boto3.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]]
+    return buckets, jobs, objects
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_rule_refuses_before_creating(aws: str, source_dir: Path, case: str) -> None:
+    import boto3
+
+    boto3.client("s3", region_name="eu-west-1").create_bucket(
+        Bucket="eu-bucket", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+    before = _state()
+    overrides, error, text = CASES[case]
+    settings = {**GOOD, "source_dir": str(source_dir), **overrides}
+    entry = settings.pop("entry", "train.py")
+    with pytest.raises(error) as caught:
+        sm_dist.fit(entry, wait=False, **settings)
+    assert text in str(caught.value)
+    assert isinstance(caught.value, SmDistError)
+    assert _state() == before  # no bucket, no object, no job
+
+
+def test_good_call_does_create(aws: str, source_dir: Path) -> None:
+    """The same baseline without a mistake goes through: the cases above fail for their rule."""
+    job = sm_dist.fit("train.py", wait=False, source_dir=str(source_dir), **GOOD)
+    buckets, jobs, objects = _state()
+    assert jobs == [job.name] and objects == len(job.plan.bundle.files)
