@@ -67,7 +67,7 @@ def _tokens(tokens: Any, samples: Any, epochs: Any, seq_len: int) -> int:
         return _positive("tokens", tokens)
     if samples is None:
         raise ConfigError("tokens", None, "give the training size: tokens=N (--tokens 2e12) or samples=N with epochs")
-    return _positive("samples", samples) * _positive("epochs", epochs) * seq_len
+    return max(1, int(_positive("samples", samples) * _positive("epochs", epochs, integer=False) * seq_len))
 
 
 def _instances(names: Any, region: str, prices: str, client: Any, cache_dir: Any, warnings: list[str]) -> tuple[list[Instance], dict[str, float]]:

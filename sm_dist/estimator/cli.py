@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     result = estimate(
         params=parse_number("--params", args.params), model=args.model, hf_config=args.hf_config,
         tokens=parse_number("--tokens", args.tokens), samples=parse_number("--samples", args.samples),
-        epochs=parse_number("--epochs", args.epochs), seq_len=parse_number("--seq-len", args.seq_len),
+        epochs=parse_number("--epochs", args.epochs, integer=False), seq_len=parse_number("--seq-len", args.seq_len),
         global_batch=parse_number("--global-batch", args.global_batch),
         micro_batch=parse_number("--micro-batch", args.micro_batch), precision=args.precision,
         optimizer=args.optimizer, activation_checkpointing=args.activation_checkpointing,

@@ -38,12 +38,16 @@ class Recommendation(NamedTuple):
 
 
 def row_cost(row: Row, spot: bool) -> float:
-    assert row.cost is not None  # only runnable rows are ranked
+    """Dollars of a row (spot or on-demand); infinite for a row without a price."""
+    if row.cost is None:
+        return float("inf")
     return row.cost.spot if spot else row.cost.sagemaker
 
 
 def row_hours(row: Row, spot: bool) -> float:
-    assert row.cost is not None and row.hours is not None
+    """Wall-clock hours of a row (spot includes interruptions); infinite without a run time."""
+    if row.cost is None or row.hours is None:
+        return float("inf")
     return row.cost.spot_hours if spot else row.hours
 
 
@@ -92,9 +96,8 @@ def _reason(row: Row, rows: list[Row] | tuple[Row, ...], *, spot: bool, max_hour
                      "as chained jobs resuming from checkpoints (add instance counts to go faster)")
     elif max_hours is None and any(r.runnable and r.fits and row_hours(r, spot) > MAX_JOB_HOURS for r in rows):
         parts.append(f"plans longer than one SageMaker job ({MAX_JOB_HOURS / 24:.0f} days) were passed over")
-    assert row.memory is not None
     ddp = _sibling(rows, row, Strategy.DDP)
-    if row.strategy is not Strategy.DDP and ddp is not None and ddp.runnable and not ddp.fits and ddp.memory:
+    if row.strategy is not Strategy.DDP and ddp and ddp.runnable and not ddp.fits and ddp.memory and row.memory:
         parts.append(f"DDP needs {ddp.memory.total / _GB:.0f} GB/GPU > {ddp.usable_bytes / _GB:.0f} GB usable; "
                      f"{label} fits at {row.memory.total / _GB:.0f} GB")
     volume = comm_volume_psi(row.strategy, row.precision)
