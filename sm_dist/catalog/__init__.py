@@ -114,7 +114,7 @@ def get_instance(name: str, region: str = CATALOG_REGION) -> Instance:
     """The instance type `name` ("ml.p4d.24xlarge"; the "ml." prefix may be left out)."""
     _check_region(region)
     table = _by_name(region)
-    key = str(name).strip()
+    key = str(name).strip().lower()
     if not key.startswith("ml."):
         key = "ml." + key
     if key in table:

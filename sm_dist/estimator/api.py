@@ -70,9 +70,16 @@ def _tokens(tokens: Any, samples: Any, epochs: Any, seq_len: int) -> int:
     return max(1, int(_positive("samples", samples) * _positive("epochs", epochs, integer=False) * seq_len))
 
 
+def _as_list(value: Any) -> list[Any] | None:
+    """One value or many: "ml.p5.48xlarge" and ["ml.p5.48xlarge"] mean the same."""
+    if value is None:
+        return None
+    return [value] if isinstance(value, (str, int, float)) else list(value)
+
+
 def _instances(names: Any, region: str, prices: str, client: Any, cache_dir: Any, warnings: list[str]) -> tuple[list[Instance], dict[str, float]]:
     """Catalog instances (priced from the catalog or live) and any live spot discounts."""
-    names = list(names or DEFAULT_INSTANCE_TYPES)
+    names = _as_list(names) or list(DEFAULT_INSTANCE_TYPES)
     if prices not in ("catalog", "live"):
         raise ConfigError("prices", prices, "expected 'catalog' or 'live'")
     if prices == "catalog":
@@ -84,7 +91,7 @@ def _instances(names: Any, region: str, prices: str, client: Any, cache_dir: Any
 
 
 def _counts(values: Any) -> list[int]:
-    counts = [_positive("instance_count", v) for v in (values or DEFAULT_INSTANCE_COUNTS)]
+    counts = [_positive("instance_count", v) for v in (_as_list(values) or DEFAULT_INSTANCE_COUNTS)]
     return sorted(set(counts))
 
 
@@ -117,7 +124,7 @@ def estimate(
     if discount is not None and discount >= 1:
         raise ConfigError("spot_discount", spot_discount, "a fraction off on-demand: expected 0 < discount < 1 (e.g. 0.6)")
     limits = {k: _positive(k, v, integer=False) for k, v in (("max_hours", max_hours), ("budget", budget)) if v is not None}
-    strats = [parse_enum(Strategy, s, "strategy") for s in (strategies or list(Strategy))]
+    strats = [parse_enum(Strategy, s, "strategy") for s in (_as_list(strategies) or list(Strategy))]
     instances, live_spot = _instances(instance_types, region, prices, pricing_client, cache_dir, warnings)
     rows = []
     counts = _counts(instance_counts)

@@ -82,17 +82,20 @@ class JobCost:
 class Job:
     """A SageMaker training job launched by (or attached to) sm_dist."""
 
-    def __init__(self, name: str, *, session: Any = None, region: str | None = None, plan: Any = None) -> None:
+    def __init__(self, name: str, *, session: Any = None, region: str | None = None, plan: Any = None,
+                 clients: dict[str, Any] | None = None) -> None:
+        """`clients`: ready boto3 clients by service name ("sagemaker", "logs", "s3"), else made
+        from `session` on first use."""
         self.name = name
         self.plan = plan
         self._session = session
         self._region = region or (plan.region if plan is not None else None)
-        self._clients: dict[str, Any] = {}
+        self._clients: dict[str, Any] = dict(clients or {})
 
     @classmethod
-    def attach(cls, name: str, session: Any = None, region: str | None = None) -> Job:
+    def attach(cls, name: str, session: Any = None, region: str | None = None, clients: dict[str, Any] | None = None) -> Job:
         """A handle on an existing job (checked to exist)."""
-        job = cls(name, session=session, region=region)
+        job = cls(name, session=session, region=region, clients=clients)
         job.describe()
         return job
 

@@ -36,7 +36,9 @@ def _page_events(client: Any, job_name: str, start_ms: int) -> Iterator[dict[str
             if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
                 return  # no log group yet: the job has not started writing
             raise
-        yield from sorted(page.get("events", []), key=lambda e: (e["timestamp"], e.get("ingestionTime", 0)))
+        # Filter again here: moto 5.2.5 ignores logStreamNamePrefix.
+        ours = [e for e in page.get("events", []) if e.get("logStreamName", "").startswith(f"{job_name}/")]
+        yield from sorted(ours, key=lambda e: (e["timestamp"], e.get("ingestionTime", 0)))
         token = page.get("nextToken")
         if not token:
             return

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 STEP_RE = re.compile(r"\[sm_dist\] step=(\d+)\b")
 FINAL_RE = re.compile(r"\[sm_dist\] final step=(\d+) model_sha256=([0-9a-f]{64})")
-#: Printed by the checkpointer after a restore: "[sm_dist] resumed from step=N ...".
-RESUME_RE = re.compile(r"\[sm_dist\] resum\w* from step=(\d+)")
+#: Printed by rank 0 after a restore: "[sm_dist] resumed step=N epoch=E" (sm_dist/runtime/train.py).
+RESUME_RE = re.compile(r"\[sm_dist\] resumed(?: from)? step=(\d+)")
 
 
 @dataclass

@@ -8,7 +8,8 @@ a run goes on — from this process (:meth:`S3Endpoint.set_faults`) or from any 
 * ``"500"`` — 500 InternalError; ``"503"`` — 503 SlowDown (S3's throttling answer);
 * ``"drop"`` — the request is read and the connection closed without any response;
 
-each for the next ``count`` requests or for ``seconds`` (both: whichever ends first). Standard
+each for the next ``count`` requests or for ``seconds`` (both: whichever ends first), optionally
+only for some HTTP methods (e.g. PUT and POST: uploads fail, reads work). Standard
 library + moto only; listens on loopback only; bounded threads, bodies and timeouts.
 """
 
@@ -53,10 +54,12 @@ class FaultPlan:
         self._kind: str | None = None
         self._count: int | None = None
         self._until: float | None = None
+        self._methods: frozenset[str] | None = None
         self.requests = 0
         self.injected = 0
 
-    def set(self, kind: str | None, count: int | None = None, seconds: float | None = None) -> None:
+    def set(self, kind: str | None, count: int | None = None, seconds: float | None = None,
+            methods: list[str] | None = None) -> None:
         if kind is not None and kind not in FAULT_KINDS:
             raise ConfigError("fault kind", kind, f"expected one of {', '.join(FAULT_KINDS)}")
         if kind is not None and count is None and seconds is None:
@@ -64,13 +67,16 @@ class FaultPlan:
         with self._lock:
             self._kind, self._count = kind, count
             self._until = None if seconds is None else time.monotonic() + float(seconds)
+            self._methods = frozenset(m.upper() for m in methods) if methods else None
 
-    def next(self) -> str | None:
-        """The fault for the request arriving now (consumes one of `count`)."""
+    def next(self, method: str = "GET") -> str | None:
+        """The fault for a `method` request arriving now (consumes one of `count`)."""
         with self._lock:
             self.requests += 1
             if self._kind is None or (self._until is not None and time.monotonic() > self._until):
                 self._kind = None
+                return None
+            if self._methods is not None and method not in self._methods:
                 return None
             if self._count is not None:
                 if self._count <= 0:
@@ -83,7 +89,7 @@ class FaultPlan:
     def stats(self) -> dict[str, Any]:
         with self._lock:
             return {"kind": self._kind, "remaining": self._count, "requests": self.requests,
-                    "injected": self.injected}
+                    "injected": self.injected, "methods": sorted(self._methods) if self._methods else None}
 
 
 class _ProxyHandler(BaseHTTPRequestHandler):
@@ -128,7 +134,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         if self.command == "POST":
             try:
                 order = json.loads(body or b"{}")
-                self.plan.set(order.get("kind"), order.get("count"), order.get("seconds"))
+                self.plan.set(order.get("kind"), order.get("count"), order.get("seconds"), order.get("methods"))
             except (ConfigError, ValueError, AttributeError) as exc:
                 self._reply(400, str(exc).encode())
                 return
@@ -166,7 +172,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             if self.path.split("?")[0] == CONTROL_PATH:
                 self._control(body)
                 return
-            fault = self.plan.next()
+            fault = self.plan.next(self.command)
             if fault == "drop":
                 self.close_connection = True  # no response at all: the client sees a dropped connection
                 return
@@ -222,11 +228,13 @@ class S3Endpoint:
             self._moto.stop()
             self._moto = None
 
-    def set_faults(self, kind: str | None, *, count: int | None = None, seconds: float | None = None) -> None:
-        """Inject `kind` for the next `count` requests and/or `seconds`; kind=None clears."""
+    def set_faults(self, kind: str | None, *, count: int | None = None, seconds: float | None = None,
+                   methods: list[str] | None = None) -> None:
+        """Inject `kind` for the next `count` requests and/or `seconds` (only `methods` if given);
+        kind=None clears."""
         if not self._with_proxy:
             raise ConfigError("faults", False, "create S3Endpoint(faults=True) to inject faults")
-        self.plan.set(kind, count, seconds)
+        self.plan.set(kind, count, seconds, methods)
 
     def __enter__(self) -> S3Endpoint:
         return self.start()
@@ -235,11 +243,12 @@ class S3Endpoint:
         self.stop()
 
 
-def set_faults(url: str, kind: str | None, *, count: int | None = None, seconds: float | None = None) -> dict:
+def set_faults(url: str, kind: str | None, *, count: int | None = None, seconds: float | None = None,
+               methods: list[str] | None = None) -> dict:
     """Switch faults of a running proxy at `url` from any process; returns its counters."""
     if not url.startswith(f"http://{_LOOPBACK}:"):
         raise ConfigError("url", url, f"expected the proxy's http://{_LOOPBACK}:PORT URL")
-    body = json.dumps({"kind": kind, "count": count, "seconds": seconds}).encode()
+    body = json.dumps({"kind": kind, "count": count, "seconds": seconds, "methods": methods}).encode()
     request = urllib.request.Request(url + CONTROL_PATH, data=body, method="POST")
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read())

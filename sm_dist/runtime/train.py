@@ -221,7 +221,10 @@ def _groups(dataset: Dataset, sampler: ResumableDistributedSampler, config: Trai
     The sampler is advanced only after a whole group was handed out, so a checkpoint taken
     after the step records exactly the samples that step consumed.
     """
-    loader = DataLoader(dataset, batch_size=config.batch_size, sampler=sampler, num_workers=0, drop_last=False)
+    # A private generator: creating a DataLoader iterator draws a base seed, and from the global
+    # RNG that draw would make a resumed run's dropout masks differ from an uninterrupted run's.
+    loader = DataLoader(dataset, batch_size=config.batch_size, sampler=sampler, num_workers=0, drop_last=False,
+                        generator=torch.Generator().manual_seed(sampler.seed))
     group: list[Any] = []
     for batch in loader:
         group.append(batch)

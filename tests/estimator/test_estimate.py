@@ -135,3 +135,8 @@ def test_plot_draws_cost_per_strategy(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(__import__("sys").modules, "matplotlib.pyplot", None)
     with pytest.raises(SmDistError, match="pip install"):
         _llama().plot()
+
+
+def test_single_values_and_any_case_are_accepted() -> None:
+    one = sm_dist.estimate(model="gpt2", tokens=1e9, instance_types="ML.G5.XLARGE", instance_counts=2, strategies="ddp")
+    assert [(r.instance_type, r.instance_count, r.strategy.value) for r in one.rows] == [("ml.g5.xlarge", 2, "ddp")]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
 
 from sm_dist.errors import CheckpointError
@@ -84,8 +85,12 @@ def load_model_state(folder: Path, manifest: Manifest, strategy: Any, sharded_no
         state = strategy.state_dict(model, optimizer)  # templates with this run's sharding
         _check_optimizer_template(folder, state, optimizer)
         reader = SafeFileSystemReader(folder / MODEL_DIR)
-        dcp.load(state, storage_reader=reader, planner=SafeLoadPlanner(), process_group=group.pg,
-                 no_dist=group.pg is None)
+        try:
+            dcp.load(state, storage_reader=reader, planner=SafeLoadPlanner(), process_group=group.pg,
+                     no_dist=group.pg is None)
+        except CheckpointException as exc:  # a BaseException; carries each rank's traceback as text
+            lines = [line for line in str(exc).splitlines() if line.strip()]
+            raise CheckpointError(f"loading {folder / MODEL_DIR} failed: {lines[-1] if lines else exc}") from None
         strategy.load_state_dict(model, optimizer, state)
         return
     state = safe_torch_load(folder / FULL_FILE, what=f"{folder}/{FULL_FILE}")

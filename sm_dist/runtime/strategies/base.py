@@ -66,7 +66,7 @@ class Strategy:
         if ctx.precision is Precision.MIXED and not self.native_mixed:
             from sm_dist.runtime.strategies.master_weights import MasterWeightOptimizer
 
-            return MasterWeightOptimizer(model, factory, owner=None)
+            return MasterWeightOptimizer(model, factory, partitioned=False)
         return factory(model.parameters())
 
     # -- state ---------------------------------------------------------------------------------
