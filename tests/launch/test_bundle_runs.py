@@ -1,0 +1,61 @@
+"""What SageMaker will run: the planned bundle, unpacked per host, started with the planned
+container command and environment, trains cnn.py under torchrun on CPU for a few steps."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sm_dist
+from sm_dist.launch.api import build_bundle
+
+from .conftest import ROLE_ARN
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+
+HOSTS = ["algo-1", "algo-2"]
+
+
+def _host(root: Path, host: str, bundle: Path) -> None:
+    (root / "input" / "config").mkdir(parents=True)
+    (root / "input" / "config" / "resourceconfig.json").write_text(json.dumps({"current_host": host, "hosts": HOSTS}))
+    (root / "input" / "config" / "inputdataconfig.json").write_text(json.dumps({"code": {}}))
+    shutil.copytree(bundle, root / "input" / "data" / "code")
+
+
+def _env(plan, root: Path, port: int) -> dict[str, str]:
+    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+    container = {k: v.replace("/opt/ml", str(root)) for k, v in plan.environment.items()}
+    return {**keep, **container, "SM_DIST_OPT_ML": str(root), "SM_DIST_RDZV_HOST": "127.0.0.1",
+            "SM_DIST_RDZV_PORT": str(port), "SM_NUM_GPUS": "0", "TRAINING_JOB_NAME": plan.job_name,
+            "OMP_NUM_THREADS": "1"}
+
+
+def test_planned_bundle_trains_on_two_emulated_hosts(source_dir: Path, tmp_path: Path, port_factory) -> None:
+    plan = sm_dist.plan(
+        "cnn.py", source_dir=str(source_dir), instance_type="ml.m5.xlarge", instance_count=2, strategy="ddp",
+        hyperparameters={"steps": 3, "dataset-size": 64, "batch-size": 8}, checkpoint_mode="off",
+        role=ROLE_ARN, output_s3_uri="s3://out-bucket/x", region="us-east-1", max_runtime_s=600,
+    )
+    bundle = build_bundle(plan, tmp_path / "bundle")
+    port = port_factory()
+    procs = []
+    for host in HOSTS:
+        root = tmp_path / host
+        _host(root, host, bundle)
+        argv = [sys.executable if a == "python3" else a for a in plan.container_command]
+        procs.append(subprocess.Popen(argv, env=_env(plan, root, port), cwd=tmp_path, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    outputs = [p.communicate() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-3000:] for _, err in outputs]
+    out0, err0 = outputs[0]
+    steps = [line for line in out0.splitlines() if line.startswith("[sm_dist] step=")]
+    assert steps and steps[-1].startswith("[sm_dist] step=3 ")
+    # the launcher ran the bundle's copy of the entrypoint, with the hyperparameters as flags
+    assert str(tmp_path / "algo-1" / "input/data/code/sm_dist/_entrypoints/cnn.py --batch-size 8 --dataset-size 64 --steps 3") in err0

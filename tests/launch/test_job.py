@@ -1,0 +1,137 @@
+"""The Job handle: status/wait/stop/cost with botocore's Stubber; logs and checkpoints on moto."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from datetime import datetime, timezone
+
+import pytest
+from botocore.stub import Stubber
+
+from sm_dist.errors import ConfigError
+from sm_dist.launch.job import TAG_ESTIMATE, Job
+from sm_dist.launch.logs import LOG_GROUP, iter_log_lines
+
+NAME = "sm-dist-20260101-000000-000"
+ARN = f"arn:aws:sagemaker:us-east-1:123456789012:training-job/{NAME}"
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def describe(status: str, secondary: str, message: str = "", **extra) -> dict:
+    return {
+        "TrainingJobName": NAME, "TrainingJobArn": ARN, "TrainingJobStatus": status, "SecondaryStatus": secondary,
+        "AlgorithmSpecification": {"TrainingInputMode": "File", "TrainingImage": "img"},
+        "ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "VolumeSizeInGB": 30},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 3600}, "CreationTime": NOW, "ModelArtifacts": {"S3ModelArtifacts": "s3://b/m"},
+        "SecondaryStatusTransitions": [{"Status": secondary, "StartTime": NOW, "StatusMessage": message}],
+        **extra,
+    }
+
+
+@pytest.fixture
+def sagemaker():
+    import boto3
+
+    client = boto3.client("sagemaker", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    with Stubber(client) as stub:
+        yield client, stub
+        stub.assert_no_pending_responses()
+
+
+def test_wait_prints_each_transition(sagemaker) -> None:
+    client, stub = sagemaker
+    for state in [("InProgress", "Starting", "Launching requested ML instances"), ("InProgress", "Starting", "Launching requested ML instances"),
+                  ("InProgress", "Training", "Training image download completed"), ("Stopping", "Stopping", ""),
+                  ("Stopped", "Stopped", "")]:
+        stub.add_response("describe_training_job", describe(*state), {"TrainingJobName": NAME})
+    out, sleeps = io.StringIO(), []
+    final = Job(NAME, clients={"sagemaker": client}).wait(out=out, sleep=sleeps.append, poll_s=7)
+    assert final.status == "Stopped" and final.done
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 4 and "Starting: Launching requested ML instances" in lines[0] and "Stopped / Stopped" in lines[-1]
+    assert sleeps == [7, 7, 7, 7]
+
+
+def test_stop_running_and_finished(sagemaker) -> None:
+    client, stub = sagemaker
+    stub.add_response("stop_training_job", {}, {"TrainingJobName": NAME})
+    stub.add_response("describe_training_job", describe("Stopping", "Stopping"), {"TrainingJobName": NAME})
+    stub.add_client_error("stop_training_job", "ValidationException", "already completed")
+    stub.add_response("describe_training_job", describe("Completed", "Completed"), {"TrainingJobName": NAME})
+    job = Job(NAME, clients={"sagemaker": client})
+    assert job.stop().status == "Stopping"
+    assert job.stop().status == "Completed"
+
+
+def test_cost_after_a_spot_job(sagemaker) -> None:
+    client, stub = sagemaker
+    stub.add_response("describe_training_job", describe(
+        "Completed", "Completed", BillableTimeInSeconds=1800, TrainingTimeInSeconds=3600,
+        EnableManagedSpotTraining=True), {"TrainingJobName": NAME})
+    stub.add_response("describe_training_job", describe("Completed", "Completed"), {"TrainingJobName": NAME})
+    stub.add_response("list_tags", {"Tags": [{"Key": TAG_ESTIMATE, "Value": "40.00"}]}, {"ResourceArn": ARN})
+    cost = Job(NAME, region="us-east-1", clients={"sagemaker": client}).cost()
+    from sm_dist.catalog import get_instance
+
+    price = get_instance("ml.p4d.24xlarge").sagemaker_usd_per_hour
+    assert cost.usd == pytest.approx(0.5 * 2 * price)
+    assert cost.spot_savings == pytest.approx(0.5)
+    text = str(cost)
+    assert "spot saving  50%" in text and "$40.00 before launch" in text and "actual/estimate" in text
+
+
+def test_status_of_unknown_job_is_a_config_error(sagemaker) -> None:
+    client, stub = sagemaker
+    stub.add_client_error("describe_training_job", "ValidationException", f"Could not find training job '{ARN}'")
+    with pytest.raises(ConfigError, match="no such training job"):
+        Job.attach(NAME, clients={"sagemaker": client})
+
+
+def test_logs_interleave_hosts_and_follow_without_repeats(aws: str) -> None:
+    import boto3
+
+    logs = boto3.client("logs")
+    logs.create_log_group(logGroupName=LOG_GROUP)
+    streams = {h: f"{NAME}/{h}-1767225600" for h in ("algo-1", "algo-2")}
+    for stream in streams.values():
+        logs.create_log_stream(logGroupName=LOG_GROUP, logStreamName=stream)
+    logs.create_log_stream(logGroupName=LOG_GROUP, logStreamName="other-job/algo-1-1")
+
+    def put(host: str, ts: int, msg: str) -> None:
+        logs.put_log_events(logGroupName=LOG_GROUP, logStreamName=streams[host],
+                            logEvents=[{"timestamp": ts, "message": msg}])
+
+    base = int(time.time() * 1000) - 60_000  # CloudWatch (and moto) reject events older than 14 days
+    put("algo-1", base + 1, "a1"), put("algo-2", base + 2, "b1"), put("algo-1", base + 3, "a2")
+    logs.put_log_events(logGroupName=LOG_GROUP, logStreamName="other-job/algo-1-1",
+                        logEvents=[{"timestamp": base, "message": "not ours"}])
+    later = iter([lambda: put("algo-2", base + 4, "b2"), lambda: None])
+    lines = list(iter_log_lines(logs, NAME, follow=True, is_done=lambda: True, sleep=lambda s: next(later)()))
+    assert lines == ["[algo-1] a1", "[algo-2] b1", "[algo-1] a2", "[algo-2] b2"]
+
+
+def test_logs_before_the_job_wrote_any(aws: str) -> None:
+    import boto3
+
+    assert list(iter_log_lines(boto3.client("logs"), NAME)) == []
+
+
+def test_checkpoints_newest_first(aws: str, sagemaker) -> None:
+    import boto3
+
+    client, stub = sagemaker
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="ckpts")
+    manifest = {"step": 0, "world_size": 4, "strategy": "fsdp", "files": {"model/__0_0.distcp": {"size": 100, "sha256": "0" * 64}}}
+    for step, committed in ((5, True), (10, True), (20, False)):
+        s3.put_object(Bucket="ckpts", Key=f"run/step-{step:09d}/model/__0_0.distcp", Body=b"x" * 100)
+        if committed:
+            s3.put_object(Bucket="ckpts", Key=f"run/step-{step:09d}/manifest.json", Body=json.dumps({**manifest, "step": step}))
+    s3.put_object(Bucket="ckpts", Key="run/notes.txt", Body=b"x")
+    stub.add_response("describe_training_job", describe("Completed", "Completed", CheckpointConfig={"S3Uri": "s3://ckpts/run"}),
+                      {"TrainingJobName": NAME})
+    found = Job(NAME, clients={"sagemaker": client, "s3": s3}).checkpoints()
+    assert [(c.step, c.committed) for c in found] == [(20, False), (10, True), (5, True)]
+    assert found[1].total_bytes == 100 and found[1].world_size == 4 and found[1].uri == "s3://ckpts/run/step-000000010/"
