@@ -95,6 +95,15 @@ def _counts(values: Any) -> list[int]:
     return sorted(set(counts))
 
 
+def _batch_warning(rows: list[grid.Row], work: grid.Workload, warnings: list[str]) -> None:
+    """Say when many GPUs force a global batch well above the one asked for (convergence changes)."""
+    over = [r for r in rows if r.global_batch > 1.1 * work.global_batch]
+    if over:
+        worst = max(over, key=lambda r: r.global_batch)
+        warnings.append(f"{len(over)} plans run a larger global batch than asked ({work.global_batch} sequences): "
+                        f"e.g. {worst.gpus} GPUs × micro-batch {work.micro_batch} = at least {worst.global_batch}")
+
+
 def estimate(
     *, params: Any = None, model: Any = None, hf_config: Any = None, tokens: Any = None, samples: Any = None,
     epochs: Any = 1, seq_len: Any = None, global_batch: Any = None, micro_batch: Any = 1,
@@ -134,6 +143,7 @@ def estimate(
         for count in counts:
             rows.extend(grid.evaluate(inst, count, s, work, inst_mfu, inst_discount) for s in strats)
     choice = recommend(rows, spot=bool(spot), **limits)
+    _batch_warning(rows, work, warnings)
     return Estimate.build(rows=rows, recommendation=choice, work=work, instances=instances, spot=bool(spot),
                           mfu=mfu_value, spot_discount=discount, live_spot=live_spot, limits=limits, warnings=warnings)
 

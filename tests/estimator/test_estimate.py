@@ -140,3 +140,9 @@ def test_plot_draws_cost_per_strategy(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_single_values_and_any_case_are_accepted() -> None:
     one = sm_dist.estimate(model="gpt2", tokens=1e9, instance_types="ML.G5.XLARGE", instance_counts=2, strategies="ddp")
     assert [(r.instance_type, r.instance_count, r.strategy.value) for r in one.rows] == [("ml.g5.xlarge", 2, "ddp")]
+
+
+def test_a_global_batch_too_small_for_the_gpus_is_warned() -> None:
+    est = sm_dist.estimate(model="gpt2", tokens=1e9, global_batch=64, instance_types=["ml.p4d.24xlarge"],
+                           instance_counts=[16], strategies=["ddp"])
+    assert est.rows[0].global_batch == 128 and any("larger global batch" in w for w in est.warnings)
