@@ -77,7 +77,9 @@ def _as_list(value: Any) -> list[Any] | None:
     return [value] if isinstance(value, (str, int, float)) else list(value)
 
 
-def _instances(names: Any, region: str, prices: str, client: Any, cache_dir: Any, warnings: list[str]) -> tuple[list[Instance], dict[str, float]]:
+def _instances(
+    names: Any, region: str, prices: str, client: Any, cache_dir: Any, warnings: list[str]
+) -> tuple[list[Instance], dict[str, float]]:
     """Catalog instances (priced from the catalog or live) and any live spot discounts."""
     names = _as_list(names) or list(DEFAULT_INSTANCE_TYPES)
     if prices not in ("catalog", "live"):
