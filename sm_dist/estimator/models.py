@@ -192,7 +192,8 @@ def with_params(shape: ModelShape, params: int, name: str | None = None) -> Mode
 
 
 def count_module_params(module: Any) -> tuple[int, int]:
-    """(parameters, buffer bytes) of a torch nn.Module; torch is imported only by the caller's module."""
+    """(parameters, buffer bytes) of a torch nn.Module; tied weights count once. Duck-typed, so
+    this module never imports torch."""
     seen: set[int] = set()
     params = 0
     for p in module.parameters():
