@@ -58,7 +58,7 @@ def _wait_for_step(kit, out: Path, step: int, run) -> None:
 def test_sigterm_commits_exits_interrupted_and_resumes_bit_identically(kit, baseline, tmp_path):
     ckpt, out, marker = tmp_path / "ckpt", tmp_path / "events.jsonl", tmp_path / "interrupted"
     args = ["--uri", str(ckpt), "--out", str(out), "--async-save"]
-    run = kit.spawn(2, [*args, "--sleep", "0.3"], env={"SM_DIST_INTERRUPT_MARKER": str(marker)})
+    run = kit.spawn(2, [*args, "--sleep", "0.2"], env={"SM_DIST_INTERRUPT_MARKER": str(marker)})
     _wait_for_step(kit, out, 6, run)
     run.procs[1].send_signal(signal.SIGTERM)  # one rank only: the per-step vote stops both
     assert run.wait() == [EXIT_INTERRUPTED, EXIT_INTERRUPTED], run.output[-4000:]
@@ -78,9 +78,9 @@ def test_sigterm_commits_exits_interrupted_and_resumes_bit_identically(kit, base
 @pytest.mark.parametrize("fault", ["crash-in-save", "crash-in-commit"])
 def test_crash_while_saving_resumes_from_previous_commit(kit, tmp_path, fault, caplog):
     ckpt = tmp_path / "ckpt"
-    run = kit.spawn(2, ["--uri", str(ckpt), "--out", str(tmp_path / "ev.jsonl"), "--steps", "12"],
+    nprocs, victim = (2, 1) if fault == "crash-in-save" else (1, 0)  # the hook's victims
+    run = kit.spawn(nprocs, ["--uri", str(ckpt), "--out", str(tmp_path / "ev.jsonl"), "--steps", "12"],
                     env={"SM_DIST_FAULT": f"{fault}:8"})
-    victim = 1 if fault == "crash-in-save" else 0
     assert run.procs[victim].wait(timeout=300) == -signal.SIGKILL, run.wait() and run.output
     run.kill()  # what torchrun does to the survivors
     torn = ckpt / step_dirname(8)
@@ -102,15 +102,15 @@ def test_crash_while_saving_resumes_from_previous_commit(kit, tmp_path, fault, c
 
 def test_fsdp_checkpoint_saved_at_world_size_4_loads_at_2(kit, tmp_path):
     ckpt = tmp_path / "ckpt"
-    args = ["--strategy", "fsdp", "--uri", str(ckpt), "--steps", "6", "--interval", "3"]
+    args = ["--strategy", "fsdp", "--uri", str(ckpt), "--steps", "3", "--interval", "3"]
     run = kit.spawn(4, [*args, "--out", str(tmp_path / "ws4.jsonl")])
     assert run.wait() == [0] * 4, run.output[-4000:]
-    manifest = json.loads((ckpt / step_dirname(6) / MANIFEST_NAME).read_text())
+    manifest = json.loads((ckpt / step_dirname(3) / MANIFEST_NAME).read_text())
     assert manifest["sharded"] and manifest["world_size"] == 4
     assert {f"model/__{r}_0.distcp" for r in range(4)} <= set(manifest["files"])
 
     run2 = kit.spawn(2, [*args, "--out", str(tmp_path / "ws2.jsonl")])
     assert run2.wait() == [0, 0], run2.output[-4000:]
     ws4, ws2 = kit.events(tmp_path / "ws4.jsonl"), kit.events(tmp_path / "ws2.jsonl")
-    assert kit.resumes(ws2) == [6]
+    assert kit.resumes(ws2) == [3]
     assert kit.final_sha(ws2) == kit.final_sha(ws4)
