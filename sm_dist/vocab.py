@@ -7,7 +7,6 @@ runtime uses for its strategy plug-ins, without importing torch.
 
 from __future__ import annotations
 
-import difflib
 from enum import Enum
 from typing import TypeVar
 
@@ -52,6 +51,8 @@ def parse_enum(kind: type[E], value: object, field: str) -> E:
     for member in kind:
         if member.value == text:
             return member
+    import difflib  # only on the error path: keeps CLI start-up lean
+
     choices = [m.value for m in kind]
     close = difflib.get_close_matches(text, choices, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
@@ -60,5 +61,7 @@ def parse_enum(kind: type[E], value: object, field: str) -> E:
 
 def did_you_mean(value: str, choices: list[str] | tuple[str, ...]) -> str:
     """Return ' (did you mean X?)' for the closest choice, or ''."""
+    import difflib
+
     close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.5)
     return f" (did you mean {close[0]!r}?)" if close else ""
