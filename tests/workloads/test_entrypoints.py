@@ -1,0 +1,94 @@
+"""Every entrypoint trains a few steps under `python -m torch.distributed.run --nproc_per_node=2`
+(gloo, CPU), writes its model, and is deterministic; plus a plain single-process run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from sm_dist.metric_format import parse_line
+from sm_dist.runtime.model_output import SHA_FILENAME, load_model, state_dict_sha256
+from sm_dist.runtime.models.gpt import GPT, GPTConfig
+from sm_dist.runtime.models.resnet import ResNet18
+
+from .conftest import ENTRYPOINTS, HANG_GUARD_S, parse_run, worker_env
+
+pytestmark = pytest.mark.slow
+
+
+def _check_model(run, model_dir: Path, steps: int) -> dict[str, torch.Tensor]:
+    assert run.returncode == 0, run.out[-3000:]
+    assert run.step == steps
+    metric_steps = [parse_line(line)["step"] for line in run.out.splitlines() if parse_line(line)]
+    assert metric_steps == [float(s) for s in range(1, steps + 1)]
+    weights = load_model(model_dir / "model.pt")
+    assert not any(name.startswith("module.") for name in weights)
+    assert state_dict_sha256(weights) == run.sha == (model_dir / SHA_FILENAME).read_text().strip()
+    return weights
+
+
+def test_cnn_same_seed_same_model(torchrun, tmp_path: Path) -> None:
+    args = ("--steps", "3", "--batch-size", "16", "--seed", "7")
+    a = torchrun("cnn.py", *args, "--model-dir", str(tmp_path / "a"))
+    b = torchrun("cnn.py", *args, "--model-dir", str(tmp_path / "b"))
+    _check_model(a, tmp_path / "a", 3)
+    _check_model(b, tmp_path / "b", 3)
+    assert a.sha == b.sha
+
+
+def test_cnn_single_process_other_seed(tmp_path: Path) -> None:
+    argv = [sys.executable, str(ENTRYPOINTS / "cnn.py"), "--steps", "3", "--batch-size", "16", "--seed", "8",
+            "--model-dir", str(tmp_path / "m")]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=worker_env(), timeout=HANG_GUARD_S, check=False)
+    run = parse_run(proc.returncode, proc.stdout + proc.stderr)
+    _check_model(run, tmp_path / "m", 3)
+
+
+@pytest.mark.parametrize("strategy", ["fsdp", "zero1"])
+def test_resnet_sharded_strategies(torchrun, tmp_path: Path, strategy: str) -> None:
+    # SageMaker's hyperparameter style: underscores, every value a string.
+    run = torchrun("resnet.py", "--strategy", strategy, "--steps", "2", "--batch_size", "4", "--width", "4",
+                   "--dataset_size", "32", "--resolution", "32", "--model_dir", str(tmp_path / "m"))
+    weights = _check_model(run, tmp_path / "m", 2)
+    ResNet18(num_classes=10, width=4, small_input=True).load_state_dict(weights)
+
+
+@pytest.mark.parametrize("strategy", ["fsdp", "zero1"])
+def test_gpt_sharded_strategies_on_local_text(torchrun, tmp_path: Path, strategy: str) -> None:
+    text = tmp_path / "corpus"
+    text.mkdir()
+    (text / "a.txt").write_text("the quick brown fox jumps over the lazy dog. " * 40, encoding="utf-8")
+    run = torchrun("gpt.py", "--strategy", strategy, "--steps", "2", "--batch-size", "4", "--n-layer", "2",
+                   "--n-embd", "32", "--n-head", "2", "--seq-len", "32", "--text", str(text),
+                   "--model-dir", str(tmp_path / "m"))
+    weights = _check_model(run, tmp_path / "m", 2)
+    model = GPT(GPTConfig(n_layer=2, n_embd=32, n_head=2, seq_len=32))
+    model.load_state_dict(weights)
+    assert torch.equal(weights["wte.weight"], weights["lm_head.weight"])  # tied, also after sharding
+
+
+def test_bad_flag_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    argv = [sys.executable, str(ENTRYPOINTS / "gpt.py"), "--n-head", "5", "--steps", "1"]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=worker_env(), timeout=HANG_GUARD_S, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith("gpt: error: n_head=5")
+    assert "Traceback" not in proc.stderr
+
+
+def test_run_function_under_torchrun(torchrun, tmp_path: Path) -> None:
+    (tmp_path / "mytrain.py").write_text(
+        "from sm_dist.runtime.models.cnn import SimpleCNN\n"
+        "from sm_dist.runtime.models.synthetic import MnistLike\n"
+        "from sm_dist.runtime.train import Workload, adamw, classification_loss\n"
+        "def main(ctx, hp):\n"
+        "    return Workload(build_model=SimpleCNN, dataset=MnistLike(hp['size'], seed=ctx.seed),\n"
+        "                    loss=classification_loss, optimizer=adamw(hp['lr']))\n",
+        encoding="utf-8",
+    )
+    run = torchrun("run_function.py", "mytrain:main", "--steps", "2", "--size", "64", "--lr", "0.003",
+                   "--batch-size", "8", "--model-dir", str(tmp_path / "m"), cwd=tmp_path)
+    _check_model(run, tmp_path / "m", 2)

@@ -1,0 +1,103 @@
+"""The shared training loop in one process (world size 1, gloo): output, determinism, accumulation,
+checkpoint resume. Multi-rank runs are in test_entrypoints.py."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from sm_dist import runtime
+from sm_dist.errors import ConfigError
+from sm_dist.metric_format import parse_line
+from sm_dist.runtime.checkpoint import Checkpointer
+from sm_dist.runtime.model_output import load_model, state_dict_sha256
+from sm_dist.runtime.models.cnn import SimpleCNN
+from sm_dist.runtime.models.synthetic import MnistLike
+from sm_dist.runtime.train import TrainConfig, Workload, adamw, classification_loss, fit, steps_per_epoch
+
+FINAL = re.compile(r"^\[sm_dist\] final step=(\d+) model_sha256=([0-9a-f]{64})$", re.M)
+
+
+def _cnn(dropout: float = 0.0, size: int = 64) -> Workload:
+    return Workload(build_model=lambda: SimpleCNN(dropout=dropout), dataset=MnistLike(size, seed=0),
+                    loss=classification_loss, optimizer=adamw(1e-3))
+
+
+def _fit(tmp: Path, *, seed: int = 0, ckpt: Path | None = None, workload: Workload | None = None, **cfg):
+    config = TrainConfig(model_dir=str(tmp / "model"), **cfg)
+    with runtime.init("ddp", "fp32", seed, environ={}) as ctx:
+        checkpointer = None
+        if ckpt is not None:
+            checkpointer = Checkpointer(ctx, mode="local", local_path=str(ckpt), interval_steps=2, keep=2)
+        return fit(ctx, workload or _cnn(), config, checkpointer)
+
+
+def test_fit_prints_metrics_and_writes_a_plain_state_dict(tmp_path: Path, capsys) -> None:
+    result = _fit(tmp_path, steps=3, batch_size=16)
+    out = capsys.readouterr().out
+    metric_steps = [parse_line(line)["step"] for line in out.splitlines() if parse_line(line)]
+    assert metric_steps == [1.0, 2.0, 3.0]
+    assert FINAL.findall(out) == [("3", result.model_sha256)]
+    weights = load_model(result.model_path)
+    assert not any(k.startswith("module.") for k in weights)
+    SimpleCNN().load_state_dict(weights)  # strict: same keys as the unwrapped model
+    assert state_dict_sha256(weights) == result.model_sha256
+
+
+def test_same_seed_same_model_other_seed_differs(tmp_path: Path) -> None:
+    a = _fit(tmp_path / "a", steps=2, batch_size=8)
+    b = _fit(tmp_path / "b", steps=2, batch_size=8)
+    c = _fit(tmp_path / "c", steps=2, batch_size=8, seed=1)
+    assert a.model_sha256 == b.model_sha256 != c.model_sha256
+
+
+def test_gradient_accumulation_matches_the_larger_batch(tmp_path: Path) -> None:
+    accum = _fit(tmp_path / "a", steps=3, batch_size=8, grad_accum=2, clip=None)
+    big = _fit(tmp_path / "b", steps=3, batch_size=16, clip=None)
+    wa, wb = load_model(accum.model_path), load_model(big.model_path)
+    assert accum.model_sha256 != big.model_sha256  # summed in another order, so not bitwise
+    for name in wa:
+        torch.testing.assert_close(wa[name], wb[name], rtol=1e-4, atol=1e-5)
+
+
+def test_epochs_bound_the_steps(tmp_path: Path) -> None:
+    result = _fit(tmp_path, epochs=2, batch_size=16)
+    assert result.step == 2 * steps_per_epoch(64, 1, TrainConfig(batch_size=16)) == 8
+    assert result.epoch == 2
+
+
+def test_resume_across_epochs_with_dropout_equals_uninterrupted(tmp_path: Path, capsys) -> None:
+    work = _cnn(dropout=0.3)
+    straight = _fit(tmp_path / "s", steps=9, batch_size=16, workload=work)
+    first = _fit(tmp_path / "r", steps=5, batch_size=16, workload=work, ckpt=tmp_path / "ck")
+    assert first.step == 5
+    capsys.readouterr()
+    resumed = _fit(tmp_path / "r", steps=9, batch_size=16, workload=work, ckpt=tmp_path / "ck")
+    assert "[sm_dist] resumed step=5 epoch=1" in capsys.readouterr().out
+    assert resumed.model_sha256 == straight.model_sha256
+
+
+def test_finished_run_resumes_at_its_end(tmp_path: Path) -> None:
+    done = _fit(tmp_path, steps=3, batch_size=16, ckpt=tmp_path / "ck")
+    again = _fit(tmp_path, steps=3, batch_size=16, ckpt=tmp_path / "ck")
+    assert again.step == 3 and again.model_sha256 == done.model_sha256
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [({"batch_size": 0}, "batch_size"), ({"steps": 0}, "steps"), ({"epochs": None}, "epochs"),
+     ({"clip": -1.0}, "clip"), ({"grad_accum": 0}, "grad_accum")],
+)
+def test_train_config_names_the_bad_field(kwargs: dict, field: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        TrainConfig(**kwargs)
+    assert err.value.field == field
+
+
+def test_bad_learning_rate() -> None:
+    with pytest.raises(ConfigError) as err:
+        adamw(0.0)
+    assert err.value.field == "lr"
