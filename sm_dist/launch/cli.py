@@ -102,6 +102,11 @@ def run_fit(args: argparse.Namespace) -> int:
         plan = api.plan(entry, **settings)
         _print_json(plan.to_dict()) if args.json else print(plan)
         return 0
+    from sm_dist.local.cli import check_local_flags, run_fit_local
+
+    check_local_flags(args)
+    if args.local:
+        return run_fit_local(entry, settings, args)
     result = api.fit(entry, local=args.local, validate_role=not args.no_validate_role, **settings)
     if args.local:
         print(result)
@@ -169,6 +174,9 @@ def register(command: str, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--local", action="store_true", help="run the job on this machine (CPU, emulated hosts)")
         parser.add_argument("--no-validate-role", action="store_true", help="skip the SDK's IAM permission check")
         _add_fit_flags(parser)
+        from sm_dist.local.cli import add_local_flags
+
+        add_local_flags(parser)
         parser.set_defaults(_run=run_fit)
         return
     parser.add_argument("job", help="training job name")

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from sm_dist.local.agent import HostAgent, LineSink
 from sm_dist.local.chaos import Fault
@@ -44,10 +45,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def print_line(host: str, line: str) -> None:
+def print_line(host: str, line: str, stream: TextIO | None = None) -> None:
     """Default log sink: the line with a host prefix, as CloudWatch shows one stream per host."""
-    sys.stdout.write(f"[{host}] {line}\n")
-    sys.stdout.flush()
+    out = stream or sys.stdout
+    out.write(f"[{host}] {line}\n")
+    out.flush()
 
 
 @dataclass

@@ -43,7 +43,7 @@ if os.environ["SM_CURRENT_HOST"] != "algo-1":
 found = [int(p.stem.split("-")[1]) for p in ckpt.glob("step-*.txt")]
 start = max(found, default=0)
 if start:
-    print(f"[sm_dist] resumed from step={start}")
+    print(f"[sm_dist] resumed step={start} epoch=0")
 for step in range(start + 1, steps + 1):
     time.sleep(pause)
     print(f"[sm_dist] step={step} loss={1.0 / step:.4f}", flush=True)

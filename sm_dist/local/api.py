@@ -1,0 +1,164 @@
+"""`run_local(plan, ...)`: run a planned SageMaker job on this machine, optionally with chaos.
+
+What `sm_dist.fit(..., local=True)` and `sm-dist fit --local` call. The job runs as
+`plan.instance_count` emulated hosts, each running the plan's container command (sm_dist's
+launcher, which starts torchrun) in a folder laid out like /opt/ml; S3 is moto's server on
+127.0.0.1, started here when the job needs one, so no AWS account is involved.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TextIO
+
+from sm_dist.errors import ConfigError
+from sm_dist.local import from_plan
+from sm_dist.local.chaos import Fault, parse_faults
+from sm_dist.local.ckpt_sync import DEFAULT_INTERVAL
+from sm_dist.local.config import SAGEMAKER_GRACE_SECONDS, LocalJobConfig
+from sm_dist.local.job import LocalJob, RunRecord
+from sm_dist.local.runner import DEFAULT_MAX_JOB_RESTARTS, LocalRunner, RunSettings, print_line
+from sm_dist.local.stores import Store, open_store
+
+_log = logging.getLogger(__name__)
+#: Fake credentials for the local endpoint (moto accepts any); never real ones.
+_LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "sm-dist-local", "AWS_SECRET_ACCESS_KEY": "sm-dist-local"}
+#: The error s3-faults injects: S3's own "retry later" answer to overload.
+S3_FAULT_KIND = "503"
+
+
+class _Endpoint:
+    """The local S3 endpoint with the environment that points clients at it."""
+
+    def __init__(self, region: str, faults: bool) -> None:
+        from sm_dist.local.s3_endpoint import S3Endpoint
+
+        # moto's server logs every request at INFO through werkzeug; the CLI logs at INFO
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        self.server = S3Endpoint(faults=faults).start()
+        self.env = {"AWS_ENDPOINT_URL_S3": self.server.url, "AWS_DEFAULT_REGION": region, "AWS_REGION": region,
+                    **_LOCAL_CREDENTIALS}
+
+    def store(self, uri: str) -> Store:
+        """A store for `uri` on this endpoint, its bucket created."""
+        from sm_dist.local.stores import S3Store
+
+        store = S3Store(uri, None, client=self.client())
+        try:
+            store.client.create_bucket(Bucket=store.bucket)
+        except store.client.exceptions.BucketAlreadyOwnedByYou:
+            pass
+        return store
+
+    def client(self) -> Any:
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(
+            "s3", endpoint_url=self.server.url, region_name=self.env["AWS_REGION"],
+            aws_access_key_id=_LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=_LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            # one attempt: the sync loop retries on its next pass, and s3-faults must be seen
+            config=Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=5, read_timeout=60),
+        )
+
+    def fail_for(self, seconds: float) -> None:
+        self.server.set_faults(S3_FAULT_KIND, seconds=seconds)
+
+
+def _needs_s3(plan: Any, uris: list[str | None], faults: tuple[Fault, ...]) -> bool:
+    uses_s3 = any(u and u.startswith("s3://") for u in uris) or plan.job_spec.checkpoint.mode == "s3"
+    if any(f.kind == "s3-faults" for f in faults) and not uses_s3:
+        raise ConfigError("chaos", "s3-faults", "this job uses no S3 (checkpoint URI is a local folder or off)")
+    return uses_s3
+
+
+def _one_run(plan: Any, root: Path, label: str, faults: tuple[Fault, ...], endpoint: _Endpoint | None,
+             uri_override: str | None, options: dict[str, Any]) -> tuple[RunRecord, LocalJobConfig, str | None]:
+    uri = from_plan.sync_uri(plan, uri_override, label)
+    code_dir = from_plan.code_for_run(options["bundle"], root / "code", from_plan.local_spec(plan, uri, label))
+    config = from_plan.config_from_plan(plan, code_dir, uri, plan.job_name)
+    listed_uri = uri or from_plan.runtime_s3_uri(plan, label)  # what checkpoints() lists
+    store = None
+    if listed_uri is not None:
+        store = endpoint.store(listed_uri) if listed_uri.startswith("s3://") and endpoint else open_store(listed_uri)
+    settings = RunSettings(
+        job_root=root, store=store if uri is not None else None, faults=faults,
+        grace_seconds=options["grace_seconds"], sync_interval=options["sync_interval"],
+        extra_env={**(endpoint.env if endpoint else {}), **options["env"]},
+        on_line=(lambda h, line: options["echo"](f"{label} {h}" if label != "run" else h, line)),
+        max_job_restarts=options["max_job_restarts"],
+        s3_fault_switch=endpoint.fail_for if endpoint is not None and endpoint.server.url != endpoint.server.moto_url else None,
+    )
+    runner = LocalRunner(config, settings)
+    outcome = runner.run()
+    record = RunRecord(outcome, runner.progress, runner.chaos.in_job_restarts, runner.chaos.fired, root,
+                       checkpoint_keys=store_keys(store))
+    return record, config, listed_uri
+
+
+def _echo(echo: bool, stream: TextIO | None) -> Callable[[str, str], None]:
+    if not echo:
+        return lambda host, line: None
+    return lambda host, line: print_line(host, line, stream or sys.stdout)
+
+
+def store_keys(store: Store | None) -> list[str]:
+    """Keys at the checkpoint URI now (the endpoint stops with the run; keep the listing)."""
+    if store is None:
+        return []
+    try:
+        return sorted(store.list())
+    except Exception as exc:  # a listing failure must not hide the run's result
+        _log.warning("cannot list %s: %s", store.uri, exc)
+        return []
+
+
+def run_local(
+    plan: Any, *, chaos: Iterable[str | Fault] = (), verify: bool = False, root: str | Path | None = None,
+    checkpoint_uri: str | None = None, grace_seconds: float = SAGEMAKER_GRACE_SECONDS,
+    sync_interval: float = DEFAULT_INTERVAL, echo: bool = True, echo_stream: TextIO | None = None,
+    nproc_per_node: int | None = None,
+    max_job_restarts: int = DEFAULT_MAX_JOB_RESTARTS,
+) -> LocalJob:
+    """Run `plan` (from `sm_dist.plan(...)`) locally; return the finished `LocalJob`.
+
+    chaos: "kill:STEP", "sigterm:STEP", "crash-in-save:STEP", "s3-faults[:SECONDS]" (combinable).
+    verify: run the job again without chaos and compare the final model's sha256.
+    root: where the hosts' /opt/ml folders and logs go (default: a folder under the temp dir).
+    checkpoint_uri: the emulated CheckpointConfig.S3Uri — s3://... (local endpoint) or a folder.
+    grace_seconds: SIGTERM-to-SIGKILL grace of a stop (SageMaker: 120).
+    echo / echo_stream: stream every host's log lines, prefixed by host (default: stdout).
+    """
+    faults = parse_faults(chaos)
+    if grace_seconds <= 0:
+        raise ConfigError("grace_seconds", grace_seconds, "use a positive number of seconds (SageMaker: 120)")
+    base = Path(root) if root is not None else Path(tempfile.gettempdir()) / "sm-dist-local" / plan.job_name
+    if base.exists() and any(base.iterdir()):
+        raise ConfigError("root", str(base), "expected a new or empty folder")
+    env = {"SM_DIST_NPROC_PER_NODE": str(nproc_per_node)} if nproc_per_node else {}
+    options = {"grace_seconds": grace_seconds, "sync_interval": sync_interval, "env": env,
+               "echo": _echo(echo, echo_stream),
+               "max_job_restarts": max_job_restarts}
+    options["bundle"] = from_plan.write_code(plan, base / "bundle")
+    uri = from_plan.sync_uri(plan, checkpoint_uri, "run")
+    endpoint = None
+    if _needs_s3(plan, [uri, plan.job_spec.checkpoint.uri], faults):
+        endpoint = _Endpoint(plan.region or "us-east-1", faults=any(f.kind == "s3-faults" for f in faults))
+    try:
+        run, config, listed_uri = _one_run(plan, base / "run", "run", faults, endpoint, checkpoint_uri, options)
+        checked = None
+        if verify:
+            verify_uri = None if checkpoint_uri is None else f"{checkpoint_uri.rstrip('/')}-verify"
+            checked, _, _ = _one_run(plan, base / "verify", "verify", (), endpoint, verify_uri, options)
+    finally:
+        if endpoint is not None:
+            endpoint.server.stop()
+    nproc = nproc_per_node or plan.job_spec.nproc_per_node or 1
+    estimate = ((plan.sizing.row or {}).get("cost_usd") or {}).get("sagemaker") if plan.sizing else None
+    return LocalJob(config=config, run=run, chaos=tuple(str(f) for f in faults), verify_run=checked,
+                    processes_per_host=nproc, estimate_usd=estimate, checkpoint_uri=listed_uri)

@@ -1,0 +1,100 @@
+"""Turn a launch `Plan` into what local mode runs: the code bundle on disk and a LocalJobConfig.
+
+The bundle is the one `fit` would upload (`sm_dist.launch.build_bundle`), written to a folder.
+One local-mode rule changes it: when the plan has no checkpoint URI (mode "local" or "auto"
+without a bucket), local mode gives the job a CheckpointConfig of its own on the local S3
+endpoint and switches the job spec to "sagemaker-sync", so checkpoints outlive the emulated
+instances and a restart resumes — the default works with nothing but the project installed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+from typing import Any
+
+from sm_dist.errors import ConfigError
+from sm_dist.jobspec import JOB_SPEC_FILENAME, JobSpec
+from sm_dist.local.config import LocalJobConfig
+
+#: Bucket local mode creates on its own S3 endpoint for jobs without a checkpoint URI.
+LOCAL_BUCKET = "sm-dist-local"
+
+
+def default_checkpoint_uri(job_name: str, label: str) -> str:
+    """s3://sm-dist-local/<job>/<label>/checkpoints on the local endpoint."""
+    return f"s3://{LOCAL_BUCKET}/{job_name}/{label}/checkpoints"
+
+
+def sync_uri(plan: Any, override: str | None, label: str) -> str | None:
+    """The URI the emulated CheckpointConfig syncs with (None: no platform sync).
+
+    mode "s3": the runtime writes to S3 itself and the cloud job has no CheckpointConfig, so
+    there is nothing to sync; "off": nothing either. Otherwise the plan's URI, the caller's
+    override, or a fresh prefix on the local endpoint.
+    """
+    mode = plan.job_spec.checkpoint.mode
+    if mode in ("s3", "off"):
+        if override is not None:
+            raise ConfigError("checkpoint_uri", override, f'checkpoint mode "{mode}" has no CheckpointConfig to emulate')
+        return None
+    return override or plan.checkpoint_uri or default_checkpoint_uri(plan.job_name, label)
+
+
+def runtime_s3_uri(plan: Any, label: str) -> str | None:
+    """The URI a mode-"s3" runtime writes to: the plan's, or a sibling for the verify run."""
+    uri = plan.job_spec.checkpoint.uri
+    if plan.job_spec.checkpoint.mode != "s3" or uri is None or label == "run":
+        return uri
+    return f"{uri.rstrip('/')}-{label}"
+
+
+def local_spec(plan: Any, uri: str | None, label: str) -> JobSpec:
+    """The job spec as the local job runs it (sagemaker-sync when local mode supplies the URI)."""
+    spec: JobSpec = plan.job_spec
+    ckpt = spec.checkpoint
+    if ckpt.mode == "s3":
+        return dataclasses.replace(spec, checkpoint=dataclasses.replace(ckpt, uri=runtime_s3_uri(plan, label)))
+    if uri is None:
+        return spec
+    # local_path=None: the runtime takes the folder from checkpointconfig.json (CheckpointConfig.
+    # LocalPath, remapped under SM_DIST_OPT_ML), as in the cloud. A literal "/opt/ml/checkpoints"
+    # in the spec would be used as is, outside the emulated host's folder.
+    s3_uri = uri if uri.startswith("s3://") else None
+    ckpt = dataclasses.replace(ckpt, mode="sagemaker-sync", uri=s3_uri, local_path=None)
+    return dataclasses.replace(spec, checkpoint=ckpt)
+
+
+def write_code(plan: Any, dest: Path) -> Path:
+    """Write the plan's code bundle to `dest` (once per local job: its files are checked
+    against the plan, so every run of the job gets the very same code)."""
+    from sm_dist.launch.api import build_bundle
+
+    return build_bundle(plan, dest)
+
+
+def code_for_run(bundle: Path, dest: Path, spec: JobSpec) -> Path:
+    """A copy of the bundle at `dest` with `spec` as its sm_dist_job.json."""
+    shutil.copytree(bundle, dest)
+    (dest / JOB_SPEC_FILENAME).write_text(spec.to_json(), encoding="utf-8")
+    return dest
+
+
+def config_from_plan(plan: Any, code_dir: Path, uri: str | None, job_name: str) -> LocalJobConfig:
+    """The LocalJobConfig of `plan`, with its bundle at `code_dir` and sync URI `uri`."""
+    if plan.channels:
+        names = ", ".join(sorted(plan.channels))
+        raise ConfigError("inputs", names, "local mode has no S3 data channels; generate data in the script or "
+                          "read it from a local path given as a hyperparameter")
+    return LocalJobConfig(
+        job_name=job_name,
+        container_command=tuple(plan.container_command),
+        environment=dict(plan.environment),
+        code_dir=code_dir,
+        hyperparameters=dict(plan.hyperparameters),
+        instance_type=plan.instance_type,
+        instance_count=plan.instance_count,
+        checkpoint_uri=uri,
+        checkpoint_local_path=plan.checkpoint_local_path,
+    )
