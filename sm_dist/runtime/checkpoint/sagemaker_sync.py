@@ -79,6 +79,23 @@ class SageMakerSyncStorage(LocalStorage):
         names = [*manifest.files, MANIFEST_NAME]
         return all((folder / (rel + UPLOADED_SUFFIX)).exists() for rel in names)
 
+    def verify(self, step: int, manifest: Manifest) -> list[str]:
+        """Files here are checked fully; files only in S3 (another host's) by size, and by sha256
+        when a rank fetches them in :meth:`local_copy`."""
+        folder = self._step(step)
+        absent = [rel for rel in manifest.files if not (folder / rel).is_file()]
+        present = [rel for rel in manifest.files if rel not in absent]
+        problems = verify_files(folder, manifest, present)
+        s3 = self._s3() if absent else None
+        if s3 is None:
+            return problems + [f"{rel}: missing" for rel in absent]
+        try:
+            sizes = s3.sizes(step)
+        except CheckpointError as exc:
+            return problems + [f"{len(absent)} file(s) missing here and S3 unreachable ({exc})"]
+        return problems + [f"{rel}: missing here and in S3" for rel in absent
+                           if sizes.get(rel) != manifest.files[rel].size]
+
     def local_copy(self, step: int, manifest: Manifest, rels: list[str]) -> Path:
         folder = self._step(step)
         missing = [rel for rel in rels if verify_files(folder, manifest, [rel])]
