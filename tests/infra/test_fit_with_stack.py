@@ -1,0 +1,50 @@
+"""From nothing to a (moto) job: `sm-dist infra deploy`, then `fit` with the stack's outputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sm_dist.provision import stack
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A user's project folder with a training script."""
+    src = tmp_path / "project"
+    src.mkdir()
+    (src / "train.py").write_text("print('[sm_dist] step=1 loss=0.5')\n")
+    return src
+
+
+def _settings(project: Path) -> dict[str, Any]:
+    return dict(source_dir=str(project), instance_type="ml.g5.2xlarge", instance_count=2, strategy="ddp",
+                checkpoint_mode="auto")
+
+
+def test_dry_run_uses_the_named_stacks_outputs(aws_session: Any, config_home: Path, project: Path) -> None:
+    import sm_dist
+
+    out = stack.deploy("sm-dist", {"Prefix": "team"}, session=aws_session, poll_seconds=0).outputs
+    plan = sm_dist.fit("train.py", dry_run=True, infra_stack="sm-dist", session=aws_session, **_settings(project))
+    assert plan.role_arn == out["role_arn"]
+    assert plan.code_s3_uri.startswith(out["artifact_uri"] + "/")
+    assert plan.checkpoint_uri.startswith(out["checkpoint_uri"] + "/")
+    assert aws_session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+    assert aws_session.client("s3").list_objects_v2(Bucket=out["bucket"])["KeyCount"] == 0
+
+
+def test_deploy_then_fit_launches_with_the_recorded_stack(aws_session: Any, config_home: Path, project: Path) -> None:
+    import sm_dist
+
+    out = stack.deploy("sm-dist", session=aws_session, poll_seconds=0).outputs
+    job = sm_dist.fit("train.py", wait=False, infra_stack="", session=aws_session, **_settings(project))
+    desc = aws_session.client("sagemaker").describe_training_job(TrainingJobName=job.name)
+    assert desc["RoleArn"] == out["role_arn"]
+    assert desc["OutputDataConfig"]["S3OutputPath"].startswith(out["artifact_uri"])
+    keys = [o["Key"] for o in aws_session.client("s3").list_objects_v2(Bucket=out["bucket"])["Contents"]]
+    assert any(k.endswith("/train.py") for k in keys)
