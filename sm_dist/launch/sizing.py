@@ -53,6 +53,22 @@ def _fits_message(row: Any, fitting: list[str], config: Any) -> str:
             f"{row.usable_bytes / _GIB:.1f} GiB usable on {where}; {tail}")
 
 
+def _auto(est: Any, config: Any, rows: dict[Strategy, Any], fitting: list[str], warnings: tuple[str, ...]) -> tuple[Any, str, tuple[str, ...]]:
+    """The estimator's pick; when the budget rules every row out, the cheapest that fits
+    (MaxRuntime from the budget then stops it early, resumable from its checkpoint)."""
+    if est.recommendation is not None:
+        return est.recommendation.row, est.recommendation.reason, warnings
+    if not fitting:
+        raise DoesNotFitError(_fits_message(rows[Strategy.FSDP], fitting, config))
+    from sm_dist.estimator.recommend import recommend
+
+    pick = recommend(est.rows, spot=config.spot)
+    if pick is None:  # fits, but nothing is priced: take the first that fits
+        return rows[Strategy(fitting[0])], "first strategy that fits", warnings
+    return pick.row, pick.reason, warnings + (f"no strategy finishes within max_cost_usd={config.max_cost_usd:g}; "
+                                              "chose the cheapest that fits",)
+
+
 def choose_strategy(config: Any, region: str) -> Sizing:
     """Resolve "auto", check the memory fit, and attach the estimate row."""
     if config.params is None and config.model is None and config.hf_config is None:
@@ -73,9 +89,7 @@ def choose_strategy(config: Any, region: str) -> Sizing:
     if config.tokens is None:
         warnings += ("tokens= not given: the plan checks memory only, no expected duration or cost",)
     if config.strategy == "auto":
-        if est.recommendation is None:
-            raise DoesNotFitError(_fits_message(rows[Strategy.FSDP], fitting, config))
-        chosen, reason = est.recommendation.row, est.recommendation.reason
+        chosen, reason, warnings = _auto(est, config, rows, fitting, warnings)
     else:
         chosen, reason = rows[config.strategy], "as given"
         if not chosen.runnable:

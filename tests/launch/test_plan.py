@@ -85,3 +85,11 @@ def test_plan_does_not_import_torch(source_dir: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_auto_over_budget_takes_the_cheapest_that_fits(source_dir: Path) -> None:
+    plan = sm_dist.plan("train.py", source_dir=str(source_dir), strategy="auto", params=3e9, tokens=1e12,
+                        **{**EXPLICIT, "instance_type": "ml.p4d.24xlarge", "max_runtime_s": None, "max_cost_usd": 50})
+    assert plan.sizing.row["fits"] is True
+    assert any("chose the cheapest that fits" in w for w in plan.warnings)
+    assert any("shorter than the estimated" in w for w in plan.warnings)
