@@ -134,6 +134,11 @@ class Checkpointer:
         self.last_save_seconds = time.monotonic() - start
         self.last_step = payload.step
 
+    @property
+    def saving(self) -> bool:
+        """True while a background save is still writing."""
+        return self._thread is not None and self._thread.is_alive()
+
     def wait(self) -> None:
         """Block until a background save finished; raise CheckpointError if it failed."""
         if self._thread is not None:

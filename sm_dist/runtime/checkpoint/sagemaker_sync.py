@@ -86,6 +86,8 @@ class SageMakerSyncStorage(LocalStorage):
         absent = [rel for rel in manifest.files if not (folder / rel).is_file()]
         present = [rel for rel in manifest.files if rel not in absent]
         problems = verify_files(folder, manifest, present)
+        if not problems:
+            self._verified.update((step, rel) for rel in present)
         s3 = self._s3() if absent else None
         if s3 is None:
             return problems + [f"{rel}: missing" for rel in absent]

@@ -112,6 +112,7 @@ class LocalStorage(Storage):
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
         self.uri = str(self.root)
+        self._verified: set[tuple[int, str]] = set()  # (step, file) this process already hashed
 
     def _step(self, step: int) -> Path:
         return self.root / step_dirname(step)
@@ -164,16 +165,21 @@ class LocalStorage(Storage):
             return None
 
     def verify(self, step: int, manifest: Manifest) -> list[str]:
-        return verify_files(self._step(step), manifest)
+        problems = verify_files(self._step(step), manifest)
+        if not problems:
+            self._verified.update((step, rel) for rel in manifest.files)
+        return problems
 
     def local_copy(self, step: int, manifest: Manifest, rels: list[str]) -> Path:
-        problems = verify_files(self._step(step), manifest, rels)
+        unchecked = [rel for rel in rels if (step, rel) not in self._verified]  # don't hash twice
+        problems = verify_files(self._step(step), manifest, unchecked)
         if problems:
             raise CheckpointError(f"{self._step(step)}: {'; '.join(problems)}")
         return self._step(step)
 
     def delete(self, step: int) -> None:
         folder = self._step(step)
+        self._verified = {key for key in self._verified if key[0] != step}
         (folder / MANIFEST_NAME).unlink(missing_ok=True)
         if folder.is_dir():
             fsync_dir(folder)
