@@ -38,14 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sm_dist._resources import resource_dir
-from sm_dist.jobspec import (
-    EXIT_INTERRUPTED,
-    INTERRUPT_MARKER_ENV,
-    JOB_SPEC_ENV,
-    JOB_SPEC_FILENAME,
-    JobSpec,
-    entry_is_function,
-)
+from sm_dist.jobspec import EXIT_INTERRUPTED, INTERRUPT_MARKER_ENV, JOB_SPEC_ENV, JOB_SPEC_FILENAME, JobSpec
+from sm_dist.jobspec import entry_is_function
 
 _log = logging.getLogger("sm_dist.launcher")
 
@@ -219,15 +213,21 @@ class Supervisor:
         self.signals: list[int] = []
         self.tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self._proc: subprocess.Popen[bytes] | None = None
+        self._forwarded = False  # torchrun handles one signal; a second would cut its shutdown short
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         self.signals.append(signum)
         _log.info("received %s, forwarding to torchrun", signal.Signals(signum).name)
-        if self._proc is not None and self._proc.poll() is None:
-            try:
-                os.killpg(self._proc.pid, signum)
-            except ProcessLookupError:
-                pass
+        self._forward(signum)
+
+    def _forward(self, signum: int) -> None:
+        if self._proc is None or self._proc.poll() is not None or self._forwarded:
+            return  # not started yet (run() forwards it then), already gone, or already told
+        self._forwarded = True
+        try:
+            os.killpg(self._proc.pid, signum)
+        except ProcessLookupError:
+            pass
 
     def _pump(self, stream: object) -> None:
         for raw in iter(stream.readline, b""):  # type: ignore[attr-defined]
@@ -242,6 +242,8 @@ class Supervisor:
             self._proc = subprocess.Popen(
                 self.argv, env=self.env, cwd=self.cwd, stderr=subprocess.PIPE, start_new_session=True
             )
+            if self.signals:  # a signal that arrived while torchrun was being started
+                self._forward(self.signals[0])
             pump = threading.Thread(target=self._pump, args=(self._proc.stderr,), daemon=True)
             pump.start()
             code = self._proc.wait()
@@ -331,7 +333,14 @@ def launch(env: Mapping[str, str] | None = None) -> int:
     return exit_code
 
 
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)  # before torchrun runs there is nothing to save
+
+
 def main() -> None:
+    # As PID 1, a signal left at its default disposition is dropped by the kernel (FACTS.md §1.3).
+    for sig in FORWARDED_SIGNALS:
+        signal.signal(sig, _exit_on_signal)
     logging.basicConfig(level=logging.INFO, format="[sm_dist launcher] %(message)s", stream=sys.stderr)
     sys.exit(launch())
 
