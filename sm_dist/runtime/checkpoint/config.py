@@ -7,6 +7,8 @@ local path (the platform restores and uploads it), else "s3" when an s3:// URI i
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,7 +84,16 @@ def resolve_mode(config: CheckpointConfig, env_or_ctx: Any) -> str:
                       "no checkpoint location: give uri='s3://bucket/prefix' or a local folder, or mode='off'")
 
 
-def open_storage(config: CheckpointConfig, env_or_ctx: Any, rank: int) -> Storage | None:
+def _container_path(path: str, environ: Mapping[str, str] | None) -> str:
+    """A job-spec path like /opt/ml/checkpoints, moved under $SM_DIST_OPT_ML in local mode."""
+    from sm_dist.runtime.env import DEFAULT_OPT_ML, OPT_ML_ENV, remap
+
+    env = os.environ if environ is None else environ
+    return remap(path, env.get(OPT_ML_ENV) or DEFAULT_OPT_ML)
+
+
+def open_storage(config: CheckpointConfig, env_or_ctx: Any, rank: int,
+                 environ: Mapping[str, str] | None = None) -> Storage | None:
     """The storage the config asks for; None for mode "off"."""
     mode = resolve_mode(config, env_or_ctx)
     env = _run_env(env_or_ctx)
@@ -97,11 +108,11 @@ def open_storage(config: CheckpointConfig, env_or_ctx: Any, rank: int) -> Storag
 
         path = config.local_path or getattr(env, "checkpoint_dir", None) or SAGEMAKER_DEFAULT_LOCAL_PATH
         s3_uri = config.uri if config.uri and config.uri.startswith("s3://") else None
-        return SageMakerSyncStorage(path, s3_uri=s3_uri, rank=rank)
+        return SageMakerSyncStorage(_container_path(path, environ), s3_uri=s3_uri, rank=rank)
     folder = config.local_path or config.uri or getattr(env, "checkpoint_dir", None)
     if not folder or str(folder).startswith("s3://"):
         raise ConfigError("checkpoint.local_path", folder, 'mode "local" needs a folder (local_path= or uri=)')
-    return LocalStorage(str(folder).removeprefix("file://"))
+    return LocalStorage(_container_path(str(folder).removeprefix("file://"), environ))
 
 
 __all__ = ["MODES", "CheckpointConfig", "open_storage", "resolve_mode", "run_identity"]

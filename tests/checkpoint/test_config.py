@@ -1,0 +1,64 @@
+"""Choosing the storage: job spec defaults, "auto", container paths, and what imports what."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from sm_dist.errors import ConfigError
+from sm_dist.jobspec import CheckpointSpec, JobSpec
+from sm_dist.runtime.checkpoint import Checkpointer, LocalStorage, S3Storage, SageMakerSyncStorage
+from sm_dist.runtime.checkpoint.config import CheckpointConfig, open_storage, resolve_mode
+
+
+def _env(**fields: object) -> SimpleNamespace:
+    base = {"rank": 0, "world_size": 1, "on_sagemaker": False, "checkpoint_dir": None}
+    return SimpleNamespace(**{**base, **fields})
+
+
+def test_from_env_takes_the_job_spec_and_explicit_arguments_win(tmp_path, monkeypatch):
+    spec = JobSpec(entry="train.py", checkpoint=CheckpointSpec(mode="local", local_path=str(tmp_path / "ck"),
+                                                                interval_steps=7, keep=3, async_save=True))
+    monkeypatch.setenv("SM_DIST_JOB_SPEC", str(spec.write(tmp_path)))
+    with Checkpointer.from_env(None, keep=4) as ckpt:
+        assert isinstance(ckpt.storage, LocalStorage) and ckpt.storage.root == tmp_path / "ck"
+        assert (ckpt.config.interval_steps, ckpt.config.keep, ckpt.config.async_save) == (7, 4, True)
+
+
+@pytest.mark.parametrize(("config", "env", "mode"), [
+    (CheckpointConfig(uri="s3://b/p"), _env(on_sagemaker=True, checkpoint_dir="/opt/ml/checkpoints"),
+     "sagemaker-sync"),
+    (CheckpointConfig(uri="s3://b/p"), _env(on_sagemaker=True), "s3"),
+    (CheckpointConfig(local_path="/data/ck"), _env(), "local"),
+    (CheckpointConfig(), _env(checkpoint_dir="/x"), "local"),
+    (CheckpointConfig(mode="off"), _env(), "off"),
+])
+def test_auto_resolution(config, env, mode):
+    assert resolve_mode(config, env) == mode
+
+
+def test_container_paths_follow_the_emulated_host_root():
+    config = CheckpointConfig(mode="sagemaker-sync", local_path="/opt/ml/checkpoints", uri="s3://b/p")
+    storage = open_storage(config, _env(), 0, environ={"SM_DIST_OPT_ML": "/tmp/hosts/algo-2"})
+    assert isinstance(storage, SageMakerSyncStorage)
+    assert str(storage.root) == "/tmp/hosts/algo-2/checkpoints" and storage.s3_uri == "s3://b/p"
+    assert isinstance(open_storage(CheckpointConfig(uri="s3://bucket/p"), _env(), 0), S3Storage)
+    assert open_storage(CheckpointConfig(mode="off"), _env(), 0) is None
+
+
+def test_bad_s3_uri_names_the_field():
+    with pytest.raises(ConfigError) as info:
+        S3Storage("s3:///prefix-without-bucket")
+    assert info.value.field == "checkpoint.uri"
+
+
+def test_manifest_and_storages_import_without_torch_or_boto3():
+    code = ("import sys, json, sm_dist.runtime.checkpoint.manifest, sm_dist.runtime.checkpoint.storage, "
+            "sm_dist.runtime.checkpoint.s3, sm_dist.runtime.checkpoint.sagemaker_sync, sm_dist.local.s3_endpoint; "
+            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'boto3', 'moto'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert json.loads(out.stdout) == []
