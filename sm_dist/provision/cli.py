@@ -85,7 +85,7 @@ def _deploy(args: argparse.Namespace) -> int:
         print(f"stack {info.name} is up to date (no changes)", file=sys.stderr)
     _print_info(info, args.json)
     if not args.json:
-        print(f"recorded in {config.config_path()} (sm-dist fit uses it when no --infra-stack is given)")
+        print(f"recorded in {config.config_path()}; launch with: sm-dist fit ... --infra-stack {info.name}")
     return 0
 
 

@@ -114,3 +114,29 @@ def test_infra_help_and_provision_imports_load_nothing_heavy() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = json.loads(out.strip().splitlines()[-1])
     assert not [m for m in loaded if m.split(".")[0] in ("boto3", "botocore", "yaml", "torch", "sagemaker")]
+
+
+@pytest.mark.slow
+def test_cli_from_nothing_to_a_launched_job(moto_endpoint: str, config_home: Path, tmp_path: Path) -> None:
+    """`sm-dist infra deploy`, then `sm-dist fit --infra-stack NAME` against moto's server."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text("print('[sm_dist] step=1 loss=0.5')\n")
+    env = _aws_env(moto_endpoint, config_home)
+    env.update(AWS_DEFAULT_REGION="us-east-1", SAGEMAKER_VALIDATE_ROLE="false")
+    proc = _sub("deploy", "--stack-name", "e2e-stack", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)["outputs"]
+    fit = subprocess.run(
+        [sys.executable, "-m", "sm_dist.cli", "fit", "train.py", "--source-dir", str(project), "--instance-type",
+         "ml.g5.2xlarge", "--instance-count", "2", "--strategy", "ddp", "--infra-stack", "e2e-stack"],
+        capture_output=True, text=True, env=env,
+    )
+    assert fit.returncode == 0, fit.stderr
+    import boto3
+
+    sagemaker = boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1")\
+        .client("sagemaker", endpoint_url=moto_endpoint)
+    names = [j["TrainingJobName"] for j in sagemaker.list_training_jobs()["TrainingJobSummaries"]]
+    roles = {sagemaker.describe_training_job(TrainingJobName=n)["RoleArn"] for n in names}
+    assert out["role_arn"] in roles
