@@ -95,7 +95,6 @@ def run_fit(args: argparse.Namespace) -> int:
     from sm_dist.launch import api
 
     _quiet_sdk()
-
     settings = _settings(args)
     entry = settings.pop("entry")
     if args.dry_run:
@@ -107,10 +106,7 @@ def run_fit(args: argparse.Namespace) -> int:
     check_local_flags(args)
     if args.local:
         return run_fit_local(entry, settings, args)
-    result = api.fit(entry, local=args.local, validate_role=not args.no_validate_role, **settings)
-    if args.local:
-        print(result)
-        return int(getattr(result, "exit_code", 0) or 0)
+    result = api.fit(entry, validate_role=not args.no_validate_role, **settings)
     if args.json:
         _print_json({"job_name": result.name, "plan": result.plan.to_dict()})
     else:
