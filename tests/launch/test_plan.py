@@ -93,3 +93,12 @@ def test_auto_over_budget_takes_the_cheapest_that_fits(source_dir: Path) -> None
     assert plan.sizing.row["fits"] is True
     assert any("chose the cheapest that fits" in w for w in plan.warnings)
     assert any("shorter than the estimated" in w for w in plan.warnings)
+
+
+def test_fit_local_hands_the_plan_to_local_mode(source_dir: Path, monkeypatch) -> None:
+    import sm_dist.local
+
+    seen = {}
+    monkeypatch.setattr(sm_dist.local, "run_local", lambda plan, **opts: seen.update(plan=plan, opts=opts) or "ran")
+    assert sm_dist.fit("train.py", source_dir=str(source_dir), local=True, local_options={"verify": True}, **EXPLICIT) == "ran"
+    assert isinstance(seen["plan"], Plan) and seen["opts"] == {"verify": True}
