@@ -7,7 +7,9 @@ also usable as a context manager that tears the process group down on exit.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import gc
 import logging
 import os
 import random
@@ -86,8 +88,6 @@ class RunContext:
 
     def no_sync(self, model: nn.Module, enabled: bool = True) -> Any:
         """Skip gradient sync on accumulation micro-steps: `with ctx.no_sync(m, i % k != k - 1)`."""
-        import contextlib
-
         return self.strategy.no_sync(model) if enabled else contextlib.nullcontext()
 
     # -- precision-aware step ------------------------------------------------------------------
@@ -119,7 +119,14 @@ class RunContext:
         """Destroy the process group init() created (idempotent)."""
         global _current
         if self._owns_group and dist.is_initialized():
+            # Barrier first: no rank closes its sockets while a peer's last collective is in
+            # flight. gc after destroy: process groups no longer referenced are destructed
+            # (their gloo threads joined) while the interpreter is alive, not during
+            # finalization, where a gloo thread that needs the GIL aborts the process.
+            with contextlib.suppress(RuntimeError):
+                dist.barrier()
             dist.destroy_process_group()
+            gc.collect()
         self._owns_group = False
         if _current is self:
             _current = None

@@ -66,3 +66,12 @@ def _main() -> None:
 
 if __name__ == "__main__":
     _main()
+
+
+def free_port() -> int:
+    """A free 127.0.0.1 port (as the port_factory fixture; usable from module-scoped fixtures)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -1,0 +1,41 @@
+"""Metric lines: format, parse, and SageMaker regexes that really match them."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+
+from sm_dist.errors import ConfigError
+from sm_dist.metric_format import format_line, metric_definitions, parse_line
+
+
+def test_line_round_trips() -> None:
+    line = format_line(12, {"loss": 0.43123456789, "lr": 1e-3, "tokens": 4096, "grad_norm": float("nan")})
+    assert line == "[sm_dist] step=12 loss=0.431235 lr=0.001 tokens=4096 grad_norm=nan"
+    parsed = parse_line(line)
+    assert parsed["step"] == 12 and parsed["loss"] == 0.431235 and parsed["tokens"] == 4096
+    assert math.isnan(parsed["grad_norm"])
+    assert parse_line("epoch 3 loss=0.1") is None
+    assert parse_line("[sm_dist] loss=0.1") is None  # no step
+
+
+def test_metric_definitions_capture_each_value_and_not_a_similar_name() -> None:
+    line = format_line(7, {"val_loss": 2.5, "loss": 1.25e-7, "lr": 3e-4})
+    defs = {d["Name"]: d["Regex"] for d in metric_definitions(["loss", "val_loss", "lr"])}
+    assert list(defs) == ["step", "loss", "val_loss", "lr"]
+    got = {name: float(re.search(rx, line).group(1)) for name, rx in defs.items()}
+    assert got == {"step": 7.0, "loss": 1.25e-7, "val_loss": 2.5, "lr": 3e-4}
+    assert re.search(defs["loss"], "INFO some other line loss=3") is None
+
+
+def test_limits_and_bad_names() -> None:
+    with pytest.raises(ConfigError, match="at most 40"):
+        metric_definitions([f"m{i}" for i in range(40)])
+    with pytest.raises(ConfigError, match="metric name"):
+        format_line(1, {"bad name": 1.0})
+    with pytest.raises(ConfigError, match="step"):
+        format_line(1, {"step": 2})
+    with pytest.raises(ConfigError, match="metric value"):
+        format_line(1, {"loss": "high"})
