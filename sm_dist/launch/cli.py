@@ -113,7 +113,7 @@ def run_fit(args: argparse.Namespace) -> int:
         print(result.plan)
         print(f"\nlaunched {result.name}; follow it with: sm-dist logs {result.name} --follow")
     if args.wait:
-        return _TERMINAL_EXIT.get(result.wait().status, 1)
+        return _TERMINAL_EXIT.get(result.wait(out=sys.stderr if args.json else sys.stdout).status, 1)
     return 0
 
 

@@ -78,6 +78,9 @@ class JobCost:
 
         return render_cost(self)
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
+
 
 class Job:
     """A SageMaker training job launched by (or attached to) sm_dist."""
@@ -134,8 +137,9 @@ class Job:
 
     def wait(self, *, poll_s: float = WAIT_POLL_S, timeout_s: float | None = None, progress: bool = True,
              out: TextIO | None = None, sleep: Callable[[float], None] = time.sleep) -> JobStatus:
-        """Block until the job ends; print each status change (terminal and notebook alike)."""
-        stream = out or sys.stderr
+        """Block until the job ends; print each status change to `out` (default stdout, which a
+        notebook shows under the cell and a terminal as lines)."""
+        stream = out or sys.stdout
         start, last = time.monotonic(), None
         while True:
             current = self.status()

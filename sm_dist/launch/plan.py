@@ -29,7 +29,7 @@ from sm_dist.vocab import Strategy
 BASE_ENVIRONMENT = {"PYTHONPATH": request_mod.CODE_DIR, "PYTHONUNBUFFERED": "1"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Plan:
     """Everything `fit` will do, as a value. Build it with `sm_dist.plan(...)`."""
 
@@ -80,6 +80,14 @@ class Plan:
         from sm_dist.launch.report import render_plan
 
         return render_plan(self)
+
+    def __repr__(self) -> str:
+        return (f"Plan({self.job_name!r}, {self.instance_count} × {self.instance_type}, "
+                f"strategy={self.strategy.value!r}, {len(self.bundle.files)} files, {len(self.warnings)} warnings)")
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython/Jupyter: show the rendered plan, not the field dump."""
+        printer.text(str(self))
 
 
 def new_job_name(base: str, now: float | None = None) -> str:

@@ -10,6 +10,7 @@ job's region and the role passes the SDK's validation (read-only calls).
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import re
 from collections.abc import Mapping
@@ -20,9 +21,17 @@ from sm_dist.vocab import Strategy, did_you_mean
 
 _log = logging.getLogger(__name__)
 
-#: Hyperparameter names that look like credentials: they would be stored in the job description
-#: and in /opt/ml/input/config/hyperparameters.json in clear text.
-SECRET_NAME = re.compile(r"(_KEY$|^KEY$|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
+#: Hyperparameter names that look like credentials (they would be stored in the job description
+#: and in /opt/ml/input/config/hyperparameters.json in clear text): `*_KEY`, and a name part
+#: (split at _ - .) ending in "token" or containing "secret", "password", "passwd", "credential".
+#: Matching parts, not substrings, lets `max_tokens` and `tokenizer` through.
+SECRET_SUFFIX = re.compile(r"[_\-.]key$", re.IGNORECASE)
+SECRET_PART = re.compile(r"(token$|secret|password|passwd|credential)", re.IGNORECASE)
+
+
+def looks_secret(name: str) -> bool:
+    """True for hyperparameter names like hf_token, wandb_api_key, db-password, client_secret."""
+    return bool(SECRET_SUFFIX.search(name)) or any(SECRET_PART.search(part) for part in re.split(r"[_\-.]", name))
 #: Script flags are built from the names: `--<name> <value>`.
 HP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,255}")
 #: API limits (botocore sagemaker model: HyperParameters ≤100 entries, values ≤2500 chars;
@@ -101,13 +110,13 @@ def check_hyperparameters(hps: Mapping[str, Any]) -> None:
     for name, value in hps.items():
         if not HP_NAME.fullmatch(str(name)):
             raise ConfigError(f"hyperparameters.{name}", value, "names become --flags: letters, digits, _ . -")
-        if SECRET_NAME.search(str(name)):
+        if looks_secret(str(name)):
             raise ConfigError(
                 f"hyperparameters.{name}", "***",
                 "looks like a secret; hyperparameters are stored in clear text in the job description. "
                 "Read it from AWS Secrets Manager in the script, or pass a non-secret reference",
             )
-        text = value if isinstance(value, str) else repr(value)
+        text = value if isinstance(value, str) else json.dumps(value)  # what HyperParameters will hold
         if "'" in text:
             # SageMaker's container driver writes hyperparameters into a shell file as
             # export KEY='value' without escaping (FACTS.md §1.2): a quote kills the container.

@@ -70,3 +70,20 @@ def test_good_call_does_create(aws: str, source_dir: Path) -> None:
     job = sm_dist.fit("train.py", wait=False, source_dir=str(source_dir), **GOOD)
     buckets, jobs, objects = _state()
     assert jobs == [job.name] and objects == len(job.plan.bundle.files)
+
+
+@pytest.mark.parametrize(("name", "secret"), [
+    ("hf_token", True), ("wandb_api_key", True), ("db-password", True), ("client_secret", True),
+    ("AWS_SECRET_ACCESS_KEY", True), ("githubtoken", True), ("max_tokens", False), ("tokenizer", False),
+    ("keyframes", False), ("lr", False),
+])
+def test_secret_names(name: str, secret: bool) -> None:
+    from sm_dist.launch.preflight import looks_secret
+
+    assert looks_secret(name) is secret
+
+
+def test_structured_values_are_not_mistaken_for_quotes() -> None:
+    from sm_dist.launch.preflight import check_hyperparameters
+
+    check_hyperparameters({"layers": [1, 2], "opt": {"betas": [0.9, 0.95]}, "name": "run-1"})
