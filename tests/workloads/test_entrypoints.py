@@ -40,7 +40,7 @@ def test_cnn_same_seed_same_model(torchrun, tmp_path: Path) -> None:
     assert a.sha == b.sha
 
 
-def test_cnn_single_process_other_seed(tmp_path: Path) -> None:
+def test_cnn_single_process(tmp_path: Path) -> None:
     argv = [sys.executable, str(ENTRYPOINTS / "cnn.py"), "--steps", "3", "--batch-size", "16", "--seed", "8",
             "--model-dir", str(tmp_path / "m")]
     proc = subprocess.run(argv, capture_output=True, text=True, env=worker_env(), timeout=HANG_GUARD_S, check=False)

@@ -101,3 +101,25 @@ def test_bad_learning_rate() -> None:
     with pytest.raises(ConfigError) as err:
         adamw(0.0)
     assert err.value.field == "lr"
+
+
+@pytest.mark.parametrize("strategy", ["fsdp", "zero1"])
+def test_gpt_resume_under_sharded_strategies(tmp_path: Path, strategy: str) -> None:
+    """The DCP (fsdp) and consolidated (zero1) checkpoint paths through the loop, with dropout."""
+    from sm_dist.runtime.models.gpt import GPT, GPTConfig
+    from sm_dist.runtime.models.synthetic import TokenWindows, synthetic_tokens
+    from sm_dist.runtime.train import next_token_loss
+
+    cfg = GPTConfig(n_layer=2, n_embd=32, n_head=2, seq_len=16, dropout=0.1)
+    work = Workload(build_model=lambda: GPT(cfg), dataset=TokenWindows(synthetic_tokens(2000, vocab_size=256), 16),
+                    loss=next_token_loss, optimizer=adamw(1e-3))
+
+    def run(tag: str, steps: int, ckpt: Path | None = None):
+        config = TrainConfig(steps=steps, batch_size=8, model_dir=str(tmp_path / tag))
+        with runtime.init(strategy, "fp32", 0, environ={}) as ctx:
+            checkpointer = Checkpointer(ctx, mode="local", local_path=str(ckpt), interval_steps=2) if ckpt else None
+            return fit(ctx, work, config, checkpointer)
+
+    straight = run("s", 6)
+    run("r", 3, tmp_path / "ck")
+    assert run("r", 6, tmp_path / "ck").model_sha256 == straight.model_sha256
