@@ -103,7 +103,7 @@ def test_crash_while_saving_resumes_from_previous_commit(kit, tmp_path, fault, c
 def test_fsdp_checkpoint_saved_at_world_size_4_loads_at_2(kit, tmp_path):
     ckpt = tmp_path / "ckpt"
     args = ["--strategy", "fsdp", "--uri", str(ckpt), "--steps", "3", "--interval", "3"]
-    run = kit.spawn(4, [*args, "--out", str(tmp_path / "ws4.jsonl")])
+    run = kit.spawn(4, [*args, "--out", str(tmp_path / "ws4.jsonl"), "--async-save"])  # DCP in the background
     assert run.wait() == [0] * 4, run.output[-4000:]
     manifest = json.loads((ckpt / step_dirname(3) / MANIFEST_NAME).read_text())
     assert manifest["sharded"] and manifest["world_size"] == 4

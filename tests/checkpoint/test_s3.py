@@ -131,3 +131,15 @@ def test_faults_can_be_switched_from_another_process(endpoint, bucket):
     boto3.client("s3").head_bucket(Bucket=bucket)  # retried through both SlowDowns
     stats = fault_stats(endpoint.url)
     assert stats["injected"] - before == 2 and stats["kind"] is None
+
+
+def test_unreachable_s3_at_resume_is_an_error_not_a_fresh_start(endpoint, bucket):
+    model, optimizer = _model()
+    with Checkpointer(storage=_storage(bucket)) as ckpt:
+        ckpt.save(1, model=model, optimizer=optimizer)
+    ckpt = Checkpointer(storage=_storage(bucket, max_attempts=1))
+    endpoint.set_faults("500", seconds=600)
+    with pytest.raises(CheckpointError, match="cannot look for checkpoints"):
+        ckpt.resume(model=model, optimizer=optimizer)  # starting over would silently lose the run
+    endpoint.set_faults(None)
+    ckpt.close()

@@ -222,9 +222,16 @@ class Checkpointer:
         if self.storage is None:
             return None
         self.wait()
-        choice = [select_checkpoint(self.storage) if self.rank == 0 else None]
+        choice: list[Any] = [None]
+        if self.rank == 0:
+            try:
+                choice = [select_checkpoint(self.storage)]
+            except CheckpointError as exc:  # e.g. S3 unreachable: every rank must hear of it
+                choice = [str(exc)]
         if self._group.pg is not None:
             dist.broadcast_object_list(choice, src=0, group=self._group.pg)
+        if isinstance(choice[0], str):
+            raise CheckpointError(f"cannot look for checkpoints in {self.storage.uri}: {choice[0]}")
         if choice[0] is None:
             _log.info("no committed checkpoint in %s; starting from scratch", self.storage.uri)
             return None
