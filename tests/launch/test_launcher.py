@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sm_dist.jobspec import EXIT_INTERRUPTED, JobSpec
-from sm_dist.runtime import launcher
+from sm_dist.runtime import launcher, launcher_env
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -78,24 +78,38 @@ def wait_for(paths: list[Path], proc: subprocess.Popen[str]) -> None:
 def test_natural_host_order_and_rank(tmp_path: Path) -> None:
     spec = JobSpec(entry="train.py")
     root = make_host(tmp_path, "algo-2", ["algo-10", "algo-2", "algo-1"], spec)
-    topo = launcher.read_topology(root, {}, spec, num_gpus=8)
+    topo = launcher_env.read_topology(root, {}, spec, num_gpus=8)
     assert topo.hosts == ("algo-1", "algo-2", "algo-10")
     assert (topo.node_rank, topo.rdzv_host, topo.rdzv_port, topo.nproc_per_node) == (1, "algo-1", 29400, 8)
-    argv = launcher.torchrun_argv(topo, JobSpec(entry="train.py", max_restarts=2, hyperparameters={"lr": 0.1}), root / "input/data/code", "job")
+    argv = launcher_env.torchrun_argv(topo, JobSpec(entry="train.py", max_restarts=2, hyperparameters={"lr": 0.1}), root / "input/data/code", "job")
     assert "--rdzv-endpoint=algo-1:29400" in argv and "--rdzv-conf=is_host=false" in argv
-    assert "--max-restarts=2" in argv and "--nnodes=3" in argv
+    assert "--max-restarts=2" in argv and "--nnodes=3" in argv and "--local-addr=algo-2" in argv
     assert argv[-3:] == [str(root / "input/data/code/train.py"), "--lr", "0.1"]
+
+
+def test_network_environment_follows_the_instance(tmp_path: Path) -> None:
+    spec = JobSpec(entry="train.py")
+    root = make_host(tmp_path, "algo-1", ["algo-1", "algo-2"], spec)
+    config = root / "input/config/resourceconfig.json"
+    config.write_text(json.dumps({"current_host": "algo-1", "hosts": ["algo-1", "algo-2"],
+                                  "current_instance_type": "ml.p4d.24xlarge", "network_interface_name": "eth1"}))
+    topo = launcher_env.read_topology(root, {}, spec, num_gpus=8)
+    env = launcher_env.worker_env({"FI_PROVIDER": "mine"}, topo, root, root / "input/data/code", root / "m")
+    assert env["NCCL_SOCKET_IFNAME"] == "eth1" and env["FI_EFA_USE_DEVICE_RDMA"] == "1"
+    assert env["FI_PROVIDER"] == "mine"  # the container's own settings win
+    local = launcher_env.read_topology(root, {"SM_DIST_RDZV_HOST": "127.0.0.1"}, spec, num_gpus=0)
+    assert (local.rdzv_host, local.local_addr) == ("127.0.0.1", "127.0.0.1")
 
 
 def test_nproc_precedence(tmp_path: Path) -> None:
     root = make_host(tmp_path, "algo-1", ["algo-1"], JobSpec(entry="train.py"))
-    assert launcher.read_topology(root, {}, JobSpec(entry="t.py"), 0).nproc_per_node == 1
-    assert launcher.read_topology(root, {}, JobSpec(entry="t.py", nproc_per_node=3), 8).nproc_per_node == 3
-    assert launcher.read_topology(root, {"SM_DIST_NPROC_PER_NODE": "2"}, JobSpec(entry="t.py", nproc_per_node=3), 8).nproc_per_node == 2
+    assert launcher_env.read_topology(root, {}, JobSpec(entry="t.py"), 0).nproc_per_node == 1
+    assert launcher_env.read_topology(root, {}, JobSpec(entry="t.py", nproc_per_node=3), 8).nproc_per_node == 3
+    assert launcher_env.read_topology(root, {"SM_DIST_NPROC_PER_NODE": "2"}, JobSpec(entry="t.py", nproc_per_node=3), 8).nproc_per_node == 2
 
 
 def test_function_entry_runs_through_run_function(tmp_path: Path) -> None:
-    argv = launcher.script_argv(JobSpec(entry="pkg.mod:main"), tmp_path)
+    argv = launcher_env.script_argv(JobSpec(entry="pkg.mod:main"), tmp_path)
     assert argv[0].endswith("run_function.py") and argv[1] == "pkg.mod:main"
 
 

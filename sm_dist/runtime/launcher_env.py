@@ -1,0 +1,201 @@
+"""Where this host sits in the job and how torchrun is started: the launcher's pure parts.
+
+`read_topology` turns ``input/config/resourceconfig.json`` (under $SM_DIST_OPT_ML) and the
+overrides into a frozen `Topology`; `torchrun_argv` and `worker_env` build the command and the
+environment from it. Standard library only (the container runs this before torch). Overrides:
+SM_DIST_RDZV_HOST / SM_DIST_RDZV_PORT (rendezvous; local mode: 127.0.0.1 and a free port),
+SM_DIST_LOCAL_ADDR (how other hosts reach this one), SM_DIST_NPROC_PER_NODE.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from sm_dist._resources import resource_dir
+from sm_dist.jobspec import INTERRUPT_MARKER_ENV, JOB_SPEC_ENV, JOB_SPEC_FILENAME, JobSpec, entry_is_function
+
+_log = logging.getLogger("sm_dist.launcher")
+
+DEFAULT_OPT_ML = "/opt/ml"
+#: torchrun's own default port for c10d rendezvous (torch/distributed/run.py docs).
+DEFAULT_RDZV_PORT = 29400
+#: SageMaker sends SIGKILL 120 s after SIGTERM (FACTS.md §1.3); torchrun waits this long for
+#: the workers to commit their checkpoint before it kills them, leaving 20 s for the rest.
+SHUTDOWN_TIMEOUT_S = 100
+#: "Hostname information may not be immediately available" (FACTS.md §1.1): retry resolution.
+HOST_RESOLVE_TIMEOUT_S = 600
+HOST_RESOLVE_INTERVAL_S = 2.0
+#: What SageMaker's own torchrun driver sets for EFA (FACTS.md §1.2, torchrun_driver.setup_env):
+#: FI_PROVIDER=efa on these types, plus FI_EFA_USE_DEVICE_RDMA=1 and RDMAV_FORK_SAFE=1 on the RDMA ones.
+EFA_TYPES = ("ml.g4dn.8xlarge", "ml.g4dn.12xlarge", "ml.g5.48xlarge", "ml.p3dn.24xlarge", "ml.p4d.24xlarge",
+             "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.trn1.32xlarge")
+RDMA_TYPES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.trn1.32xlarge")
+
+
+class LaunchFailure(Exception):
+    """The container is not set up as the launcher expects (reported via output/failure)."""
+
+
+@dataclass(frozen=True)
+class Topology:
+    """This host's place in the job, from resourceconfig.json and the overrides."""
+
+    hosts: tuple[str, ...]
+    current_host: str
+    node_rank: int
+    rdzv_host: str
+    rdzv_port: int
+    nproc_per_node: int
+    num_gpus: int
+    local_addr: str
+    """How the other hosts reach this one (torchrun --local-addr; else it uses the FQDN, which
+    need not resolve across a cluster whose image entrypoint did not set the hostname)."""
+    instance_type: str | None = None
+    interface: str | None = None
+
+    @property
+    def nnodes(self) -> int:
+        return len(self.hosts)
+
+
+def natural_key(name: str) -> tuple[object, ...]:
+    """Sort key ordering embedded numbers numerically: algo-2 < algo-10."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+
+
+def count_gpus() -> int:
+    """GPUs on this host, counted as SageMaker's own driver does (`nvidia-smi --list-gpus`)."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return 0
+    try:
+        out = subprocess.run([exe, "--list-gpus"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.stdout.splitlines() if line.strip().startswith("GPU"))
+
+
+def read_topology(root: Path, env: Mapping[str, str], spec: JobSpec, num_gpus: int) -> Topology:
+    """Hosts, rank and rendezvous endpoint of this host."""
+    path = root / "input" / "config" / "resourceconfig.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+        hosts = tuple(sorted(config["hosts"], key=natural_key))
+        current = config["current_host"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise LaunchFailure(f"cannot read {path}: {exc}") from None
+    if current not in hosts:
+        raise LaunchFailure(f"current_host {current!r} is not in hosts {list(hosts)} ({path})")
+    nproc = env.get("SM_DIST_NPROC_PER_NODE") or spec.nproc_per_node or num_gpus or 1
+    rdzv_override = env.get("SM_DIST_RDZV_HOST")  # local mode: every "host" is this machine
+    return Topology(
+        hosts=hosts, current_host=current, node_rank=hosts.index(current),
+        rdzv_host=rdzv_override or hosts[0], rdzv_port=int(env.get("SM_DIST_RDZV_PORT") or DEFAULT_RDZV_PORT),
+        nproc_per_node=int(nproc), num_gpus=num_gpus,
+        local_addr=env.get("SM_DIST_LOCAL_ADDR") or rdzv_override or current,
+        instance_type=config.get("current_instance_type"), interface=config.get("network_interface_name"),
+    )
+
+
+def script_argv(spec: JobSpec, code_dir: Path) -> list[str]:
+    """The training script and its arguments: the entry, then `--key value` per hyperparameter."""
+    if entry_is_function(spec.entry):
+        runner = code_dir / "sm_dist" / "_entrypoints" / "run_function.py"
+        if not runner.is_file():  # editable install / source checkout
+            runner = resource_dir("entrypoints") / "run_function.py"
+        argv = [str(runner), spec.entry]
+    else:
+        script = code_dir / spec.entry
+        if not script.is_file():
+            raise LaunchFailure(f"entry script {spec.entry!r} not found in the code dir {code_dir}")
+        argv = [str(script)]
+    for key, value in spec.hyperparameters.items():
+        argv += [f"--{key}", value]
+    return argv
+
+
+def torchrun_argv(topo: Topology, spec: JobSpec, code_dir: Path, run_id: str) -> list[str]:
+    """`python -m torch.distributed.run …` for this host."""
+    return [
+        sys.executable, "-m", "torch.distributed.run",
+        f"--nnodes={topo.nnodes}",
+        f"--nproc-per-node={topo.nproc_per_node}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={topo.rdzv_host}:{topo.rdzv_port}",
+        f"--rdzv-id={run_id}",
+        # Name the store host explicitly: hostname matching fails when every host is 127.0.0.1.
+        f"--rdzv-conf=is_host={'true' if topo.node_rank == 0 else 'false'}",
+        f"--local-addr={topo.local_addr}",
+        f"--max-restarts={spec.max_restarts}",
+        *script_argv(spec, code_dir),
+    ]
+
+
+def worker_env(env: Mapping[str, str], topo: Topology, root: Path, code_dir: Path, marker: Path) -> dict[str, str]:
+    """torchrun's environment: the container's plus sm_dist's and SageMaker-style variables."""
+    out = dict(env)
+    out[JOB_SPEC_ENV] = str(code_dir / JOB_SPEC_FILENAME)
+    out[INTERRUPT_MARKER_ENV] = str(marker)
+    out["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
+    out.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", str(SHUTDOWN_TIMEOUT_S))
+    out.setdefault("PYTHONUNBUFFERED", "1")
+    out["PYTHONPATH"] = os.pathsep.join(p for p in (str(code_dir), env.get("PYTHONPATH", "")) if p)
+    # Scripts written for SageMaker read these; its own driver (not used here) would set them.
+    compat = {
+        "SM_HOSTS": json.dumps(list(topo.hosts)),
+        "SM_CURRENT_HOST": topo.current_host,
+        "SM_HOST_COUNT": str(topo.nnodes),
+        "SM_CURRENT_HOST_RANK": str(topo.node_rank),
+        "SM_NUM_GPUS": str(topo.num_gpus),
+        "SM_MODEL_DIR": str(root / "model"),
+        "SM_OUTPUT_DIR": str(root / "output"),
+        "SM_OUTPUT_DATA_DIR": str(root / "output" / "data"),
+        "SM_INPUT_DIR": str(root / "input"),
+        "SM_INPUT_CONFIG_DIR": str(root / "input" / "config"),
+    }
+    if topo.interface:  # as SageMaker's driver does; gloo picks its interface from the hostname
+        out.setdefault("NCCL_SOCKET_IFNAME", topo.interface)
+    if topo.instance_type in EFA_TYPES:
+        out.setdefault("FI_PROVIDER", "efa")
+    if topo.instance_type in RDMA_TYPES:
+        out.setdefault("FI_EFA_USE_DEVICE_RDMA", "1")
+        out.setdefault("RDMAV_FORK_SAFE", "1")
+    channels = _channels(root)
+    compat["SM_CHANNELS"] = json.dumps(channels)
+    compat.update({f"SM_CHANNEL_{c.upper()}": str(root / "input" / "data" / c) for c in channels})
+    for key, value in compat.items():
+        out.setdefault(key, value)
+    return out
+
+
+def _channels(root: Path) -> list[str]:
+    try:
+        data = json.loads((root / "input" / "config" / "inputdataconfig.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return sorted(data) if isinstance(data, dict) else []
+
+
+def wait_for_host(host: str, timeout: float = HOST_RESOLVE_TIMEOUT_S) -> None:
+    """Block until `host` resolves: SageMaker hosts may not be resolvable at start."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.getaddrinfo(host, None)
+            return
+        except OSError as exc:
+            if time.monotonic() >= deadline:
+                raise LaunchFailure(f"rendezvous host {host!r} did not resolve in {timeout:.0f} s: {exc}") from None
+            _log.info("waiting for %s to resolve (%s)", host, exc)
+            time.sleep(HOST_RESOLVE_INTERVAL_S)
