@@ -70,11 +70,7 @@ class Group:
 def write_checkpoint(payload: SavePayload, storage: Storage, group: Group, faults: FaultHook,
                      keep: int | None) -> Manifest:
     """Steps (1)-(3) above; every rank calls it. Raises CheckpointError on every rank on failure."""
-    problem = _clear_stale(storage, payload.step) if group.rank == 0 else None
-    problem = _broadcast(problem, group)  # nobody publishes before an old folder is gone
-    if problem:
-        raise CheckpointError(f"checkpoint of step {payload.step} was not started: {problem}")
-    stage = storage.stage_dir(payload.step, group.rank)
+    stage = _prepare(payload.step, storage, group)
     entries: dict[str, FileEntry] = {}
     error = None
     try:
@@ -99,15 +95,27 @@ def write_checkpoint(payload: SavePayload, storage: Storage, group: Group, fault
     return manifest
 
 
-def _clear_stale(storage: Storage, step: int) -> str | None:
-    """Delete a commit of `step` left by an abandoned timeline (we resumed from an older step)."""
+def _prepare(step: int, storage: Storage, group: Group) -> Path:
+    """Rank 0 removes a stale commit of `step`; every rank gets a staging folder. All ranks learn
+    of any failure here, so none is left waiting in the collectives of the write."""
+    problem = None
     try:
-        if storage.read_manifest(step) is not None:
-            _log.warning("replacing %s/%s from an earlier attempt", storage.uri, step_dirname(step))
-            storage.delete(step)
-    except (CheckpointError, OSError) as exc:
-        return str(exc)
-    return None
+        if group.rank == 0:
+            _clear_stale(storage, step)
+        stage = storage.stage_dir(step, group.rank)
+    except Exception as exc:  # noqa: BLE001 - reported to every rank below
+        problem = f"rank {group.rank}: {exc}"
+    problems = [p for p in _gather(problem, group) if p]
+    if problems:
+        raise CheckpointError(f"checkpoint of step {step} was not started: {'; '.join(problems)}")
+    return stage
+
+
+def _clear_stale(storage: Storage, step: int) -> None:
+    """Delete a commit of `step` left by an abandoned timeline (we resumed from an older step)."""
+    if storage.read_manifest(step) is not None:
+        _log.warning("replacing %s/%s from an earlier attempt", storage.uri, step_dirname(step))
+        storage.delete(step)
 
 
 def _write_files(payload: SavePayload, stage: Path, group: Group) -> None:
@@ -146,8 +154,8 @@ def _commit(payload: SavePayload, storage: Storage, group: Group, faults: FaultH
     text = manifest.to_json()
     try:
         storage.commit(payload.step, text, midway=lambda: faults.midway_commit(payload.step))
-    except CheckpointError as exc:
-        return {"error": str(exc), "manifest": None}
+    except Exception as exc:  # noqa: BLE001 - every rank must hear the outcome
+        return {"error": f"commit: {exc}", "manifest": None}
     _log.info("checkpoint step %d committed to %s/%s", payload.step, storage.uri, step_dirname(payload.step))
     return {"error": None, "manifest": text}
 
