@@ -32,6 +32,8 @@ DEFAULT_FILES = (
 )
 #: A single file above this is left out with a warning: code is small; data goes through S3.
 LARGE_FILE_BYTES = 10 * 2**20
+#: More files than this means source_dir is not a project (a home folder, a dataset): refuse.
+MAX_FILES = 5000
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,9 @@ def walk_source(source_dir: Path, rules: IgnoreRules) -> tuple[list[tuple[str, P
                     )
                 else:
                     keep.append((rel, child))
+        if len(keep) > MAX_FILES:
+            raise ConfigError("source_dir", str(source_dir), f"holds more than {MAX_FILES} files to upload; point it at "
+                              f"the project folder or list what to leave out in {IGNORE_FILE}")
     return sorted(keep), warnings
 
 

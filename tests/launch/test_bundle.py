@@ -74,3 +74,13 @@ def test_entry_resolution(source_dir: Path) -> None:
         resolve_entry("trian.py", source_dir, False)
     with pytest.raises(ConfigError):
         resolve_entry("../x.py", source_dir, False)
+
+
+def test_a_folder_that_is_not_a_project_is_refused(tmp_path: Path, monkeypatch) -> None:
+    from sm_dist.launch import ignore
+
+    monkeypatch.setattr(ignore, "MAX_FILES", 3)
+    for i in range(5):
+        (tmp_path / f"f{i}.py").write_text("")
+    with pytest.raises(ConfigError, match="more than 3 files"):
+        collect_bundle(tmp_path, SPEC)
