@@ -178,7 +178,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 return
             if fault is not None:
                 status, code, message = _ERROR_BODY[fault]
-                xml = f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{code}</Code><Message>{message}</Message></Error>"
+                xml = (f"<?xml version='1.0' encoding='UTF-8'?>"
+                       f"<Error><Code>{code}</Code><Message>{message}</Message></Error>")
                 self._reply(status, xml.encode(), [("Content-Type", "application/xml")])
                 return
             self._forward(body)

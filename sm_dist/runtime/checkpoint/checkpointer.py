@@ -19,7 +19,8 @@ import torch.distributed as dist
 from sm_dist.errors import CheckpointError
 from sm_dist.runtime.checkpoint.config import CheckpointConfig, open_storage, run_identity
 from sm_dist.runtime.checkpoint.faults import FaultHook, parse_faults
-from sm_dist.runtime.checkpoint.load import ResumeState, load_model_state, needed_files, restore_common, select_checkpoint
+from sm_dist.runtime.checkpoint.load import (ResumeState, load_model_state, needed_files, restore_common,
+                                             select_checkpoint)
 from sm_dist.runtime.checkpoint.manifest import Manifest
 from sm_dist.runtime.checkpoint.payload import collect_payload
 from sm_dist.runtime.checkpoint.save import Group, write_checkpoint
