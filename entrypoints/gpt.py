@@ -10,9 +10,17 @@ a folder such as a SageMaker channel (/opt/ml/input/data/train), one token per b
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
+
+try:
+    import sm_dist  # noqa: F401
+except ImportError:
+    # SageMaker's torchrun driver runs `cd <code dir>; torchrun <script>`, so sys.path[0] is this
+    # script's folder: add the code dir (cwd) and the bundle root (sm_dist/_entrypoints/../..).
+    sys.path[:0] = [os.getcwd(), str(Path(__file__).resolve().parents[2])]
 
 from sm_dist.runtime.entry import run_entrypoint
 

@@ -10,8 +10,17 @@ most SMALL_INPUT_MAX_SIDE pixels use the 3x3 CIFAR-style stem.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 from typing import Any
+
+try:
+    import sm_dist  # noqa: F401
+except ImportError:
+    # SageMaker's torchrun driver runs `cd <code dir>; torchrun <script>`, so sys.path[0] is this
+    # script's folder: add the code dir (cwd) and the bundle root (sm_dist/_entrypoints/../..).
+    sys.path[:0] = [os.getcwd(), str(Path(__file__).resolve().parents[2])]
 
 from sm_dist.runtime.entry import run_entrypoint
 

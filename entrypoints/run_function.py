@@ -10,7 +10,16 @@ argument the entry comes from the job spec (SM_DIST_JOB_SPEC), as sm_dist's laun
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
+
+try:
+    import sm_dist  # noqa: F401
+except ImportError:
+    # SageMaker's torchrun driver runs `cd <code dir>; torchrun <script>`, so sys.path[0] is this
+    # script's folder: add the code dir (cwd) and the bundle root (sm_dist/_entrypoints/../..).
+    sys.path[:0] = [os.getcwd(), str(Path(__file__).resolve().parents[2])]
 
 from sm_dist.runtime.function_entry import run
 
