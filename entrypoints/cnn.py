@@ -27,12 +27,14 @@ from sm_dist.runtime.entry import run_entrypoint
 
 
 def add_flags(group: Any) -> None:
+    """The CNN's own flags."""
     group.add_argument("--dataset-size", type=int, default=2048, help="synthetic samples (default 2048)")
     group.add_argument("--dropout", type=float, default=0.0, help="dropout probability (default 0)")
     group.add_argument("--hidden", type=int, default=64, help="width of the first linear layer (default 64)")
 
 
 def workload(args: argparse.Namespace, ctx: Any) -> Any:
+    """SimpleCNN on MNIST-shaped data seeded like the run (built after runtime.init)."""
     from sm_dist.runtime.models.cnn import SimpleCNN
     from sm_dist.runtime.models.synthetic import MnistLike
     from sm_dist.runtime.train import Workload, adamw, classification_loss

@@ -26,6 +26,7 @@ from sm_dist.runtime.entry import run_entrypoint
 
 
 def add_flags(group: Any) -> None:
+    """The GPT's shape and data flags."""
     group.add_argument("--n-layer", type=int, default=2, help="transformer blocks (default 2)")
     group.add_argument("--n-embd", type=int, default=64, help="hidden size (default 64)")
     group.add_argument("--n-head", type=int, default=4, help="attention heads (default 4)")
@@ -54,6 +55,7 @@ def _tokens(args: argparse.Namespace, seed: int) -> Any:
 
 
 def workload(args: argparse.Namespace, ctx: Any) -> Any:
+    """GPT-2-style LM on windows of the token stream (built after runtime.init)."""
     from sm_dist.runtime.models.gpt import GPT, GPTConfig
     from sm_dist.runtime.models.synthetic import TokenWindows
     from sm_dist.runtime.train import Workload, adamw, next_token_loss

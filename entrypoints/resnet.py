@@ -29,6 +29,7 @@ SMALL_INPUT_MAX_SIDE = 64
 
 
 def add_flags(group: Any) -> None:
+    """The ResNet's own flags."""
     group.add_argument("--dataset-size", type=int, default=512, help="synthetic images (default 512)")
     group.add_argument("--resolution", type=int, default=32, help="image side in pixels (default 32; ImageNet 224)")
     group.add_argument("--num-classes", type=int, default=10, help="classes (default 10; ImageNet 1000)")
@@ -36,6 +37,7 @@ def add_flags(group: Any) -> None:
 
 
 def workload(args: argparse.Namespace, ctx: Any) -> Any:
+    """ResNet-18 on ImageNet-shaped data seeded like the run (built after runtime.init)."""
     from sm_dist.runtime.models.resnet import ResNet18
     from sm_dist.runtime.models.synthetic import ImageNetLike
     from sm_dist.runtime.train import Workload, adamw, classification_loss

@@ -167,6 +167,7 @@ class _Loop:
         self.logged_step = 0
 
     def step(self, group: list[Any], step: int) -> None:
+        """Forward/backward every micro-batch (gradient sync on the last only), clip, step."""
         ctx, model = self.ctx, self.model
         for i, batch in enumerate(group):
             batch = [t.to(ctx.device, non_blocking=True) for t in batch]
