@@ -182,7 +182,11 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                        f"<Error><Code>{code}</Code><Message>{message}</Message></Error>")
                 self._reply(status, xml.encode(), [("Content-Type", "application/xml")])
                 return
-            self._forward(body)
+            try:
+                self._forward(body)
+            except (OSError, http.client.HTTPException) as exc:  # moto stopped or broke the connection
+                self.close_connection = True
+                self._reply(502, f"upstream S3 endpoint failed: {exc}".encode())
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
 
