@@ -85,3 +85,14 @@ def test_gpt_rejects_inputs_longer_than_context() -> None:
     model = GPT(GPTConfig(seq_len=8))
     with pytest.raises(ConfigError):
         model(torch.zeros(1, 9, dtype=torch.long))
+
+
+@pytest.mark.parametrize(("layers", "hidden", "heads", "vocab", "seq_len"), [(2, 64, 4, 256, 64), (3, 96, 3, 1000, 32)])
+def test_gpt_matches_the_estimators_gpt2_formula(layers: int, hidden: int, heads: int, vocab: int, seq_len: int) -> None:
+    """measure-memory builds this model from estimator shapes: both must count the same parameters."""
+    from sm_dist.estimator.models import gpt2_params
+
+    cfg = GPTConfig.from_shape(layers=layers, hidden=hidden, heads=heads, vocab=vocab, seq_len=seq_len)
+    with torch.device("meta"):
+        model = GPT(cfg)
+    assert model.num_params() == gpt2_params(layers, hidden, vocab, seq_len)
