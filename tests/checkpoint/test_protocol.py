@@ -47,15 +47,19 @@ def _same(a: nn.Module, b: nn.Module) -> bool:
 def test_resume_restores_everything_and_continues_bit_identically(tmp_path):
     model, optimizer, scheduler = _setup()
     _train(model, optimizer, scheduler, 3)
+    scaler = torch.amp.GradScaler("cpu", init_scale=512.0)
     with Checkpointer(uri=str(tmp_path), mode="local") as ckpt:
-        ckpt.save(3, model=model, optimizer=optimizer, scheduler=scheduler, epoch=1, extras={"tokens": 123})
+        ckpt.save(3, model=model, optimizer=optimizer, scheduler=scheduler, scaler=scaler, epoch=1,
+                  extras={"tokens": 123, "history": [torch.arange(3), {"best": 0.5}]})
     expected = _train(model, optimizer, scheduler, 3)
 
     random.seed(99), np.random.seed(99), torch.manual_seed(99)  # resume must put the RNGs back
     model2, optimizer2, scheduler2 = _setup(seed=7)
+    scaler2 = torch.amp.GradScaler("cpu")
     with Checkpointer(uri=str(tmp_path), mode="local") as ckpt:
-        state = ckpt.resume(model=model2, optimizer=optimizer2, scheduler=scheduler2)
-    assert (state.step, state.epoch, state.extras) == (3, 1, {"tokens": 123})
+        state = ckpt.resume(model=model2, optimizer=optimizer2, scheduler=scheduler2, scaler=scaler2)
+    assert (state.step, state.epoch, state.extras["tokens"], scaler2.get_scale()) == (3, 1, 123, 512.0)
+    assert torch.equal(state.extras["history"][0], torch.arange(3))
     assert _train(model2, optimizer2, scheduler2, 3) == expected
     assert _same(model, model2)
 
