@@ -159,7 +159,6 @@ def roundtrip(pairs: list[list[str]], folder: str, steps: int = 2) -> dict[str, 
             torch.manual_seed(123)
             model_b = ctx.wrap_model(Net())
             opt_b = ctx.build_optimizer(model_b, OPTIMIZERS["adamw"])
-            _step(ctx, model_b, opt_b, 99, 1, None, [])  # materialise optimizer state to load into
             target = ctx.state_dict(model_b, opt_b)
             dcp.load(target, checkpoint_id=path)
             ctx.load_state_dict(model_b, opt_b, target)

@@ -134,6 +134,34 @@ def _full(norm: torch.Tensor) -> torch.Tensor:
     return norm.full_tensor() if isinstance(norm, DTensor) else norm
 
 
+@torch.no_grad()
+def init_optimizer_state_(optimizer: torch.optim.Optimizer, params: list[torch.Tensor]) -> None:
+    """Create the optimizer's per-parameter state without changing any weight.
+
+    A checkpoint template made before the first step would have no optimizer state to load
+    into. As torch.distributed.checkpoint.state_dict does, step once with zero gradients and
+    lr = 0. Collective for optimizers whose step communicates: call it on every rank.
+    """
+    saved = [group["lr"] for group in optimizer.param_groups]
+    for group in optimizer.param_groups:
+        group["lr"] = 0.0 if not isinstance(group["lr"], torch.Tensor) else torch.zeros_like(group["lr"])
+    for p in params:
+        p.grad = torch.zeros_like(p)
+    optimizer.step()
+    for group, lr in zip(optimizer.param_groups, saved):
+        group["lr"] = lr
+    optimizer.zero_grad(set_to_none=True)
+
+
+def any_rank(flag: bool) -> bool:
+    """True if `flag` is True on any rank (a MAX all-reduce; the local flag without a group)."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return flag
+    value = torch.tensor([int(flag)], device="cuda" if dist.get_backend() == "nccl" else "cpu")
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return bool(value.item())
+
+
 def broadcast_module_(model: nn.Module, src: int = 0) -> None:
     """Copy rank `src`'s parameters and buffers to every rank (identical initial weights)."""
     if not dist.is_initialized() or dist.get_world_size() == 1:

@@ -21,6 +21,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from sm_dist.runtime.strategies.base import any_rank, init_optimizer_state_
+
 Factory = Callable[[Iterable[nn.Parameter]], torch.optim.Optimizer]
 
 
@@ -95,6 +97,9 @@ class MasterWeightOptimizer(torch.optim.Optimizer):
 
     def full_state_dict(self) -> dict[str, Any]:
         """Complete state on every rank (gathers the partitions for zero1). Collective."""
+        has_state = bool(self.inner.state) if self.inner is not None else False
+        if not (any_rank(has_state) if self._partitioned else has_state):
+            init_optimizer_state_(self, list(self.param_groups[0]["params"]))
         entries = self._owned_state()
         if self._partitioned:
             gathered: list[Any] = [None] * dist.get_world_size()

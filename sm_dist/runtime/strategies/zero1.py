@@ -23,6 +23,7 @@ from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, set_model_state_dict
 from torch.distributed.optim import ZeroRedundancyOptimizer
 
+from sm_dist.runtime.strategies.base import any_rank, init_optimizer_state_
 from sm_dist.runtime.strategies.ddp import DDPStrategy
 from sm_dist.runtime.strategies.master_weights import MasterWeightOptimizer, unwrap
 from sm_dist.vocab import Precision
@@ -54,6 +55,8 @@ class Zero1Strategy(DDPStrategy):
         if not isinstance(optimizer, ZeroRedundancyOptimizer):
             return super().state_dict(model, optimizer)
         names = [n for n, _ in unwrap(model).named_parameters()]
+        if not any_rank(bool(optimizer.optim.state)):
+            init_optimizer_state_(optimizer, list(model.parameters()))
         optimizer.consolidate_state_dict(to=0)
         box = [optimizer.state_dict() if dist.get_rank() == 0 else None]
         dist.broadcast_object_list(box, src=0)
