@@ -22,9 +22,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationW
 HOSTS = ["algo-1", "algo-2"]
 
 
-def _host(root: Path, host: str, bundle: Path) -> None:
+def _host(root: Path, host: str, bundle: Path, hosts: list[str] = HOSTS) -> None:
     (root / "input" / "config").mkdir(parents=True)
-    (root / "input" / "config" / "resourceconfig.json").write_text(json.dumps({"current_host": host, "hosts": HOSTS}))
+    (root / "input" / "config" / "resourceconfig.json").write_text(json.dumps({"current_host": host, "hosts": hosts}))
     (root / "input" / "config" / "inputdataconfig.json").write_text(json.dumps({"code": {}}))
     shutil.copytree(bundle, root / "input" / "data" / "code")
 
@@ -59,3 +59,32 @@ def test_planned_bundle_trains_on_two_emulated_hosts(source_dir: Path, tmp_path:
     assert steps and steps[-1].startswith("[sm_dist] step=3 ")
     # the launcher ran the bundle's copy of the entrypoint, with the hyperparameters as flags
     assert str(tmp_path / "algo-1" / "input/data/code/sm_dist/_entrypoints/cnn.py --batch-size 8 --dataset-size 64 --steps 3") in err0
+
+
+def test_stop_reaches_the_training_loop_and_exits_interrupted(source_dir: Path, tmp_path: Path, port_factory) -> None:
+    """SIGTERM to PID 1 (what StopTrainingJob and a spot interruption send) → launcher → torchrun
+    → worker → checkpoint committed → EXIT_INTERRUPTED."""
+    import signal
+
+    from sm_dist.jobspec import EXIT_INTERRUPTED
+
+    ckpt = tmp_path / "ckpt"
+    plan = sm_dist.plan(
+        "cnn.py", source_dir=str(source_dir), instance_type="ml.m5.xlarge", strategy="ddp", checkpoint_mode="local",
+        hyperparameters={"steps": 100000, "dataset-size": 64, "batch-size": 8, "checkpoint-dir": str(ckpt)},
+        role=ROLE_ARN, output_s3_uri="s3://out-bucket/x", region="us-east-1", max_runtime_s=600,
+    )
+    root = tmp_path / "algo-1"
+    _host(root, "algo-1", build_bundle(plan, tmp_path / "bundle"), hosts=["algo-1"])
+    argv = [sys.executable if a == "python3" else a for a in plan.container_command]
+    proc = subprocess.Popen(argv, env=_env(plan, root, port_factory()), cwd=tmp_path, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    for line in proc.stdout:  # wait until training runs
+        if line.startswith("[sm_dist] step="):
+            break
+    proc.send_signal(signal.SIGTERM)
+    proc.stdout.read()
+    assert proc.wait() == EXIT_INTERRUPTED
+    committed = sorted(p.parent.name for p in ckpt.glob("step-*/manifest.json"))
+    assert committed, "no checkpoint committed on stop"
+    assert not (root / "output" / "failure").exists()
