@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
-from collections.abc import Callable, Mapping
 
 from sm_dist.errors import ConfigError
 from sm_dist.jobspec import CheckpointSpec, JobSpec
@@ -163,7 +164,10 @@ def make_plan(config: LaunchConfig, session: Any = None) -> Plan:
         return holder[0]
 
     region = _region(config, session_factory)
-    preflight.check_instance(config.instance_type, region)  # before any AWS lookup
+    # the checks that need nothing from AWS run before any lookup (plan_code repeats them)
+    preflight.check_instance(config.instance_type, region)
+    preflight.check_hyperparameters(config.hyperparameters)
+    preflight.check_environment(config.environment, len(BASE_ENVIRONMENT))
     job_name = config.job_name or new_job_name(config.base_job_name)
     where = resolve_locations(config, session_factory, region)
     code = plan_code(config, region, job_name, where.checkpoint_base)
@@ -190,9 +194,7 @@ def _unchecked(config: LaunchConfig) -> Sizing:
     return Sizing(config.strategy, None, "as given")
 
 
-def _source(config: LaunchConfig) -> Any:
-    from pathlib import Path
-
+def _source(config: LaunchConfig) -> Path:
     return Path(config.source_dir).resolve()
 
 
