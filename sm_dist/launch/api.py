@@ -47,6 +47,10 @@ def fit(
     `validate_role=False` skips the SDK's IAM permission simulation (also skipped when the
     environment has SAGEMAKER_VALIDATE_ROLE=false).
     """
+    if local:  # a local run needs no AWS account: placeholders label the plan (local mode's rule)
+        from sm_dist.local.cli import local_settings
+
+        settings = local_settings(settings)
     the_plan = plan(entry, session=session, **settings)
     if dry_run:
         print(the_plan)

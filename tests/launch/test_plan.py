@@ -102,3 +102,11 @@ def test_fit_local_hands_the_plan_to_local_mode(source_dir: Path, monkeypatch) -
     monkeypatch.setattr(sm_dist.local, "run_local", lambda plan, **opts: seen.update(plan=plan, opts=opts) or "ran")
     assert sm_dist.fit("train.py", source_dir=str(source_dir), local=True, local_options={"verify": True}, **EXPLICIT) == "ran"
     assert isinstance(seen["plan"], Plan) and seen["opts"] == {"verify": True}
+
+
+def test_fit_local_needs_no_aws_settings(source_dir: Path, monkeypatch) -> None:
+    import sm_dist.local
+
+    monkeypatch.setattr(sm_dist.local, "run_local", lambda plan, **opts: plan)
+    plan = sm_dist.fit("train.py", source_dir=str(source_dir), local=True, instance_type="ml.m5.xlarge")
+    assert plan.region and plan.role_arn.startswith("arn:aws:iam::")
