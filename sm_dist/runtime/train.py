@@ -149,6 +149,7 @@ def fit(ctx: Any, workload: Workload, config: TrainConfig, checkpointer: Any = N
             epoch += 1
     loop.flush(step, epoch)
     if checkpointer is not None:
+        checkpointer.wait()  # a background save of this very step sets last_step when it commits
         if checkpointer.storage is not None and checkpointer.last_step != step:
             checkpointer.save(step, epoch=epoch, **objects)  # a re-run of a finished job resumes at the end
         checkpointer.close()

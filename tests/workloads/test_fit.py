@@ -26,12 +26,14 @@ def _cnn(dropout: float = 0.0, size: int = 64) -> Workload:
                     loss=classification_loss, optimizer=adamw(1e-3))
 
 
-def _fit(tmp: Path, *, seed: int = 0, ckpt: Path | None = None, workload: Workload | None = None, **cfg):
+def _fit(tmp: Path, *, seed: int = 0, ckpt: Path | None = None, workload: Workload | None = None,
+         async_save: bool = False, **cfg):
     config = TrainConfig(model_dir=str(tmp / "model"), **cfg)
     with runtime.init("ddp", "fp32", seed, environ={}) as ctx:
         checkpointer = None
         if ckpt is not None:
-            checkpointer = Checkpointer(ctx, mode="local", local_path=str(ckpt), interval_steps=2, keep=2)
+            checkpointer = Checkpointer(ctx, mode="local", local_path=str(ckpt), interval_steps=2, keep=2,
+                                        async_save=async_save)
         return fit(ctx, workload or _cnn(), config, checkpointer)
 
 
@@ -69,13 +71,15 @@ def test_epochs_bound_the_steps(tmp_path: Path) -> None:
     assert result.epoch == 2
 
 
-def test_resume_across_epochs_with_dropout_equals_uninterrupted(tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize("async_save", [False, True], ids=["blocking", "async"])
+def test_resume_across_epochs_with_dropout_equals_uninterrupted(tmp_path: Path, capsys, async_save: bool) -> None:
     work = _cnn(dropout=0.3)
     straight = _fit(tmp_path / "s", steps=9, batch_size=16, workload=work)
-    first = _fit(tmp_path / "r", steps=5, batch_size=16, workload=work, ckpt=tmp_path / "ck")
+    first = _fit(tmp_path / "r", steps=5, batch_size=16, workload=work, ckpt=tmp_path / "ck", async_save=async_save)
     assert first.step == 5
     capsys.readouterr()
-    resumed = _fit(tmp_path / "r", steps=9, batch_size=16, workload=work, ckpt=tmp_path / "ck")
+    resumed = _fit(tmp_path / "r", steps=9, batch_size=16, workload=work, ckpt=tmp_path / "ck",
+                   async_save=async_save)
     assert "[sm_dist] resumed step=5 epoch=1" in capsys.readouterr().out
     assert resumed.model_sha256 == straight.model_sha256
 
@@ -123,3 +127,11 @@ def test_gpt_resume_under_sharded_strategies(tmp_path: Path, strategy: str) -> N
     straight = run("s", 6)
     run("r", 3, tmp_path / "ck")
     assert run("r", 6, tmp_path / "ck").model_sha256 == straight.model_sha256
+
+
+def test_async_save_of_the_last_step_is_not_written_twice(tmp_path: Path, caplog) -> None:
+    caplog.set_level("INFO", logger="sm_dist.runtime.checkpoint")
+    _fit(tmp_path, steps=4, batch_size=16, ckpt=tmp_path / "ck", async_save=True)
+    commits = [r.getMessage() for r in caplog.records if r.getMessage().startswith("checkpoint step")]
+    assert len(commits) == 2 and "step 4" in commits[-1]
+    assert "replacing" not in caplog.text

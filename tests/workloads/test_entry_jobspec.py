@@ -1,0 +1,51 @@
+"""Entrypoint defaults come from the job spec (SM_DIST_JOB_SPEC); flags win. In one process."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from sm_dist.jobspec import JOB_SPEC_ENV, JobSpec
+from sm_dist.runtime.entry import run_entrypoint
+
+from .conftest import ENTRYPOINTS, FINAL
+
+
+def _cnn_module():
+    spec = importlib.util.spec_from_file_location("sm_dist_test_cnn_entry", ENTRYPOINTS / "cnn.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(tmp: Path, capsys, *extra: str) -> str:
+    cnn = _cnn_module()
+    argv = ["--steps", "3", "--batch-size", "8", "--dataset-size", "64", "--model-dir", str(tmp / "m"), *extra]
+    assert run_entrypoint("cnn", cnn.add_flags, cnn.workload, batch_size=32, lr=1e-3, argv=argv) == 0
+    return FINAL.findall(capsys.readouterr().out)[-1][1]
+
+
+def _steps(folder: Path) -> list[str]:
+    return sorted(p.parent.name for p in folder.glob("step-*/manifest.json"))
+
+
+def test_seed_and_checkpoints_from_the_job_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    explicit = _run(tmp_path / "explicit", capsys, "--seed", "5")
+    ckpt = tmp_path / "ck"
+    spec = JobSpec(entry="cnn.py", seed=5,
+                   checkpoint={"mode": "local", "local_path": str(ckpt), "interval_steps": 2, "keep": 2})
+    monkeypatch.setenv(JOB_SPEC_ENV, str(spec.write(tmp_path)))
+    assert _run(tmp_path / "spec", capsys) == explicit
+    assert _steps(ckpt) == ["step-000000002", "step-000000003"]
+
+
+def test_flags_win_over_the_job_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    spec = JobSpec(entry="cnn.py", seed=5, checkpoint={"mode": "local", "local_path": str(tmp_path / "spec_ck")})
+    monkeypatch.setenv(JOB_SPEC_ENV, str(spec.write(tmp_path)))
+    other_seed = _run(tmp_path / "a", capsys, "--seed", "6", "--checkpoint-dir", str(tmp_path / "flag_ck"),
+                      "--save-every", "1")
+    assert other_seed != _run(tmp_path / "b", capsys, "--no-checkpoint")
+    assert _steps(tmp_path / "flag_ck")[-1] == "step-000000003"
+    assert not (tmp_path / "spec_ck").exists() or not _steps(tmp_path / "spec_ck")
