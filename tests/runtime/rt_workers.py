@@ -178,3 +178,22 @@ def roundtrip(pairs: list[list[str]], folder: str, steps: int = 2) -> dict[str, 
             }
             ctx.barrier()
     return out
+
+
+def metrics() -> dict[str, Any]:
+    """AvgMetric over unequal sample counts, and rank-0-only metric lines."""
+    import io
+
+    from sm_dist import runtime
+
+    with runtime.init(seed=0) as ctx:
+        metric = runtime.AvgMetric()
+        if ctx.rank == 0:
+            metric.update(1.0, n=3)  # 3 samples with mean 1.0
+        else:
+            metric.update(torch.tensor(5.0), n=1)  # 1 sample with mean 5.0
+        empty = runtime.AvgMetric().compute()
+        stream = io.StringIO()
+        line = runtime.log_metrics(7, {"loss": metric.compute()}, stream=stream)
+        return {"mean": metric.compute(), "empty_is_nan": empty != empty, "line": line,
+                "printed": stream.getvalue()}

@@ -1,0 +1,74 @@
+"""A DataLoader over the resumable sampler that counts what the training loop really received.
+
+DataLoader workers prefetch ahead of the loop, so a sampler cannot know which samples were
+trained on. ResumableLoader advances the sampler's `consumed` only when a batch is handed to
+the loop; its state_dict() is therefore exact at a checkpoint taken between steps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+from torch.utils.data import DataLoader, Dataset
+
+from sm_dist.errors import ConfigError
+from sm_dist.runtime.sampler import ResumableDistributedSampler
+
+
+class ResumableLoader:
+    """Iterate batches of this rank's shard; resumable mid-epoch via state_dict()."""
+
+    def __init__(self, loader: DataLoader, sampler: ResumableDistributedSampler) -> None:
+        self.loader = loader
+        self.sampler = sampler
+        self.batch_size = loader.batch_size or 1
+
+    def __len__(self) -> int:
+        """Batches left in the current epoch on this rank."""
+        n = len(self.sampler)
+        return n // self.batch_size if self.loader.drop_last else math.ceil(n / self.batch_size)
+
+    def __iter__(self) -> Iterator[Any]:
+        left = len(self.sampler)
+        for batch in self.loader:
+            taken = min(self.batch_size, left)
+            left -= taken
+            self.sampler.advance(taken)  # before the yield: the loop owns this batch now
+            yield batch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Begin `epoch` (keeps a restored mid-epoch position when it is the same epoch)."""
+        self.sampler.set_epoch(epoch)
+
+    @property
+    def epoch(self) -> int:
+        return self.sampler.epoch
+
+    def state_dict(self) -> dict[str, int]:
+        """{"seed", "epoch", "consumed"}."""
+        return self.sampler.state_dict()
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.sampler.load_state_dict(state)
+
+
+def build_dataloader(dataset: Dataset, batch_size: int, *, ctx: Any = None, num_replicas: int | None = None,
+                     rank: int | None = None, seed: int = 0, shuffle: bool = True, drop_last: bool = False,
+                     **loader_kwargs: Any) -> ResumableLoader:
+    """DataLoader over this rank's exclusive shard of `dataset` (ranks from `ctx` or given)."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigError("batch_size", batch_size, "expected a positive integer (samples per rank per step)")
+    for key in ("sampler", "batch_sampler"):
+        if key in loader_kwargs:
+            raise ConfigError(key, loader_kwargs[key], "the resumable sampler decides the order; drop this argument")
+    world = num_replicas if num_replicas is not None else (ctx.world_size if ctx is not None else 1)
+    me = rank if rank is not None else (ctx.rank if ctx is not None else 0)
+    sampler = ResumableDistributedSampler(len(dataset), num_replicas=world, rank=me, seed=seed,
+                                          shuffle=shuffle, drop_last=drop_last)
+    loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=drop_last, **loader_kwargs)
+    return ResumableLoader(loader, sampler)
+
+
+__all__ = ["ResumableLoader", "build_dataloader"]

@@ -1,0 +1,86 @@
+"""Metrics averaged over all ranks, and logging that only rank 0 does.
+
+`AvgMetric` accumulates a local (sum, count) and all-reduces both when computed, so the mean is
+over every sample of every rank (averaging the ranks' means would weight a short last batch
+wrong). `log_metrics` prints the metric line (sm_dist.metric_format) on rank 0 only: SageMaker
+scrapes every rank's stdout, and one line per step is what its MetricDefinitions expect.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from sm_dist.metric_format import format_line
+
+_log = logging.getLogger(__name__)
+
+
+def get_rank() -> int:
+    """This process's global rank (0 without a process group)."""
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+def _reduce_device() -> torch.device:
+    if dist.is_initialized() and dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+class AvgMetric:
+    """Mean of a value over every sample on every rank."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything accumulated (start of an epoch or a logging window)."""
+        self._sum = 0.0
+        self._count = 0
+
+    def update(self, value: float | torch.Tensor, n: int = 1) -> None:
+        """Add a mean `value` over `n` samples (e.g. a batch's mean loss and its size)."""
+        if isinstance(value, torch.Tensor):
+            value = value.detach().float().item()
+        self._sum += float(value) * n
+        self._count += n
+
+    def compute(self) -> float:
+        """Global mean (NaN if nothing was added anywhere). Collective: every rank calls it."""
+        totals = torch.tensor([self._sum, float(self._count)], dtype=torch.float64, device=_reduce_device())
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            dist.all_reduce(totals)
+        total, count = totals.tolist()
+        return total / count if count else float("nan")
+
+
+def all_reduce_mean(value: float | torch.Tensor) -> float:
+    """Mean of a scalar over ranks (collective)."""
+    metric = AvgMetric()
+    metric.update(value)
+    return metric.compute()
+
+
+def log_metrics(step: int, metrics: Mapping[str, Any], *, stream: Any = None) -> str | None:
+    """On rank 0, print `[sm_dist] step=N name=value ...` and return it; elsewhere do nothing."""
+    if get_rank() != 0:
+        return None
+    line = format_line(step, metrics)
+    out = stream or sys.stdout
+    print(line, file=out, flush=True)
+    return line
+
+
+def rank0_print(*args: Any, **kwargs: Any) -> None:
+    """print() on rank 0 only (flushed, so logs interleave sensibly)."""
+    if get_rank() == 0:
+        kwargs.setdefault("flush", True)
+        print(*args, **kwargs)
+
+
+__all__ = ["AvgMetric", "all_reduce_mean", "get_rank", "log_metrics", "rank0_print"]
