@@ -1,0 +1,62 @@
+"""init(): defaults from the job spec, explicit arguments win, seeding, teardown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from sm_dist import runtime
+from sm_dist.errors import ConfigError
+from sm_dist.jobspec import JobSpec
+from sm_dist.vocab import Precision
+
+
+def test_job_spec_gives_defaults_and_explicit_arguments_win(tmp_path: Path) -> None:
+    spec = JobSpec(entry="train.py", strategy="fsdp", precision="bf16", seed=7).write(tmp_path)
+    environ = {"SM_DIST_JOB_SPEC": str(spec)}
+    with runtime.init(environ=environ) as ctx:
+        assert (ctx.strategy.name, ctx.precision, ctx.seed) == ("fsdp", Precision.BF16, 7)
+        assert torch.equal(torch.rand(3), _rand_after_seed(7))  # seeded by the spec
+        assert dist.is_initialized() and ctx.world_size == 1 and ctx.is_main
+    assert not dist.is_initialized()  # the context manager tore the group down
+    with runtime.init(strategy="zero1", precision="amp", seed=1, environ=environ) as ctx:
+        assert (ctx.strategy.name, ctx.precision, ctx.seed) == ("zero1", Precision.AMP, 1)
+    with runtime.init(environ={}) as ctx:
+        assert (ctx.strategy.name, ctx.precision, ctx.seed) == ("ddp", Precision.FP32, 0)
+
+
+def _rand_after_seed(seed: int) -> torch.Tensor:
+    state = torch.get_rng_state()
+    torch.manual_seed(seed)
+    value = torch.rand(3)
+    torch.set_rng_state(state)
+    return value
+
+
+def test_bad_values_name_the_field() -> None:
+    with pytest.raises(ConfigError, match="precision='fp8'"):
+        runtime.init(precision="fp8", environ={})
+    assert not dist.is_initialized()
+
+
+def test_sync_batchnorm_is_refused_on_cpu() -> None:
+    with runtime.init(environ={}, sync_batchnorm=True) as ctx:
+        with pytest.raises(ConfigError, match="sync_batchnorm"):
+            ctx.wrap_model(torch.nn.BatchNorm1d(4))
+
+
+def test_single_process_training_and_state_dict_without_module_prefix() -> None:
+    with runtime.init(strategy="ddp", environ={}) as ctx:
+        model = ctx.wrap_model(torch.nn.Sequential(torch.nn.Linear(4, 2)))
+        opt = ctx.build_optimizer(model, lambda p: torch.optim.SGD(p, lr=0.1))
+        with ctx.autocast():
+            loss = model(torch.ones(2, 4)).sum()
+        ctx.backward(loss)
+        ctx.step(opt)
+        state = ctx.state_dict(model, opt)
+    assert sorted(state["model"]) == ["0.bias", "0.weight"]
+    plain = torch.nn.Sequential(torch.nn.Linear(4, 2))
+    plain.load_state_dict(state["model"])
