@@ -175,11 +175,14 @@ class S3Storage(Storage):
         return folder
 
     def verify(self, step: int, manifest: Manifest) -> list[str]:
+        """Downloads the whole step (kept for :meth:`local_copy`) and checks every sha256."""
         try:
-            folder = self._download(step, sorted(manifest.files))
+            problems = verify_files(self._download(step, sorted(manifest.files)), manifest)
         except CheckpointError as exc:
-            return [str(exc)]
-        return verify_files(folder, manifest)
+            problems = [str(exc)]
+        if problems:
+            self.release(step)
+        return problems
 
     def local_copy(self, step: int, manifest: Manifest, rels: list[str]) -> Path:
         folder = self._local / f"rank{self._rank:05d}" / step_dirname(step)
