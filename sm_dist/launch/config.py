@@ -234,6 +234,9 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError("config", str(path), "use a .yaml, .yml or .toml file")
     if not isinstance(data, dict):
         raise ConfigError("config", str(path), "expected a mapping of setting -> value at the top level")
+    for key in ("source_dir", "hf_config"):  # relative paths are relative to the file, not the shell
+        if isinstance(data.get(key), str) and not Path(data[key]).is_absolute():
+            data[key] = str(path.parent / data[key])
     return data
 
 

@@ -64,3 +64,10 @@ def test_yaml_and_toml_files(tmp_path: Path) -> None:
     (tmp_path / "b.yaml").write_text("- 1\n- 2\n")
     with pytest.raises(ConfigError, match="mapping"):
         load_config_file(tmp_path / "b.yaml")
+
+
+def test_paths_in_a_config_file_are_relative_to_it(tmp_path: Path) -> None:
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "job.yaml").write_text("source_dir: .\nhf_config: cfg/config.json\n")
+    data = load_config_file(tmp_path / "proj" / "job.yaml")
+    assert Path(data["source_dir"]) == tmp_path / "proj" and data["hf_config"] == str(tmp_path / "proj" / "cfg/config.json")
