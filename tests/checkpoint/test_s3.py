@@ -143,3 +143,18 @@ def test_unreachable_s3_at_resume_is_an_error_not_a_fresh_start(endpoint, bucket
         ckpt.resume(model=model, optimizer=optimizer)  # starting over would silently lose the run
     endpoint.set_faults(None)
     ckpt.close()
+
+
+def test_an_altered_object_in_the_bucket_is_skipped_with_a_warning(bucket, caplog):
+    model, optimizer = _model()
+    with Checkpointer(storage=_storage(bucket)) as ckpt:
+        ckpt.save(1, model=model, optimizer=optimizer)
+        ckpt.save(2, model=model, optimizer=optimizer)
+    key = f"run/{step_dirname(2)}/rng/rank-00000.pt"
+    client = boto3.client("s3")
+    data = bytearray(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+    data[-10] ^= 0xFF  # same size, other bytes
+    client.put_object(Bucket=bucket, Key=key, Body=bytes(data))
+    with caplog.at_level("WARNING"):
+        assert _resumed(bucket)[0].step == 1
+    assert "rng/rank-00000.pt: sha256 differs" in caplog.text
