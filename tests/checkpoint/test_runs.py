@@ -75,6 +75,21 @@ def test_sigterm_commits_exits_interrupted_and_resumes_bit_identically(kit, base
     assert kit.final_sha(events) == kit.final_sha(baseline)
 
 
+def test_sigterm_to_torchrun_reaches_the_workers_and_commits(kit, baseline, tmp_path):
+    ckpt, out, marker = tmp_path / "ckpt", tmp_path / "events.jsonl", tmp_path / "interrupted"
+    run = kit.torchrun(2, ["--uri", str(ckpt), "--out", str(out), "--sleep", "0.2"], max_restarts=0,
+                       env={"SM_DIST_INTERRUPT_MARKER": str(marker)})
+    _wait_for_step(kit, out, 6, run)
+    run.procs[0].send_signal(signal.SIGTERM)  # what sm_dist's launcher forwards to torchrun
+    run.wait()  # torchrun reports the signal with its own code; the marker says "committed"
+    stopped = int(marker.read_text())
+    assert (ckpt / step_dirname(stopped) / MANIFEST_NAME).is_file()
+    assert max(kit.losses(kit.events(out))) == stopped
+    again = kit.spawn(2, ["--uri", str(ckpt), "--out", str(out)])
+    assert again.wait() == [0, 0], again.output[-4000:]
+    assert kit.final_sha(kit.events(out)) == kit.final_sha(baseline)
+
+
 @pytest.mark.parametrize("fault", ["crash-in-save", "crash-in-commit"])
 def test_crash_while_saving_resumes_from_previous_commit(kit, tmp_path, fault, caplog):
     ckpt = tmp_path / "ckpt"
