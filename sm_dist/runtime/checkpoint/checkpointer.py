@@ -31,7 +31,14 @@ _log = logging.getLogger(__name__)
 
 
 class Checkpointer:
-    """Crash-safe checkpoints for one training run. See docs/ARCHITECTURE.md "Contract: checkpoints"."""
+    """Crash-safe checkpoints for one training run (docs/ARCHITECTURE.md, "Contract: checkpoints").
+
+    env_or_ctx: a RunContext (its strategy saves and loads the state) or RunEnv; None reads the
+    ranks from torch.distributed. uri/mode/local_path: where (see config.py for "auto").
+    keep: committed checkpoints kept (>= 2, None = all). interval_steps: maybe_save's period.
+    async_save: maybe_save writes in the background. storage/strategy: explicit objects, mostly
+    for tests. handle_signals: record SIGTERM for the per-step stop vote.
+    """
 
     def __init__(self, env_or_ctx: Any = None, *, uri: str | None = None, mode: str = "auto", keep: int | None = 2,
                  interval_steps: int | None = None, async_save: bool = False, local_path: str | None = None,
@@ -45,8 +52,6 @@ class Checkpointer:
         self._group, self._vote_pg = self._make_groups()
         self._faults = FaultHook(parse_faults(), self.rank, self.world_size)
         self._signal = StopSignal()
-        if handle_signals:
-            self._signal.install()
         self._thread: threading.Thread | None = None
         self._thread_error: BaseException | None = None
         self._stop_agreed: tuple[bool, float] = (False, 0.0)
@@ -55,6 +60,8 @@ class Checkpointer:
         self.last_stall_seconds: float | None = None  # how long the last save() blocked the caller
         self._closed = False
         self._check_access()
+        if handle_signals:
+            self._signal.install()
 
     @classmethod
     def from_env(cls, ctx: Any = None, **overrides: Any) -> Checkpointer:
