@@ -157,8 +157,10 @@ def run_local(
             checked, _, _ = _one_run(plan, base / "verify", "verify", (), endpoint, verify_uri, options)
     finally:
         if endpoint is not None:
+            stats = endpoint.server.plan.stats()
             endpoint.server.stop()
+    extra = {"s3_requests": stats["requests"], "s3_faults_injected": stats["injected"]} if endpoint else {}
     nproc = nproc_per_node or plan.job_spec.nproc_per_node or 1
     estimate = ((plan.sizing.row or {}).get("cost_usd") or {}).get("sagemaker") if plan.sizing else None
     return LocalJob(config=config, run=run, chaos=tuple(str(f) for f in faults), verify_run=checked,
-                    processes_per_host=nproc, estimate_usd=estimate, checkpoint_uri=listed_uri)
+                    processes_per_host=nproc, estimate_usd=estimate, checkpoint_uri=listed_uri, extra=extra)

@@ -5,7 +5,8 @@
                       period, SIGKILL, then the whole job restarts from the checkpoint URI
   crash-in-save:STEP  a rank dies while the checkpoint of step STEP is being written
                       (the checkpointer's SM_DIST_FAULT hook)
-  s3-faults[:SECONDS] the S3 endpoint fails every request for SECONDS (default 5) from job start
+  s3-faults[:SECONDS] the S3 endpoint answers every request with 503 SlowDown for SECONDS
+                      (default 5), starting when training starts (the first step line)
 
 Each fault fires once per job (not again after the restart it causes). Several may be given.
 """

@@ -1,8 +1,8 @@
 """Apply chaos faults to a running attempt, and watch torchrun's in-job restarts.
 
-The log readers report steps (`on_step`, any thread); the attempt's main loop calls `tick()`
-a few times a second, which fires what is due: a SIGKILL to one random worker, or a request to
-interrupt the whole job (spot). The same loop samples TORCHELASTIC_RESTART_COUNT of the live
+The log readers report steps (`on_step`, any thread) and fire a due kill at once (SIGKILL to
+one random worker); the attempt's main loop calls `tick()` a few times a second, which retries
+a kill that found no worker and reports a due spot interruption. The same loop samples TORCHELASTIC_RESTART_COUNT of the live
 workers: the largest value seen on any host is the number of in-job restarts (torchrun counts
 per agent; a host restarted by a membership change keeps 0 — FACTS §2.3).
 """
@@ -14,7 +14,7 @@ import os
 import random
 import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from sm_dist.local import procs
 from sm_dist.local.agent import HostAgent
@@ -26,21 +26,41 @@ _log = logging.getLogger(__name__)
 class ChaosDriver:
     """Fires step-triggered faults once per job and counts in-job restarts."""
 
-    def __init__(self, faults: Sequence[Fault], rng: random.Random | None = None) -> None:
+    def __init__(self, faults: Sequence[Fault], rng: random.Random | None = None,
+                 s3_fault_switch: Callable[[float], None] | None = None) -> None:
         self._pending = [f for f in faults if f.kind in ("kill", "sigterm")]
+        # s3-faults start with training (the first step line), so they overlap checkpoint uploads
+        self._s3 = [f for f in faults if f.kind == "s3-faults"] if s3_fault_switch else []
+        self._s3_switch = s3_fault_switch
         self._due: list[Fault] = []
         self._lock = threading.Lock()
         self._rng = rng or random.Random()
+        self._agents: list[HostAgent] = []
         self.fired: list[str] = []
         self._earlier_attempts = 0  # in-job restarts of finished attempts
         self._this_attempt = 0
 
+    def attach(self, agents: Sequence[HostAgent]) -> None:
+        """The hosts of the current attempt (kills pick their victim among these)."""
+        self._agents = list(agents)
+
     def on_step(self, step: int) -> None:
-        """Called for every step line; marks faults whose step has been reached."""
+        """Called for every step line (reader thread); a due kill fires right here, so the
+        worker dies within the next step rather than a supervisor tick later."""
         with self._lock:
+            s3, self._s3 = self._s3, []
             for fault in [f for f in self._pending if step >= f.step]:
                 self._pending.remove(fault)
                 self._due.append(fault)
+            kills = [f for f in self._due if f.kind == "kill"]
+            self._due = [f for f in self._due if f.kind != "kill"]
+        for fault in kills:
+            self._kill_one(self._agents, fault)
+        for fault in s3:
+            assert self._s3_switch is not None  # _s3 is empty without a switch
+            _log.warning("chaos %s: the S3 endpoint fails every request for %g s", fault, fault.seconds)
+            self._s3_switch(fault.seconds)
+            self.fired.append(str(fault))
 
     @property
     def in_job_restarts(self) -> int:

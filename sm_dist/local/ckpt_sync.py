@@ -5,6 +5,7 @@
   mtime have not changed over one poll interval (SageMaker's agent also works per file,
   asynchronously). Marker and temp names (*.sagemaker-ignore, *.sagemaker-uploading,
   *.sagemaker-uploaded) are never uploaded.
+- After an upload, `<file>.sagemaker-uploaded` is written next to the file, as SageMaker does.
 - A file deleted locally (after it was restored or uploaded from that host) is deleted at the URI.
 - When the job's processes have stopped, a last pass uploads whatever is left.
 
@@ -26,12 +27,27 @@ from sm_dist.local.stores import Store
 
 #: Name suffixes SageMaker's uploader skips or writes itself (FACTS §1.4, xgboost container).
 IGNORED_SUFFIXES = (".sagemaker-ignore", ".sagemaker-uploading", ".sagemaker-uploaded")
+#: What SageMaker's uploader writes next to a file once it is in S3 (FACTS §1.4); the runtime's
+#: sagemaker-sync storage reads it to know an old checkpoint may be deleted.
+UPLOADED_SUFFIX = ".sagemaker-uploaded"
 #: Seconds between two scans of the checkpoint folders (SageMaker's own interval is undocumented).
 DEFAULT_INTERVAL = 0.5
 #: How long the start-of-job restore keeps retrying a failing store before the job fails.
 RESTORE_TIMEOUT = 120.0
 _log = logging.getLogger(__name__)
 Signature = tuple[int, int]  # (size, mtime_ns)
+
+
+def _mark(path: Path, suffix: str, create: bool) -> None:
+    """Write (or remove) SageMaker's marker next to `path`; a vanished folder is no error."""
+    marker = path.with_name(path.name + suffix)
+    try:
+        if create:
+            marker.touch()
+        else:
+            marker.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def ignored(rel: str) -> bool:
@@ -135,10 +151,12 @@ class CheckpointSync:
                 self.store.put(state.folder / key, key)
                 state.synced[key] = current[key]
                 self.uploads += 1
+                _mark(state.folder / key, UPLOADED_SUFFIX, create=True)
             for key in [k for k in state.synced if k not in current]:
                 self.store.delete(key)
                 del state.synced[key]
                 self.deletes += 1
+                _mark(state.folder / key, UPLOADED_SUFFIX, create=False)
         except Exception as exc:  # S3 errors of any kind: retry on the next pass
             self.errors += 1
             _log.warning("checkpoint upload to %s failed (%s); retrying", self.store.uri, exc)

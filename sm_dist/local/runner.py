@@ -10,6 +10,7 @@ attempt, like a managed-spot restart; nothing else restarts the whole job.
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import sys
 import threading
@@ -33,6 +34,8 @@ from sm_dist.local.stores import Store
 FAILURE_CHARS = 1024
 #: How often the supervisor looks at the hosts and fires due chaos.
 TICK_SECONDS = 0.2
+#: What the checkpointer prints when its SM_DIST_FAULT hook kills a rank.
+FAULT_HOOK_RE = re.compile(r"\[sm_dist\] fault hook (\S+):")
 #: Managed spot restarts a job as long as MaxWaitTimeInSeconds allows; local mode caps the count.
 DEFAULT_MAX_JOB_RESTARTS = 3
 _log = logging.getLogger(__name__)
@@ -87,13 +90,16 @@ class LocalRunner:
         self.config = config
         self.settings = settings
         self.progress = Progress()
-        self.chaos = ChaosDriver(settings.faults)
+        self.chaos = ChaosDriver(settings.faults, s3_fault_switch=settings.s3_fault_switch)
         self.progress.on_step(self.chaos.on_step)
         self.outcome = Outcome()
         self.agents: list[HostAgent] = []
         self.layouts: list[HostRoot] = []
 
     def _on_line(self, host: str, line: str) -> None:
+        hook = FAULT_HOOK_RE.search(line)
+        if hook:  # the checkpointer's SM_DIST_FAULT hook fired (chaos crash-in-save)
+            self.chaos.fired.append(hook.group(1))
         self.progress.feed(line)
         self.settings.on_line(host, line)
 
@@ -132,6 +138,7 @@ class LocalRunner:
         self.layouts = [create_host_root(self.config, h, hosts_dir / h, uri) for h in self.config.hosts]
         sync = self._start_sync(attempt)
         self.agents = self._make_agents(attempt)
+        self.chaos.attach(self.agents)
         for agent in self.agents:
             agent.start()
         try:
@@ -147,10 +154,6 @@ class LocalRunner:
         if self.settings.store is None:
             self.outcome.restored_files.append(0)
             return None
-        if attempt == 0 and self.settings.s3_fault_switch is not None:
-            for fault in self.settings.faults:
-                if fault.kind == "s3-faults":
-                    self.settings.s3_fault_switch(fault.seconds)
         folders = {lay.host: lay.container_path(self.config.checkpoint_local_path) for lay in self.layouts}
         sync = CheckpointSync(self.settings.store, folders, self.settings.sync_interval)
         self.outcome.restored_files.append(sync.restore())

@@ -1,0 +1,114 @@
+"""Local mode end to end: the real plan, launcher, torchrun, runtime and checkpoints (CPU, gloo).
+
+Kept small for 2 shared cores: the CNN at 12 steps on 1024 synthetic samples (a checkpoint
+every 4 steps, so resumes land mid-epoch). The chaos runs use 2 hosts × 1 process; one run
+checks 2 hosts × 2 processes. The uninterrupted run every chaos run must match is the
+`--verify` run of the kill test.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import sm_dist
+from sm_dist.local import LocalJob, run_local
+from sm_dist.local.cli import LOCAL_REGION, LOCAL_ROLE_ARN
+
+pytestmark = pytest.mark.slow
+CNN_HPS = {"steps": "12", "dataset-size": "1024"}
+#: Short grace in tests: the runtime commits its SIGTERM checkpoint within a second or two.
+GRACE = 60.0
+
+
+def make_plan(src: Path, *, entry: str = "cnn.py", hosts: int = 2, nproc: int = 1, **settings: Any) -> Any:
+    src.mkdir(parents=True, exist_ok=True)  # an empty source dir: the bundle is sm_dist + the entrypoint
+    return sm_dist.plan(
+        entry, source_dir=str(src), instance_type="ml.g5.xlarge", instance_count=hosts, nproc_per_node=nproc,
+        region=LOCAL_REGION, role=LOCAL_ROLE_ARN, checkpoint_interval_steps=4,
+        hyperparameters=settings.pop("hyperparameters", CNN_HPS), **settings,
+    )
+
+
+def run(tmp: Path, plan: Any, **kw: Any) -> LocalJob:
+    return run_local(plan, root=tmp / "root", grace_seconds=GRACE, echo=False, **kw)
+
+
+def explain(job: LocalJob) -> str:
+    return f"{job.summary()}\n--- logs ---\n{job.logs()[-6000:]}"
+
+
+@pytest.fixture(scope="module")
+def kill_job(tmp_path_factory: pytest.TempPathFactory) -> LocalJob:
+    """kill:6 with --verify: the chaos run and the uninterrupted run of the same plan."""
+    tmp = tmp_path_factory.mktemp("kill")
+    return run(tmp, make_plan(tmp / "src"), chaos=["kill:6"], verify=True)
+
+
+def test_kill_survives_with_identical_model(kill_job: LocalJob) -> None:
+    s = kill_job.summary()
+    assert s["status"] == "Completed", explain(kill_job)
+    assert s["chaos_fired"] == ["kill:6"]
+    assert s["in_job_restarts"] >= 1 and s["restarts"] >= 1, explain(kill_job)
+    assert s["resumed_from"] and s["resumed_from"][0] >= 4, explain(kill_job)
+    assert s["steps"] == 12
+    assert s["verified"] is True, explain(kill_job)
+    assert s["model_sha256"] == s["verify_model_sha256"]
+    assert kill_job.verify_run is not None and kill_job.verify_run.progress.resumed_from == []
+
+
+def test_spot_interruption_with_s3_faults(kill_job: LocalJob, tmp_path: Path) -> None:
+    job = run(tmp_path, make_plan(tmp_path / "src"), chaos=["s3-faults:3", "sigterm:6"])
+    s = job.summary()
+    assert s["status"] == "Completed", explain(job)
+    assert s["job_restarts"] == 1 and s["restarts"] >= 1
+    # the host of rank 0 saw its checkpoint committed and exited 143 (EXIT_INTERRUPTED)
+    assert 143 in job.run.outcome.exit_codes[0].values(), explain(job)
+    assert job.run.outcome.restored_files[1] > 0  # the new "instances" got the checkpoints from the URI
+    assert s["resumed_from"] and s["resumed_from"][0] >= 6, explain(job)
+    assert s["s3_faults_injected"] > 0
+    assert s["model_sha256"] == kill_job.summary()["verify_model_sha256"], explain(job)
+
+
+def test_crash_in_save(kill_job: LocalJob, tmp_path: Path) -> None:
+    job = run(tmp_path, make_plan(tmp_path / "src"), chaos=["crash-in-save:8"])
+    s = job.summary()
+    assert s["status"] == "Completed", explain(job)
+    assert "crash-in-save" in " ".join(s["chaos_fired"]), explain(job)
+    assert s["restarts"] >= 1
+    assert s["resumed_from"] == [4], explain(job)  # the half-written step 8 was never used
+    assert s["model_sha256"] == kill_job.summary()["verify_model_sha256"], explain(job)
+
+
+def test_two_hosts_two_processes(tmp_path: Path) -> None:
+    job = run(tmp_path, make_plan(tmp_path / "src", nproc=2, hyperparameters={"steps": "6", "dataset-size": "512"}))
+    s = job.summary()
+    assert s["status"] == "Completed", explain(job)
+    assert (s["hosts"], s["processes_per_host"], s["steps"]) == (2, 2, 6)
+    for host in ("algo-1", "algo-2"):
+        assert f"host {host} (" in job.logs(host)  # the launcher ran as each host's first process
+        assert "--nproc-per-node=2" in job.logs(host)
+    assert "[algo-1] " in job.logs() and "[algo-2] " in job.logs()
+    models = [job.model_dir(h) / "model.pt" for h in ("algo-1", "algo-2")]
+    assert any(m.is_file() for m in models), explain(job)
+    assert any(k.endswith("manifest.json") for k in job.checkpoints()), job.checkpoints()
+    assert s["cost"]["local_usd"] == 0.0 and s["cost"]["sagemaker_usd"] > 0
+
+
+@pytest.mark.parametrize(
+    ("entry", "strategy", "hps"),
+    [
+        ("gpt.py", "fsdp", {"steps": "3", "dataset-tokens": "8192", "seq-len": "32"}),
+        ("resnet.py", "zero1", {"steps": "3", "dataset-size": "128", "resolution": "16", "width": "8"}),
+    ],
+)
+def test_workloads_with_sharded_strategies(tmp_path: Path, entry: str, strategy: str, hps: dict[str, str]) -> None:
+    job = run(tmp_path, make_plan(tmp_path / "src", entry=entry, strategy=strategy, hyperparameters=hps))
+    s = job.summary()
+    assert s["status"] == "Completed", explain(job)
+    assert s["steps"] == 3 and s["model_sha256"], explain(job)
+    spec = json.loads((job.root / "hosts" / "algo-2" / "input" / "data" / "code" / "sm_dist_job.json").read_text())
+    assert spec["strategy"] == strategy  # what every host's launcher and runtime read
