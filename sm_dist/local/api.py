@@ -91,7 +91,7 @@ def _one_run(plan: Any, root: Path, label: str, faults: tuple[Fault, ...], endpo
         grace_seconds=options["grace_seconds"], sync_interval=options["sync_interval"],
         extra_env={**(endpoint.env if endpoint else {}), **options["env"]},
         on_line=(lambda h, line: options["echo"](f"{label} {h}" if label != "run" else h, line)),
-        max_job_restarts=options["max_job_restarts"],
+        max_job_restarts=options["max_job_restarts"], max_runtime_s=options["max_runtime_s"],
         s3_fault_switch=endpoint.fail_for if endpoint is not None and endpoint.server.url != endpoint.server.moto_url else None,
     )
     runner = LocalRunner(config, settings)
@@ -99,6 +99,11 @@ def _one_run(plan: Any, root: Path, label: str, faults: tuple[Fault, ...], endpo
     record = RunRecord(outcome, runner.progress, runner.chaos.in_job_restarts, runner.chaos.fired, root,
                        checkpoint_keys=store_keys(store))
     return record, config, listed_uri
+
+
+def _plan_max_runtime(plan: Any) -> float | None:
+    limits = getattr(plan, "limits", None)
+    return float(limits.max_runtime_s) if limits is not None and limits.max_runtime_s else None
 
 
 def _echo(echo: bool, stream: TextIO | None) -> Callable[[str, str], None]:
@@ -123,7 +128,7 @@ def run_local(
     checkpoint_uri: str | None = None, grace_seconds: float = SAGEMAKER_GRACE_SECONDS,
     sync_interval: float = DEFAULT_INTERVAL, echo: bool = True, echo_stream: TextIO | None = None,
     nproc_per_node: int | None = None,
-    max_job_restarts: int = DEFAULT_MAX_JOB_RESTARTS,
+    max_job_restarts: int = DEFAULT_MAX_JOB_RESTARTS, max_runtime_s: float | None = None,
 ) -> LocalJob:
     """Run `plan` (from `sm_dist.plan(...)`) locally; return the finished `LocalJob`.
 
@@ -132,6 +137,7 @@ def run_local(
     root: where the hosts' /opt/ml folders and logs go (default: a folder under the temp dir).
     checkpoint_uri: the emulated CheckpointConfig.S3Uri — s3://... (local endpoint) or a folder.
     grace_seconds: SIGTERM-to-SIGKILL grace of a stop (SageMaker: 120).
+    max_runtime_s: stop the run after this long (default: the plan's MaxRuntimeInSeconds).
     echo / echo_stream: stream every host's log lines, prefixed by host (default: stdout).
     """
     faults = parse_faults(chaos)
@@ -143,7 +149,8 @@ def run_local(
     env = {"SM_DIST_NPROC_PER_NODE": str(nproc_per_node)} if nproc_per_node else {}
     options = {"grace_seconds": grace_seconds, "sync_interval": sync_interval, "env": env,
                "echo": _echo(echo, echo_stream),
-               "max_job_restarts": max_job_restarts}
+               "max_job_restarts": max_job_restarts,
+               "max_runtime_s": max_runtime_s if max_runtime_s is not None else _plan_max_runtime(plan)}
     options["bundle"] = from_plan.write_code(plan, base / "bundle")
     uri = from_plan.sync_uri(plan, checkpoint_uri, "run")
     endpoint = None

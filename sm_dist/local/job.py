@@ -52,7 +52,7 @@ class LocalJob:
 
     @property
     def status(self) -> str:
-        """Completed or Failed (SageMaker's TrainingJobStatus values)."""
+        """Completed, Failed or Stopped (SageMaker's TrainingJobStatus values)."""
         return self.run.outcome.status
 
     @property
@@ -121,6 +121,7 @@ class LocalJob:
             "checkpoint_files": len(run.checkpoint_keys),
             "wall_seconds": round(run.seconds, 1),
             "failures": dict(run.outcome.failures),
+            "stopped_reason": run.outcome.stopped_reason,
             "root": str(run.root),
             "cost": self.cost().to_dict(),
             "estimate_usd": self.estimate_usd,

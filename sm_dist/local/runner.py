@@ -59,11 +59,12 @@ def print_line(host: str, line: str, stream: TextIO | None = None) -> None:
 class Outcome:
     """How a local job ended."""
 
-    status: str = "InProgress"  # InProgress | Completed | Failed
+    status: str = "InProgress"  # InProgress | Completed | Failed | Stopped
     job_restarts: int = 0
     exit_codes: list[dict[str, int]] = field(default_factory=list)  # per attempt
     failures: dict[str, str] = field(default_factory=dict)  # host -> output/failure
     restored_files: list[int] = field(default_factory=list)  # per attempt
+    stopped_reason: str | None = None  # "MaxRuntimeExceeded" when the time limit stopped it
     started: float = field(default_factory=time.time)
     ended: float | None = None
 
@@ -81,6 +82,7 @@ class RunSettings:
     on_line: LineSink = print_line
     max_job_restarts: int = DEFAULT_MAX_JOB_RESTARTS
     s3_fault_switch: Callable[[float], None] | None = None  # fail the endpoint for N seconds
+    max_runtime_s: float | None = None  # StoppingCondition.MaxRuntimeInSeconds, over all attempts
 
 
 class LocalRunner:
@@ -123,7 +125,7 @@ class LocalRunner:
     def _finish(self) -> None:
         last = self.outcome.exit_codes[-1] if self.outcome.exit_codes else {}
         ok = bool(last) and all(code == 0 for code in last.values())
-        self.outcome.status = "Completed" if ok else "Failed"
+        self.outcome.status = "Completed" if ok else ("Stopped" if self.outcome.stopped_reason else "Failed")
         for layout in self.layouts:
             if layout.failure_file.is_file():
                 text = layout.failure_file.read_text(encoding="utf-8", errors="replace")
@@ -193,6 +195,11 @@ class LocalRunner:
                 return False
             if any(code not in (None, 0) for code in codes):
                 _log.error("a host failed (exit codes %s); stopping the others", codes)
+                return False
+            limit = self.settings.max_runtime_s
+            if limit is not None and time.time() - self.outcome.started > limit:
+                _log.error("MaxRuntimeInSeconds=%d exceeded; stopping the job", limit)
+                self.outcome.stopped_reason = "MaxRuntimeExceeded"
                 return False
             time.sleep(TICK_SECONDS)
 

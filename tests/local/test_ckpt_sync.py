@@ -49,6 +49,8 @@ def test_restore_upload_and_delete(store: Store, tmp_path: Path) -> None:
         (hosts["algo-2"] / "step-4").mkdir()
         (hosts["algo-2"] / "step-4" / "shard-1.bin").write_bytes(b"new")
         _wait_for(lambda: "step-4/shard-1.bin" in store.list(), "a mid-run file at the URI")
+        marker = hosts["algo-2"] / "step-4" / "shard-1.bin.sagemaker-uploaded"
+        _wait_for(marker.exists, "SageMaker's upload marker")
         (hosts["algo-1"] / "step-2" / "data.bin").unlink()  # deleted on one host: deleted at the URI
         _wait_for(lambda: "step-2/data.bin" not in store.list(), "a deletion at the URI")
     finally:

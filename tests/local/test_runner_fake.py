@@ -53,3 +53,10 @@ def test_failing_host_fails_the_job(fake_config: LocalJobConfig, tmp_path: Path)
     assert outcome.status == "Failed"
     assert outcome.failures == {"algo-2": "boom on algo-2"}
     assert outcome.exit_codes[0]["algo-2"] == 3 and outcome.exit_codes[0]["algo-1"] != 0
+
+
+def test_max_runtime_stops_the_job(fake_config: LocalJobConfig, tmp_path: Path) -> None:
+    config = dataclasses.replace(fake_config, container_command=("python3", "-c", "import time; time.sleep(600)"))
+    outcome = LocalRunner(config, _settings(tmp_path, [], max_runtime_s=1.0)).run()
+    assert outcome.status == "Stopped" and outcome.stopped_reason == "MaxRuntimeExceeded"
+    assert all(code == -15 for code in outcome.exit_codes[0].values())  # SIGTERM reached the first process

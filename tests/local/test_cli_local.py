@@ -1,0 +1,47 @@
+"""`sm-dist fit` local-mode flags and the printed summary."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from sm_dist.errors import ConfigError
+from sm_dist.local.cli import LOCAL_ROLE_ARN, add_local_flags, check_local_flags, local_settings
+from sm_dist.local.summary import render_summary
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--local", action="store_true")
+    add_local_flags(parser)
+    return parser.parse_args(argv)
+
+
+def test_flags_parse_and_need_local() -> None:
+    args = _parse(["--local", "--chaos", "kill:5", "--chaos", "s3-faults", "--verify"])
+    assert args.chaos == ["kill:5", "s3-faults"] and args.verify
+    check_local_flags(args)
+    with pytest.raises(ConfigError, match="--chaos"):
+        check_local_flags(_parse(["--chaos", "kill:5"]))
+
+
+def test_local_settings_fill_only_what_is_missing() -> None:
+    assert local_settings({"region": "eu-west-1"})["region"] == "eu-west-1"
+    assert local_settings({})["role"] == LOCAL_ROLE_ARN
+
+
+def test_summary_text() -> None:
+    summary = {
+        "job_name": "j", "status": "Completed", "hosts": 2, "processes_per_host": 2, "wall_seconds": 30.0,
+        "steps": 12, "chaos": ["kill:6"], "chaos_fired": ["kill:6"], "restarts": 1, "in_job_restarts": 1,
+        "job_restarts": 0, "resumed_from": [4], "model_sha256": "ab" * 32, "verified": True,
+        "checkpoint_uri": "s3://sm-dist-local/j/run/checkpoints", "failures": {}, "estimate_usd": None,
+        "cost": {"local_usd": 0.0, "sagemaker_usd": 0.0235, "instance_count": 2, "instance_type": "ml.g5.xlarge",
+                 "usd_per_hour": 1.408, "price_date": "2025-06"},
+    }
+    text = render_summary(summary)
+    assert "resumed from    step 4" in text and "identical to the uninterrupted run" in text
+    assert "$0.0235" in text and "2 × ml.g5.xlarge" in text
+    failed = render_summary({**summary, "status": "Failed", "verified": None, "failures": {"algo-2": "x\nboom"}})
+    assert "failure algo-2: boom" in failed and "use --verify" in failed
