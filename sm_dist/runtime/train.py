@@ -21,14 +21,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
 from sm_dist.errors import ConfigError
-from sm_dist.metric_format import PREFIX, format_line
+from sm_dist.metric_format import PREFIX
+from sm_dist.runtime.data import ResumableLoader, build_dataloader
+from sm_dist.runtime.metrics import AvgMetric, log_metrics, rank0_print
 from sm_dist.runtime.model_output import FINAL_LINE, write_model
-from sm_dist.runtime.sampler import ResumableDistributedSampler
 
 _log = logging.getLogger(__name__)
 
@@ -125,20 +125,18 @@ def fit(ctx: Any, workload: Workload, config: TrainConfig, checkpointer: Any = N
     """Train `workload` under `ctx` (from runtime.init()); see the module docstring. Collective."""
     model = ctx.wrap_model(workload.build_model())
     optimizer = ctx.build_optimizer(model, workload.optimizer)
-    sampler = ResumableDistributedSampler(len(workload.dataset), num_replicas=ctx.world_size, rank=ctx.rank,
-                                          seed=ctx.seed, drop_last=True)  # no padding: same order on resume
-    _check_data(workload.dataset, sampler)
-    objects = {"model": model, "optimizer": optimizer, "scaler": ctx.amp.scaler, "sampler": sampler}
+    loader = _loader(ctx, workload.dataset, config)
+    objects = {"model": model, "optimizer": optimizer, "scaler": ctx.amp.scaler, "sampler": loader.sampler}
     step, epoch = 0, 0
     if checkpointer is not None:
         resumed = checkpointer.resume(**objects)
         if resumed is not None:
             step, epoch = resumed.step, resumed.epoch
-            _rank0_print(ctx, f"{PREFIX} resumed step={step} epoch={epoch}")
-    loop = _Loop(ctx, workload, config, model, optimizer)
+            rank0_print(f"{PREFIX} resumed step={step} epoch={epoch}")
+    loop = _Loop(ctx, workload, config, model, optimizer, start_step=step)
     while not _done(config, step, epoch):
-        sampler.set_epoch(epoch)  # no-op when resuming into the same epoch
-        for group in _groups(workload.dataset, sampler, config):
+        loader.set_epoch(epoch)  # keeps the restored position when resuming into the same epoch
+        for group in _groups(loader, config.grad_accum):
             step += 1
             loop.step(group, step)
             if checkpointer is not None:
@@ -159,13 +157,14 @@ def fit(ctx: Any, workload: Workload, config: TrainConfig, checkpointer: Any = N
 class _Loop:
     """One optimizer step over a group of micro-batches, and the metric lines."""
 
-    def __init__(self, ctx: Any, workload: Workload, config: TrainConfig, model: nn.Module, optimizer: Any) -> None:
+    def __init__(self, ctx: Any, workload: Workload, config: TrainConfig, model: nn.Module, optimizer: Any, *,
+                 start_step: int) -> None:
         self.ctx, self.workload, self.config = ctx, workload, config
         self.model, self.optimizer = model, optimizer
-        self.loss_sum = torch.zeros(2, dtype=torch.float64)  # (sum of micro-batch losses, count) since last log
+        self.loss = AvgMetric()  # since the last metric line
         self.last_loss: float | None = None
         self.grad_norm: float | None = None
-        self.logged_step = 0
+        self.logged_step = start_step
 
     def step(self, group: list[Any], step: int) -> None:
         """Forward/backward every micro-batch (gradient sync on the last only), clip, step."""
@@ -175,7 +174,7 @@ class _Loop:
             with ctx.no_sync(model, enabled=i < len(group) - 1), ctx.autocast():
                 loss = self.workload.loss(model, batch)
             ctx.backward(loss / len(group))
-            self.loss_sum += torch.tensor([loss.detach().float().item(), 1.0], dtype=torch.float64)
+            self.loss.update(loss, n=len(batch[0]))
         if self.config.clip is not None:
             self.grad_norm = float(ctx.clip_grad_norm_(model, self.config.clip, self.optimizer))
         ctx.step(self.optimizer)
@@ -184,19 +183,14 @@ class _Loop:
             self.log(step)
 
     def log(self, step: int) -> None:
-        """Mean loss over ranks and micro-batches since the last line (collective)."""
-        totals = self.loss_sum.clone()
-        if dist.is_initialized() and self.ctx.world_size > 1:
-            dist.all_reduce(totals)
-        self.loss_sum.zero_()
+        """Mean loss over every sample of every rank since the last line (collective)."""
+        self.last_loss = self.loss.compute()
+        self.loss.reset()
         self.logged_step = step
-        if totals[1] == 0:
-            return
-        self.last_loss = float(totals[0] / totals[1])
         metrics: dict[str, object] = {"loss": self.last_loss, "lr": self.optimizer.param_groups[0]["lr"]}
         if self.grad_norm is not None:
             metrics["grad_norm"] = self.grad_norm
-        _rank0_print(self.ctx, format_line(step, metrics))
+        log_metrics(step, metrics)
 
     def flush(self, step: int, epoch: int) -> None:
         """Log the steps since the last metric line (every rank reaches this together)."""
@@ -210,36 +204,29 @@ def _done(config: TrainConfig, step: int, epoch: int) -> bool:
     return epoch >= (config.epochs or 0)
 
 
-def _check_data(dataset: Dataset, sampler: ResumableDistributedSampler) -> None:
-    """An epoch must give every rank a sample (a batch larger than a rank's share is fine)."""
-    if len(dataset) < sampler.num_replicas:
-        raise ConfigError("dataset size", len(dataset),
-                          f"need at least one sample per rank ({sampler.num_replicas} ranks); use a larger dataset")
+def _loader(ctx: Any, dataset: Dataset, config: TrainConfig) -> ResumableLoader:
+    """This rank's resumable shard. drop_last: no padding samples (a resumed epoch would pad with
+    other ones) and no short last batch. A private generator: creating a DataLoader iterator draws
+    a base seed, and from the global RNG that draw would make a resumed run's dropout masks
+    differ from an uninterrupted run's."""
+    share = len(dataset) // ctx.world_size
+    if share < config.batch_size:
+        raise ConfigError("batch_size", config.batch_size, f"each of the {ctx.world_size} ranks gets {share} "
+                          f"samples of {len(dataset)} per epoch; use a batch size <= {share} or more data")
+    return build_dataloader(dataset, config.batch_size, ctx=ctx, seed=ctx.seed, drop_last=True, num_workers=0,
+                            generator=torch.Generator().manual_seed(ctx.seed))
 
 
-def _groups(dataset: Dataset, sampler: ResumableDistributedSampler, config: TrainConfig) -> Iterator[list[Any]]:
-    """The rest of this epoch as lists of up to grad_accum micro-batches (one optimizer step each).
-
-    The sampler is advanced only after a whole group was handed out, so a checkpoint taken
-    after the step records exactly the samples that step consumed.
-    """
-    # A private generator: creating a DataLoader iterator draws a base seed, and from the global
-    # RNG that draw would make a resumed run's dropout masks differ from an uninterrupted run's.
-    loader = DataLoader(dataset, batch_size=config.batch_size, sampler=sampler, num_workers=0, drop_last=False,
-                        generator=torch.Generator().manual_seed(sampler.seed))
+def _groups(loader: ResumableLoader, grad_accum: int) -> Iterator[list[Any]]:
+    """The rest of this epoch as lists of up to grad_accum micro-batches (one optimizer step each)."""
     group: list[Any] = []
     for batch in loader:
         group.append(batch)
-        if len(group) == config.grad_accum:
-            yield _advance(sampler, group)
+        if len(group) == grad_accum:
+            yield group
             group = []
     if group:
-        yield _advance(sampler, group)
-
-
-def _advance(sampler: ResumableDistributedSampler, group: list[Any]) -> list[Any]:
-    sampler.advance(sum(len(batch[0]) for batch in group))
-    return group
+        yield group
 
 
 def write_final_model(ctx: Any, model: nn.Module, optimizer: Any = None, model_dir: str | None = None, *,
@@ -267,11 +254,6 @@ def full_model_state(ctx: Any, model: nn.Module, optimizer: Any = None) -> dict[
 
 
 def steps_per_epoch(dataset_len: int, world_size: int, config: TrainConfig) -> int:
-    """Optimizer steps in one full epoch (drop_last sampler, short last micro-batch kept)."""
-    micro = math.ceil((dataset_len // world_size) / config.batch_size)
+    """Optimizer steps in one full epoch (full micro-batches only; a short last group still steps)."""
+    micro = (dataset_len // world_size) // config.batch_size
     return math.ceil(micro / config.grad_accum)
-
-
-def _rank0_print(ctx: Any, line: str) -> None:
-    if ctx.rank == 0:
-        print(line, flush=True)

@@ -84,10 +84,18 @@ def test_resume_across_epochs_with_dropout_equals_uninterrupted(tmp_path: Path, 
     assert resumed.model_sha256 == straight.model_sha256
 
 
-def test_finished_run_resumes_at_its_end(tmp_path: Path) -> None:
+def test_finished_run_resumes_at_its_end(tmp_path: Path, capsys) -> None:
     done = _fit(tmp_path, steps=3, batch_size=16, ckpt=tmp_path / "ck")
+    capsys.readouterr()
     again = _fit(tmp_path, steps=3, batch_size=16, ckpt=tmp_path / "ck")
     assert again.step == 3 and again.model_sha256 == done.model_sha256
+    assert not [line for line in capsys.readouterr().out.splitlines() if parse_line(line)]  # no step trained
+
+
+def test_batch_larger_than_a_ranks_share_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        _fit(tmp_path, steps=1, batch_size=65)
+    assert err.value.field == "batch_size" and "<= 64" in str(err.value)
 
 
 @pytest.mark.parametrize(

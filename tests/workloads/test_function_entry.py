@@ -68,7 +68,7 @@ def test_returned_model_is_written_with_its_step(user_module: str, tmp_path: Pat
 def test_entry_and_defaults_from_the_job_spec(user_module: str, tmp_path: Path, monkeypatch, capsys) -> None:
     spec = JobSpec(entry=f"{user_module}:workload", strategy="ddp", seed=11, hyperparameters={"size": 16})
     monkeypatch.setenv(JOB_SPEC_ENV, str(spec.write(tmp_path)))
-    assert run(["--size", "16", "--steps", "1", "--model-dir", str(tmp_path / "m")]) == 0
+    assert run(["--size", "16", "--steps", "1", "--batch-size", "8", "--model-dir", str(tmp_path / "m")]) == 0
     assert _hparams(capsys.readouterr().out)["seed"] == 11
 
 
