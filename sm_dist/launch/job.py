@@ -110,7 +110,9 @@ class Job:
             if self._session is None:
                 import boto3
 
-                self._session = boto3.Session(region_name=self._region) if self._region else boto3.Session()
+                from sm_dist.provision.aws import session_or_default
+
+                self._session = boto3.Session(region_name=self._region) if self._region else session_or_default()
             self._clients[service] = self._session.client(service, region_name=self._region)
         return self._clients[service]
 

@@ -158,9 +158,14 @@ def make_plan(config: LaunchConfig, session: Any = None) -> Plan:
 
     def session_factory() -> Any:
         if holder[0] is None:
-            import boto3
+            if config.region:
+                import boto3
 
-            holder[0] = boto3.Session(region_name=config.region) if config.region else boto3.Session()
+                holder[0] = boto3.Session(region_name=config.region)
+            else:  # follows AWS_REGION like the AWS CLI v2 (botocore alone reads AWS_DEFAULT_REGION)
+                from sm_dist.provision.aws import session_or_default
+
+                holder[0] = session_or_default()
         return holder[0]
 
     region = _region(config, session_factory)
