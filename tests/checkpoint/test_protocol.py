@@ -17,7 +17,7 @@ from sm_dist.runtime.checkpoint import Checkpointer, LocalStorage
 from sm_dist.runtime.checkpoint.faults import parse_faults
 from sm_dist.runtime.checkpoint.manifest import MANIFEST_NAME, Manifest, step_dirname
 from sm_dist.runtime.checkpoint.retention import plan_deletions
-from sm_dist.runtime.checkpoint.signals import final_save_fits
+from sm_dist.runtime.checkpoint.signals import final_save_fits, grace_seconds
 
 
 def _setup(seed: int = 0) -> tuple[nn.Module, torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
@@ -214,6 +214,12 @@ def test_sigterm_makes_maybe_save_commit_and_exit_interrupted(tmp_path, monkeypa
     assert marker.read_text().strip() == "2"
     assert LocalStorage(tmp_path / "ckpt").read_manifest(2) is not None
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handler put back
+
+
+def test_grace_comes_from_torchruns_shutdown_timeout():
+    assert grace_seconds({}) == 30.0
+    assert grace_seconds({"TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "100"}) == 100.0
+    assert grace_seconds({"PET_SHUTDOWN_TIMEOUT": "50", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "100"}) == 50.0
 
 
 def test_final_save_only_when_it_fits_in_the_grace_time():

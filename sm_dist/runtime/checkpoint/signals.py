@@ -19,11 +19,11 @@ from typing import Any
 
 _log = logging.getLogger(__name__)
 
-#: Seconds torchrun waits for workers after forwarding a signal, unless the launcher sets
-#: TORCH_ELASTIC_SHUTDOWN_TIMEOUT (sm_dist's launcher sets 100; torchrun's own default is 30 —
-#: LocalElasticAgent shutdown_timeout, FACTS §1.3).
+#: Seconds torchrun waits for workers after forwarding a signal (--shutdown-timeout, read by
+#: torch 2.13's run.py from PET_SHUTDOWN_TIMEOUT or TORCH_ELASTIC_SHUTDOWN_TIMEOUT; sm_dist's
+#: launcher sets the latter to 100; torchrun's default is 30 — FACTS §1.3).
 DEFAULT_GRACE_SECONDS = 30.0
-GRACE_ENV = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
+GRACE_ENVS = ("PET_SHUTDOWN_TIMEOUT", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT")
 #: A final save is attempted if predicted_duration * SAFETY + MARGIN fits in the time left.
 SAFETY_FACTOR = 1.5
 MARGIN_SECONDS = 2.0
@@ -32,10 +32,12 @@ MARGIN_SECONDS = 2.0
 def grace_seconds(environ: Any = None) -> float:
     """Seconds a worker has between SIGTERM and SIGKILL."""
     env = os.environ if environ is None else environ
-    try:
-        return float(env.get(GRACE_ENV, DEFAULT_GRACE_SECONDS))
-    except ValueError:
-        return DEFAULT_GRACE_SECONDS
+    for name in GRACE_ENVS:
+        try:
+            return float(env[name])
+        except (KeyError, ValueError):
+            continue
+    return DEFAULT_GRACE_SECONDS
 
 
 def final_save_fits(elapsed: float, predicted: float | None, grace: float) -> bool:
