@@ -1,7 +1,7 @@
 """Where a job's role and S3 locations come from: explicit arguments, the infra stack, the SDK.
 
 Precedence: explicit `role=` / `output_s3_uri=` / `checkpoint_s3_uri=`, then the stack made by
-`sm-dist infra deploy` (`infra_stack=`; "" means the one recorded last), then the SageMaker
+`sm-dist infra deploy` (`infra_stack=`; "" or no role at all means the one recorded last), then the SageMaker
 SDK (the caller's own execution role; the SDK's default bucket `sagemaker-<region>-<account>`,
 which `fit` creates if missing, as ModelTrainer would). Only the fallbacks call AWS, read-only.
 """
@@ -33,12 +33,17 @@ class Locations:
     source: str
 
 
-def _infra(config: Any, session: Any) -> dict[str, str] | None:
-    if config.infra_stack is None:
-        return None
+def _infra(config: Any, session_factory: Any) -> dict[str, str] | None:
+    from sm_dist.provision import config as infra_config
     from sm_dist.provision.outputs import resolve
 
-    return resolve(stack_name=config.infra_stack or None, session=session)
+    if config.infra_stack is None:
+        # No stack named: use the one `sm-dist infra deploy` recorded, if any and if the caller
+        # did not give a role, so a user who deployed the infra never pastes an ARN.
+        if config.role or not infra_config.read().get("default"):
+            return None
+        return resolve(stack_name=None)
+    return resolve(stack_name=config.infra_stack or None, session=session_factory())
 
 
 def _sdk_role(role: str | None, session: Any) -> str:
@@ -56,7 +61,7 @@ def _sdk_role(role: str | None, session: Any) -> str:
 
 def resolve_locations(config: Any, session_factory: Any, region: str) -> Locations:
     """Role ARN and output prefix for `config`. `session_factory()` gives a boto3 Session."""
-    infra = _infra(config, session_factory()) if config.infra_stack is not None else None
+    infra = _infra(config, session_factory)
     role = config.role or (infra or {}).get("role_arn")
     source = "explicit" if config.role else ("infra stack" if role else "SageMaker SDK")
     if not role or not _ROLE_ARN.fullmatch(role):

@@ -48,3 +48,15 @@ def test_deploy_then_fit_launches_with_the_recorded_stack(aws_session: Any, conf
     assert desc["OutputDataConfig"]["S3OutputPath"].startswith(out["artifact_uri"])
     keys = [o["Key"] for o in aws_session.client("s3").list_objects_v2(Bucket=out["bucket"])["Contents"]]
     assert any(k.endswith("/train.py") for k in keys)
+
+
+def test_deploy_then_fit_without_role_or_stack_uses_the_recorded_stack(
+    aws_session: Any, config_home: Path, project: Path
+) -> None:
+    """A user who ran `sm-dist infra deploy` never pastes an ARN: no role and no infra_stack suffice."""
+    import sm_dist
+
+    out = stack.deploy("sm-dist", session=aws_session, poll_seconds=0).outputs
+    plan = sm_dist.fit("train.py", dry_run=True, session=aws_session, **_settings(project))
+    assert plan.role_arn == out["role_arn"]
+    assert plan.code_s3_uri.startswith(out["artifact_uri"] + "/")
