@@ -197,3 +197,8 @@ def metrics() -> dict[str, Any]:
         line = runtime.log_metrics(7, {"loss": metric.compute()}, stream=stream)
         return {"mean": metric.compute(), "empty_is_nan": empty != empty, "line": line,
                 "printed": stream.getvalue()}
+
+
+def plain_mlp() -> nn.Module:
+    """A model given without an input: measure-memory drives it with synthetic gradients."""
+    return nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64))

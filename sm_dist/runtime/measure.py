@@ -1,0 +1,173 @@
+"""What one rank really holds in parameters, gradients and optimizer states (torch side).
+
+Run as `python -m sm_dist.runtime.measure ...` by `sm-dist measure-memory` in each of N gloo
+processes: it builds the model, wraps it with the strategy, runs a few real steps and counts
+the bytes of the *unique storages* behind the local parameters, gradients and optimizer states
+(DTensors by their local shard). The count is taken after optimizer.step() and before
+zero_grad(): the point where only persistent state is held (FSDP has resharded, autocast
+caches are gone, gradients still exist), which is what the estimator's params/grads/optimizer
+columns describe (docs/ARCHITECTURE.md, memory accounting).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from sm_dist.errors import ConfigError, SmDistError
+
+#: Tokens per sample and samples per rank for preset models: enough for a real step, small
+#: enough for CPU. Memory of params/grads/optimizer does not depend on them.
+BATCH, SEQ = 2, 32
+#: AdamW, the optimizer the estimator assumes by default (2 states per parameter).
+LR = 1e-4
+
+
+def tiny_gpt(layers: int = 4, hidden: int = 512, heads: int = 8, vocab: int = 256) -> tuple[nn.Module, Any]:
+    """A ~12.7M-parameter GPT (small vocabulary, many similar tensors) and a token batch.
+
+    Many tensors of similar size let ZeroRedundancyOptimizer's whole-tensor partition come
+    close to an even split, so the comparison with the estimator's Ψ/N is meaningful.
+    """
+    from sm_dist.runtime.models.gpt import GPT, GPTConfig
+
+    cfg = GPTConfig(n_layer=layers, n_embd=hidden, n_head=heads, vocab_size=vocab, seq_len=SEQ)
+    return GPT(cfg), torch.randint(0, vocab, (BATCH, SEQ), generator=torch.Generator().manual_seed(0))
+
+
+def build_model(spec: str, layers: int | None = None) -> tuple[nn.Module, Any]:
+    """(module, example input or None) from "module:function" or an estimator preset name."""
+    if ":" in spec:
+        module_name, _, func = spec.partition(":")
+        try:
+            made = getattr(importlib.import_module(module_name), func)()
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError("model", spec, f"cannot load module:function ({exc})") from None
+        model, batch = made if isinstance(made, tuple) else (made, None)
+        if not isinstance(model, nn.Module):
+            raise ConfigError("model", spec, "the function must return an nn.Module or (nn.Module, input)")
+        return model, batch
+    from sm_dist.estimator.models import preset
+    from sm_dist.runtime.models.gpt import GPT, GPTConfig
+
+    shape = preset(spec)
+    cfg = GPTConfig.from_shape(layers=layers or shape.layers, hidden=shape.hidden, heads=shape.heads,
+                               vocab=shape.vocab, seq_len=shape.seq_len)
+    tokens = torch.randint(0, shape.vocab, (BATCH, min(SEQ, shape.seq_len)), generator=torch.Generator().manual_seed(0))
+    return GPT(cfg), tokens
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def storage_bytes(tensors: Iterable[torch.Tensor], seen: set[int]) -> int:
+    """Bytes of the storages behind `tensors` not already in `seen` (shared storages count once)."""
+    total = 0
+    for tensor in tensors:
+        storage = _local(tensor).untyped_storage()
+        if storage.data_ptr() in seen or storage.nbytes() == 0:
+            continue
+        seen.add(storage.data_ptr())
+        total += storage.nbytes()
+    return total
+
+
+def optimizer_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    """Every tensor the optimizer keeps: its states, plus fp32 masters of the mixed wrapper."""
+    inner = getattr(optimizer, "optim", None) or getattr(optimizer, "inner", None) or optimizer
+    tensors = [v for state in inner.state.values() for v in state.values() if isinstance(v, torch.Tensor)]
+    if inner is not optimizer and hasattr(optimizer, "inner"):  # MasterWeightOptimizer
+        tensors += [p for group in inner.param_groups for p in group["params"]]
+    return tensors
+
+
+def held_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
+    """{"params", "grads", "optimizer"} bytes held by this rank."""
+    seen: set[int] = set()
+    params = list(model.parameters())
+    return {
+        "params": storage_bytes(params, seen),
+        "grads": storage_bytes([p.grad for p in params if p.grad is not None], seen),
+        "optimizer": storage_bytes(optimizer_tensors(optimizer), seen),
+    }
+
+
+def _loss(output: Any) -> torch.Tensor:
+    first = output[0] if isinstance(output, (tuple, list)) else output
+    return first.float().pow(2).mean()
+
+
+def _train_step(ctx: Any, model: nn.Module, opt: torch.optim.Optimizer, batch: Any) -> None:
+    if batch is None:  # no input: synthetic gradients, same shape and placement as the params
+        for p in model.parameters():
+            p.grad = torch.randn_like(p) * 1e-3
+    else:
+        with ctx.autocast():
+            loss = _loss(model(batch))
+        ctx.backward(loss)
+    ctx.step(opt)
+
+
+def measure_rank(model_spec: str, strategies: list[str], precision: str, steps: int,
+                 layers: int | None = None) -> dict[str, Any]:
+    """For each strategy in turn: build, wrap, train `steps` steps, count what this rank holds.
+
+    One process group serves every strategy (start-up dominates on CPU); each model and
+    optimizer is dropped before the next strategy builds its own.
+    """
+    import gc
+
+    from sm_dist import runtime
+    from sm_dist.estimator.models import count_module_params
+    from sm_dist.runtime.strategies import get_strategy
+
+    held: dict[str, dict[str, int]] = {}
+    with runtime.init(strategy=strategies[0], precision=precision, seed=0) as ctx:
+        for name in strategies:
+            ctx.strategy = get_strategy(name)
+            model, batch = build_model(model_spec, layers)
+            params, buffers = count_module_params(model)
+            units = [sum(p.numel() for p in b.parameters()) for m in model.modules()
+                     if isinstance(m, nn.ModuleList) for b in m]
+            model = ctx.wrap_model(model)
+            opt = ctx.build_optimizer(model, lambda ps: torch.optim.AdamW(ps, lr=LR))
+            for step in range(steps):
+                if step:
+                    opt.zero_grad(set_to_none=True)
+                _train_step(ctx, model, opt, batch)
+            held[name] = held_bytes(model, opt)
+            del model, opt, batch
+            gc.collect()
+        return {"rank": ctx.rank, "param_count": params, "buffers_bytes": buffers,
+                "unit_params": max(units) if units else None, "held": held}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Worker entry point: measure this rank and write the result as JSON to --out."""
+    parser = argparse.ArgumentParser(prog="python -m sm_dist.runtime.measure")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--strategy", required=True, help="one or a comma list")
+    parser.add_argument("--precision", default="fp32")
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--layers", type=int, default=None)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    try:
+        result = measure_rank(args.model, args.strategy.split(","), args.precision, args.steps, args.layers)
+    except SmDistError as exc:  # one readable line for the parent to relay
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(exc.exit_code) from None
+    Path(args.out).write_text(json.dumps(result), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
