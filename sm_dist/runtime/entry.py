@@ -13,6 +13,7 @@ stop on SIGTERM leaves through the Checkpointer's SystemExit(EXIT_INTERRUPTED).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -55,13 +56,18 @@ def run_entrypoint(prog: str, add_flags: AddFlags, make_workload: MakeWorkload, 
 
 
 def train_with_flags(args: argparse.Namespace, make_workload: MakeWorkload) -> Any:
-    """runtime.init with the flags, build the workload and the Checkpointer, fit. Returns a TrainResult."""
+    """runtime.init with the flags, build the workload (plus --lr-schedule unless it brings its own
+    scheduler) and the Checkpointer, fit. Returns a TrainResult."""
     from sm_dist import runtime
+    from sm_dist.runtime.schedules import lr_schedule
     from sm_dist.runtime.train import fit, train_config
 
     config = train_config(args)
     with runtime.init(args.strategy, args.precision, args.seed) as ctx:
         workload = make_workload(args, ctx)
+        if workload.scheduler is None:
+            workload = dataclasses.replace(workload, scheduler=lr_schedule(args.lr_schedule,
+                                                                           warmup_steps=args.warmup_steps))
         return fit(ctx, workload, config, make_checkpointer(ctx, args))
 
 

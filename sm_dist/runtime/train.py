@@ -29,6 +29,7 @@ from sm_dist.metric_format import PREFIX
 from sm_dist.runtime.data import ResumableLoader, build_dataloader
 from sm_dist.runtime.metrics import AvgMetric, log_metrics, rank0_print
 from sm_dist.runtime.model_output import FINAL_LINE, write_model
+from sm_dist.runtime.schedules import SchedulerFactory
 
 _log = logging.getLogger(__name__)
 
@@ -80,6 +81,8 @@ class Workload:
     """loss(model, batch) -> scalar tensor; `batch` is already on the device."""
     optimizer: OptimizerFactory
     """optimizer(params) -> torch.optim.Optimizer."""
+    scheduler: SchedulerFactory | None = None
+    """scheduler(optimizer, total_steps) -> LR scheduler, stepped after every optimizer step."""
 
 
 @dataclass(frozen=True)
@@ -126,14 +129,17 @@ def fit(ctx: Any, workload: Workload, config: TrainConfig, checkpointer: Any = N
     model = ctx.wrap_model(workload.build_model())
     optimizer = ctx.build_optimizer(model, workload.optimizer)
     loader = _loader(ctx, workload.dataset, config)
-    objects = {"model": model, "optimizer": optimizer, "scaler": ctx.amp.scaler, "sampler": loader.sampler}
+    scheduler = workload.scheduler(optimizer, total_steps(len(workload.dataset), ctx.world_size, config)) \
+        if workload.scheduler else None
+    objects = {"model": model, "optimizer": optimizer, "scheduler": scheduler, "scaler": ctx.amp.scaler,
+               "sampler": loader.sampler}
     step, epoch = 0, 0
     if checkpointer is not None:
         resumed = checkpointer.resume(**objects)
         if resumed is not None:
             step, epoch = resumed.step, resumed.epoch
             rank0_print(f"{PREFIX} resumed step={step} epoch={epoch}")
-    loop = _Loop(ctx, workload, config, model, optimizer, start_step=step)
+    loop = _Loop(ctx, workload, config, model, optimizer, scheduler, start_step=step)
     while not _done(config, step, epoch):
         loader.set_epoch(epoch)  # keeps the restored position when resuming into the same epoch
         for group in _groups(loader, config.grad_accum):
@@ -157,13 +163,14 @@ def fit(ctx: Any, workload: Workload, config: TrainConfig, checkpointer: Any = N
 class _Loop:
     """One optimizer step over a group of micro-batches, and the metric lines."""
 
-    def __init__(self, ctx: Any, workload: Workload, config: TrainConfig, model: nn.Module, optimizer: Any, *,
-                 start_step: int) -> None:
+    def __init__(self, ctx: Any, workload: Workload, config: TrainConfig, model: nn.Module, optimizer: Any,
+                 scheduler: Any, *, start_step: int) -> None:
         self.ctx, self.workload, self.config = ctx, workload, config
-        self.model, self.optimizer = model, optimizer
+        self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
         self.loss = AvgMetric()  # since the last metric line
         self.last_loss: float | None = None
         self.grad_norm: float | None = None
+        self.lr = 0.0
         self.logged_step = start_step
 
     def step(self, group: list[Any], step: int) -> None:
@@ -177,8 +184,11 @@ class _Loop:
             self.loss.update(loss, n=len(batch[0]))
         if self.config.clip is not None:
             self.grad_norm = float(ctx.clip_grad_norm_(model, self.config.clip, self.optimizer))
+        self.lr = float(self.optimizer.param_groups[0]["lr"])  # the rate this step used
         ctx.step(self.optimizer)
         self.optimizer.zero_grad(set_to_none=True)
+        if self.scheduler is not None:
+            self.scheduler.step()
         if step % self.config.log_every == 0:
             self.log(step)
 
@@ -187,7 +197,7 @@ class _Loop:
         self.last_loss = self.loss.compute()
         self.loss.reset()
         self.logged_step = step
-        metrics: dict[str, object] = {"loss": self.last_loss, "lr": self.optimizer.param_groups[0]["lr"]}
+        metrics: dict[str, object] = {"loss": self.last_loss, "lr": self.lr}
         if self.grad_norm is not None:
             metrics["grad_norm"] = self.grad_norm
         log_metrics(step, metrics)
@@ -257,3 +267,10 @@ def steps_per_epoch(dataset_len: int, world_size: int, config: TrainConfig) -> i
     """Optimizer steps in one full epoch (full micro-batches only; a short last group still steps)."""
     micro = (dataset_len // world_size) // config.batch_size
     return math.ceil(micro / config.grad_accum)
+
+
+def total_steps(dataset_len: int, world_size: int, config: TrainConfig) -> int:
+    """Optimizer steps of the whole run: --steps, else epochs x steps per epoch."""
+    if config.steps is not None:
+        return config.steps
+    return (config.epochs or 0) * steps_per_epoch(dataset_len, world_size, config)

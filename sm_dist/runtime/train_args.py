@@ -76,6 +76,8 @@ def add_common_flags(parser: argparse.ArgumentParser, *, batch_size: int, lr: fl
     if lr is not None:
         loop.add_argument("--lr", type=float, default=lr, help=f"AdamW learning rate (default {lr})")
         loop.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay (default 0)")
+        loop.add_argument("--lr-schedule", default="constant", help="constant or cosine (default constant)")
+        loop.add_argument("--warmup-steps", type=int, default=0, help="linear warmup steps (default 0)")
     loop.add_argument("--clip", type=optional_float, default=1.0, help="max gradient norm, null = off (default 1.0)")
     loop.add_argument("--log-every", type=int, default=1, help="print a metric line every N steps (default 1)")
     loop.add_argument("--model-dir", type=optional_str, help="where rank 0 writes the final model (default SM_MODEL_DIR)")

@@ -20,7 +20,7 @@ STEPS = 40
 #: The interruption is sent when rank 0 prints this step (well before STEPS).
 INTERRUPT_AT = 10
 ARGS = ("--steps", str(STEPS), "--batch-size", "16", "--dataset-size", "512", "--dropout", "0.2",
-        "--save-every", "4", "--seed", "3")
+        "--save-every", "4", "--seed", "3", "--lr-schedule", "cosine", "--warmup-steps", "5")
 
 
 def _interrupted(port: int, ckpt: Path, model_dir: Path, sig: int, whole_group: bool) -> Run:

@@ -16,14 +16,15 @@ from sm_dist.runtime.checkpoint import Checkpointer
 from sm_dist.runtime.model_output import load_model, state_dict_sha256
 from sm_dist.runtime.models.cnn import SimpleCNN
 from sm_dist.runtime.models.synthetic import MnistLike
+from sm_dist.runtime.schedules import lr_schedule
 from sm_dist.runtime.train import TrainConfig, Workload, adamw, classification_loss, fit, steps_per_epoch
 
 FINAL = re.compile(r"^\[sm_dist\] final step=(\d+) model_sha256=([0-9a-f]{64})$", re.M)
 
 
-def _cnn(dropout: float = 0.0, size: int = 64) -> Workload:
+def _cnn(dropout: float = 0.0, size: int = 64, schedule: str = "constant") -> Workload:
     return Workload(build_model=lambda: SimpleCNN(dropout=dropout), dataset=MnistLike(size, seed=0),
-                    loss=classification_loss, optimizer=adamw(1e-3))
+                    loss=classification_loss, optimizer=adamw(1e-3), scheduler=lr_schedule(schedule, warmup_steps=2))
 
 
 def _fit(tmp: Path, *, seed: int = 0, ckpt: Path | None = None, workload: Workload | None = None,
@@ -73,7 +74,7 @@ def test_epochs_bound_the_steps(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("async_save", [False, True], ids=["blocking", "async"])
 def test_resume_across_epochs_with_dropout_equals_uninterrupted(tmp_path: Path, capsys, async_save: bool) -> None:
-    work = _cnn(dropout=0.3)
+    work = _cnn(dropout=0.3)  # dropout: RNG state; warmup: scheduler state (a fresh one would warm up again)
     straight = _fit(tmp_path / "s", steps=9, batch_size=16, workload=work)
     first = _fit(tmp_path / "r", steps=5, batch_size=16, workload=work, ckpt=tmp_path / "ck", async_save=async_save)
     assert first.step == 5
