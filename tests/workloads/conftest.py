@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -60,9 +61,13 @@ def torchrun(port_factory) -> Iterator[object]:
     yield run
 
 
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 @pytest.fixture(scope="module")
 def port_factory_module() -> Iterator[object]:
-    """port_factory for module-scoped fixtures."""
-    from tests.conftest import free_port  # noqa: PLC0415  (the root conftest's helper)
-
-    yield free_port
+    """Like the root port_factory, for module-scoped fixtures (which cannot use function fixtures)."""
+    yield _free_port
