@@ -17,9 +17,10 @@ from sm_dist.local.config import LocalJobConfig
 from sm_dist.local.layout import HostRoot, channel_names, remap, resource_config
 
 #: Variables of the caller's machine that must not leak into an emulated container: they would
-#: change what the runtime detects (the same list the test suite strips).
+#: change what the runtime detects (the same list the test suite strips), or, for AWS_*, let a
+#: local job reach the caller's AWS account (local mode sets its own endpoint and fake keys).
 _HOST_ONLY = re.compile(
-    r"^(SM_.*|SAGEMAKER_.*|TRAINING_JOB_.*|TORCHELASTIC_.*|PET_.*|SLURM_.*|RANK|LOCAL_RANK|WORLD_SIZE|"
+    r"^(AWS_.*|SM_.*|SAGEMAKER_.*|TRAINING_JOB_.*|TORCHELASTIC_.*|PET_.*|SLURM_.*|RANK|LOCAL_RANK|WORLD_SIZE|"
     r"LOCAL_WORLD_SIZE|GROUP_RANK|GROUP_WORLD_SIZE|ROLE_RANK|ROLE_WORLD_SIZE|ROLE_NAME|MASTER_ADDR|MASTER_PORT)$"
 )
 #: A fake but well-formed ARN: local jobs have no account.

@@ -26,7 +26,7 @@ from sm_dist.local.chaos_driver import ChaosDriver
 from sm_dist.local.ckpt_sync import CheckpointSync
 from sm_dist.local.config import LocalJobConfig
 from sm_dist.local.hostenv import host_environment
-from sm_dist.local.layout import HostRoot, create_host_root
+from sm_dist.local.layout import HostRoot, create_host_root, remap
 from sm_dist.local.progress import Progress
 from sm_dist.local.stores import Store
 
@@ -177,8 +177,9 @@ class LocalRunner:
         agents = []
         for layout in self.layouts:
             env = host_environment(self.config, layout, master_port, extra)
-            argv = [sys.executable if a in ("python", "python3") else a for a in self.config.container_command]
-            argv = [str(layout.container_path(a)) if a.startswith("/opt/ml") else a for a in argv]
+            # the container's python3 is this interpreter here: same torch, same sm_dist
+            argv = [sys.executable if a in ("python", "python3") else remap(a, layout.root)
+                    for a in self.config.container_command]
             code_dir = layout.channel_dir("code")
             cwd = code_dir if code_dir.is_dir() else layout.root
             agents.append(HostAgent(layout.host, argv, env, cwd=cwd, log_path=log_dir / f"{layout.host}.log",

@@ -47,9 +47,9 @@ def test_remap_paths_in_values(tmp_path: Path) -> None:
 
 def test_host_environment(fake_config: LocalJobConfig, tmp_path: Path) -> None:
     layout = create_host_root(fake_config, "algo-2", tmp_path / "h2", None)
-    base = {"PATH": "/bin", "SM_CURRENT_HOST": "leak", "RANK": "7", "HOME": "/h"}
+    base = {"PATH": "/bin", "SM_CURRENT_HOST": "leak", "RANK": "7", "HOME": "/h", "AWS_PROFILE": "prod"}
     env = host_environment(fake_config, layout, 4242, {"SM_DIST_RDZV_PORT": "1"}, base=base)
-    assert env["PATH"] == "/bin" and "RANK" not in env
+    assert env["PATH"] == "/bin" and "RANK" not in env and "AWS_PROFILE" not in env
     assert env["SM_CURRENT_HOST"] == "algo-2"
     assert json.loads(env["SM_HOSTS"]) == ["algo-1", "algo-2"]
     assert (env["SM_HOST_COUNT"], env["SM_CURRENT_HOST_RANK"], env["SM_NUM_GPUS"]) == ("2", "1", "0")
