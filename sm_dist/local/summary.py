@@ -19,7 +19,9 @@ def render_summary(s: dict[str, Any]) -> str:
         f"local job {s['job_name']}: {s['status']}  ({s['hosts']} hosts × {procs} processes, {s['wall_seconds']} s)",
         f"  steps           {s['steps']}",
         f"  chaos           {', '.join(s['chaos']) or 'none'}"
-        + (f"  (fired: {', '.join(s['chaos_fired'])})" if s["chaos_fired"] else ""),
+        + (f"  (fired: {', '.join(s['chaos_fired'])})" if s["chaos_fired"] else "")
+        + (f"  (never fired: {', '.join(missed)})" if (missed := [c for c in s["chaos"] if c not in s["chaos_fired"]])
+           else ""),
         f"  restarts        {s['restarts']}  (in-job torchrun: {s['in_job_restarts']}, whole-job: {s['job_restarts']})",
         f"  resumed from    {', '.join(f'step {n}' for n in s['resumed_from']) or '-'}",
         f"  model sha256    {s['model_sha256'] or '-'}",

@@ -43,5 +43,6 @@ def test_summary_text() -> None:
     text = render_summary(summary)
     assert "resumed from    step 4" in text and "identical to the uninterrupted run" in text
     assert "$0.0235" in text and "2 × ml.g5.xlarge" in text
-    failed = render_summary({**summary, "status": "Failed", "verified": None, "failures": {"algo-2": "x\nboom"}})
-    assert "failure algo-2: boom" in failed and "use --verify" in failed
+    failed = render_summary({**summary, "status": "Failed", "verified": None, "failures": {"algo-2": "x\nboom"},
+                             "chaos": ["kill:6", "sigterm:99"]})
+    assert "failure algo-2: boom" in failed and "use --verify" in failed and "never fired: sigterm:99" in failed
