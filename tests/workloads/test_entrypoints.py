@@ -15,7 +15,7 @@ from sm_dist.runtime.model_output import SHA_FILENAME, load_model, state_dict_sh
 from sm_dist.runtime.models.gpt import GPT, GPTConfig
 from sm_dist.runtime.models.resnet import ResNet18
 
-from .conftest import ENTRYPOINTS, HANG_GUARD_S, parse_run, worker_env
+from .conftest import ENTRYPOINTS, HANG_GUARD_S, Run, parse_run, worker_env
 
 pytestmark = pytest.mark.slow
 
@@ -31,10 +31,24 @@ def _check_model(run, model_dir: Path, steps: int) -> dict[str, torch.Tensor]:
     return weights
 
 
-def test_cnn_same_seed_same_model(torchrun, tmp_path: Path) -> None:
-    args = ("--steps", "3", "--batch-size", "16", "--seed", "7")
+def _srun(port: int, args: list[str], tasks: int = 2) -> Run:
+    """What `srun -n 2 python cnn.py ...` gives each task on one node: SLURM_* variables, no torchrun."""
+    procs = []
+    for rank in range(tasks):
+        env = {**worker_env(), "SLURM_NTASKS": str(tasks), "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank),
+               "SLURM_NODEID": "0", "SLURM_JOB_NODELIST": "localhost", "SLURM_NTASKS_PER_NODE": str(tasks),
+               "SLURM_JOB_NAME": "train", "SLURM_JOB_ID": "4242", "MASTER_ADDR": "127.0.0.1",
+               "MASTER_PORT": str(port)}
+        procs.append(subprocess.Popen([sys.executable, str(ENTRYPOINTS / "cnn.py"), *args], env=env, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    outs = [p.communicate(timeout=HANG_GUARD_S)[0] for p in procs]
+    return parse_run(max(p.returncode for p in procs), outs[0] + outs[1])
+
+
+def test_cnn_same_seed_same_model_under_torchrun_and_slurm(torchrun, port_factory, tmp_path: Path) -> None:
+    args = ["--steps", "3", "--batch-size", "16", "--seed", "7"]
     a = torchrun("cnn.py", *args, "--model-dir", str(tmp_path / "a"))
-    b = torchrun("cnn.py", *args, "--model-dir", str(tmp_path / "b"))
+    b = _srun(port_factory(), [*args, "--model-dir", str(tmp_path / "b")])
     _check_model(a, tmp_path / "a", 3)
     _check_model(b, tmp_path / "b", 3)
     assert a.sha == b.sha
