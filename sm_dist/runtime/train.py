@@ -133,6 +133,9 @@ def fit(ctx: Any, workload: Workload, config: TrainConfig, checkpointer: Any = N
         if workload.scheduler else None
     objects = {"model": model, "optimizer": optimizer, "scheduler": scheduler, "scaler": ctx.amp.scaler,
                "sampler": loader.sampler}
+    _log.info("%d samples, %d ranks, global batch %d, %d steps per epoch", len(workload.dataset), ctx.world_size,
+              config.batch_size * config.grad_accum * ctx.world_size,
+              steps_per_epoch(len(workload.dataset), ctx.world_size, config))
     step, epoch = 0, 0
     if checkpointer is not None:
         resumed = checkpointer.resume(**objects)
