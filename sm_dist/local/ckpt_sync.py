@@ -148,7 +148,10 @@ class CheckpointSync:
             for key in sorted(changed, key=lambda k: current[k][1]):
                 if stable_only and state.seen.get(key) != current[key]:
                     continue  # still being written (or just appeared): wait one more pass
-                self.store.put(state.folder / key, key)
+                try:
+                    self.store.put(state.folder / key, key)
+                except FileNotFoundError:  # deleted by the job since the scan: nothing to upload
+                    continue
                 state.synced[key] = current[key]
                 self.uploads += 1
                 _mark(state.folder / key, UPLOADED_SUFFIX, create=True)
