@@ -49,3 +49,23 @@ def test_flags_win_over_the_job_spec(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert other_seed != _run(tmp_path / "b", capsys, "--no-checkpoint")
     assert _steps(tmp_path / "flag_ck")[-1] == "step-000000003"
     assert not (tmp_path / "spec_ck").exists() or not _steps(tmp_path / "spec_ck")
+
+
+def test_checkpoint_uri_flag_writes_to_s3_and_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys,
+                                                       aws_credentials: str, moto_endpoint: str) -> None:
+    """--checkpoint-uri s3://... through the Checkpointer's S3 storage, against moto's HTTP server."""
+    import boto3
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", moto_endpoint)
+    s3 = boto3.client("s3", region_name=aws_credentials, endpoint_url=moto_endpoint)
+    s3.create_bucket(Bucket="ckpt-workloads")
+    uri = "s3://ckpt-workloads/run1"
+    first = _run(tmp_path / "a", capsys, "--checkpoint-uri", uri, "--save-every", "2")
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="ckpt-workloads", Prefix="run1/")["Contents"]]
+    assert any(k.endswith("manifest.json") and "000000003" in k for k in keys)
+    cnn = _cnn_module()
+    argv = ["--steps", "3", "--batch-size", "8", "--dataset-size", "64", "--model-dir", str(tmp_path / "b"),
+            "--checkpoint-uri", uri]
+    assert run_entrypoint("cnn", cnn.add_flags, cnn.workload, batch_size=32, lr=1e-3, argv=argv) == 0
+    out = capsys.readouterr().out
+    assert "[sm_dist] resumed step=3 epoch=0" in out and FINAL.findall(out)[-1][1] == first
