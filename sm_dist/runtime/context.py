@@ -7,6 +7,7 @@ also usable as a context manager that tears the process group down on exit.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import datetime
 import gc
@@ -115,16 +116,23 @@ class RunContext:
         if dist.is_initialized():
             dist.barrier()
 
-    def shutdown(self) -> None:
-        """Destroy the process group init() created (idempotent)."""
+    def shutdown(self, barrier: bool = True) -> None:
+        """Destroy the process group init() created (idempotent).
+
+        `barrier=False` on the failure path: a rank that raised must not wait for peers that
+        may never reach the barrier (torchrun then sees the failure at once, not after the
+        process-group timeout).
+        """
         global _current
         if self._owns_group and dist.is_initialized():
             # Barrier first: no rank closes its sockets while a peer's last collective is in
             # flight. gc after destroy: process groups no longer referenced are destructed
             # (their gloo threads joined) while the interpreter is alive, not during
-            # finalization, where a gloo thread that needs the GIL aborts the process.
-            with contextlib.suppress(RuntimeError):
-                dist.barrier()
+            # finalization, where a gloo thread that needs the GIL aborts the process
+            # ("terminate called without an active exception", seen in ~1 of 5 2-rank runs).
+            if barrier:
+                with contextlib.suppress(RuntimeError):
+                    dist.barrier()
             dist.destroy_process_group()
             gc.collect()
         self._owns_group = False
@@ -134,8 +142,8 @@ class RunContext:
     def __enter__(self) -> RunContext:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self.shutdown(barrier=exc_type is None)
 
     def __repr__(self) -> str:
         return (f"RunContext(rank={self.rank}/{self.world_size}, strategy={self.strategy.name}, "
@@ -167,6 +175,8 @@ def init(strategy: str | Strategy | None = None, precision: str | Precision | No
     plugin = get_strategy(strategy, sync_batchnorm=sync_batchnorm,
                           reshard_after_forward=reshard_after_forward, shard_units=shard_units)
     _current = RunContext(env=env, strategy=plugin, precision=precision, seed=seed, device=device, owns_group=owns)
+    if owns:
+        atexit.register(_shutdown_at_exit, _current)  # scripts that never call shutdown()
     _log.debug("initialised %r", _current)
     return _current
 
@@ -175,6 +185,12 @@ def shutdown() -> None:
     """Tear down the context init() returned last (no-op if none)."""
     if _current is not None:
         _current.shutdown()
+
+
+def _shutdown_at_exit(ctx: RunContext) -> None:
+    """atexit hook: tear the group down before interpreter finalization (no barrier: the
+    process may be exiting on an error while its peers still train)."""
+    ctx.shutdown(barrier=False)
 
 
 def current() -> RunContext | None:
