@@ -33,14 +33,25 @@ def rank_env(rank: int, world: int, port: int, nodes: int = 1) -> dict[str, str]
     }
 
 
+def slurm_env(rank: int, world: int, port: int) -> dict[str, str]:
+    """What `srun --ntasks=world` on one node would export (plus MASTER_PORT)."""
+    return {
+        "SLURM_NTASKS": str(world), "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank),
+        "SLURM_NODEID": "0", "SLURM_JOB_NODELIST": "127.0.0.1", "SLURM_JOB_NUM_NODES": "1",
+        "SLURM_TASKS_PER_NODE": str(world), "SLURM_JOB_ID": "4242", "SLURM_JOB_NAME": "train",
+        "MASTER_PORT": str(port),
+    }
+
+
 def run_ranks(world: int, target: str, args: dict[str, Any], port: int, nodes: int = 1,
-              extra_env: dict[str, str] | None = None) -> list[Any]:
+              extra_env: dict[str, str] | None = None, launcher: str = "torchrun") -> list[Any]:
     """Start `world` processes running `target(**args)`; return their results by rank."""
     with tempfile.TemporaryDirectory() as tmp:
         procs = []
         for rank in range(world):
-            env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "TORCHELASTIC", "PET_"))}
-            env.update(rank_env(rank, world, port, nodes), OMP_NUM_THREADS="1", **(extra_env or {}))
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "TORCHELASTIC", "PET_", "SLURM_"))}
+            names = slurm_env(rank, world, port) if launcher == "slurm" else rank_env(rank, world, port, nodes)
+            env.update(names, OMP_NUM_THREADS="1", **(extra_env or {}))
             out = Path(tmp) / f"rank{rank}.json"
             cmd = [sys.executable, str(HERE / "rt_spawn.py"), target, json.dumps(args), str(out)]
             procs.append((subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE,

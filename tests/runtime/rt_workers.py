@@ -92,6 +92,7 @@ def train(runs: list[list[str]], steps: int = 3, accum: int = 1, clip: float | N
                 "losses": losses, "local_digest": digest(local), "unsynced_grad_digest": unsynced[:1],
                 "weights": {k: v.tolist() for k, v in full_weights(model).items()},
             }
+        out["launcher"] = ctx.env.launcher
     return out
 
 
