@@ -23,6 +23,8 @@ PAIRS = [
     ("ddp/mixed", "zero1/mixed"),
     ("zero1/mixed", "ddp/fp32"),
     ("fsdp/mixed", "hsdp/mixed"),
+    ("fsdp/fp32", "zero1/mixed"),
+    ("zero1/fp32", "ddp/mixed"),
 ]
 
 
