@@ -29,7 +29,7 @@ def test_cli_parsing_is_light() -> None:
     assert _heavy(_modules_after("import sm_dist.cli, sm_dist.errors, sm_dist.vocab")) == []
 
 
-@pytest.mark.parametrize("command", ["estimate-cost", "fit", "status"])
+@pytest.mark.parametrize("command", ["estimate-cost", "fit", "status", "measure-memory"])
 def test_command_help_imports_nothing_heavy(command: str) -> None:
     code = (
         "import sys, sm_dist.cli\n"
