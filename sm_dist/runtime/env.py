@@ -15,6 +15,7 @@ hosts, job name and directories. Without torchrun, SageMaker (one process per ho
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -112,8 +113,6 @@ def detect_env(environ: Mapping[str, str] | None = None, *, num_gpus: int | None
     `num_gpus` is what the caller measured (e.g. torch.cuda.device_count()); when None the
     function stays pure and uses SM_NUM_GPUS, or 0.
     """
-    import os
-
     env: Mapping[str, str] = os.environ if environ is None else environ
     root = env.get(OPT_ML_ENV) or DEFAULT_OPT_ML
     sm = _sagemaker_facts(env, root)

@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_state_dict,
+    set_model_state_dict,
+    set_state_dict,
+)
 from torch.distributed.tensor import DTensor
 
 from sm_dist.errors import ConfigError
@@ -76,8 +82,6 @@ class Strategy:
             return optimizer.full_state_dict()
         options = StateDictOptions(full_state_dict=not self.sharded)
         if optimizer is None:
-            from torch.distributed.checkpoint.state_dict import get_model_state_dict
-
             return {"model": get_model_state_dict(model, options=options), "optim": {}}
         model_sd, optim_sd = get_state_dict(model, optimizer, options=options)
         return {"model": model_sd, "optim": optim_sd}
@@ -89,8 +93,6 @@ class Strategy:
             return
         options = StateDictOptions(full_state_dict=not self.sharded, strict=True)
         if optimizer is None or not state.get("optim"):
-            from torch.distributed.checkpoint.state_dict import set_model_state_dict
-
             set_model_state_dict(model, state["model"], options=options)
             return
         set_state_dict(model, optimizer, model_state_dict=state["model"],
