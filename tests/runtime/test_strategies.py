@@ -68,10 +68,11 @@ def test_half_precision_modes_track_fp32(two_ranks: dict, precision: str, strate
 
 
 def test_four_ranks_on_two_nodes() -> None:
-    """4 processes as 2 nodes x 2: hsdp shards within a node and replicates across."""
+    """4 processes as 2 nodes x 2: hsdp shards within a node and replicates across; clipped SGD."""
     runs = [[s, "fp32"] for s in STRATEGIES]
-    results = run_ranks(4, "rt_workers:train", {"runs": runs, "steps": STEPS}, free_port(), nodes=2)
-    ref = reference(STEPS)
+    results = run_ranks(4, "rt_workers:train", {"runs": runs, "steps": STEPS, "clip": 0.05, "optimizer": "sgd"},
+                        free_port(), nodes=2)
+    ref = reference(STEPS, clip=0.05, optimizer="sgd")
     for strategy in STRATEGIES:
         for rank_result in results:
             got = rank_result[f"{strategy}/fp32"]
