@@ -40,6 +40,7 @@ class HostAgent:
         self._on_line = on_line
         self._proc: subprocess.Popen[bytes] | None = None
         self._reader: threading.Thread | None = None
+        self._terminated = False
 
     @property
     def pid(self) -> int | None:
@@ -78,11 +79,17 @@ class HostAgent:
         self.teardown()
         return code
 
+    def terminate(self) -> None:
+        """SIGTERM to the first process, once (a second one would cut its shutdown short)."""
+        assert self._proc is not None, "start() first"
+        if not self._terminated and self._proc.poll() is None:
+            self._terminated = True
+            os.kill(self._proc.pid, signal.SIGTERM)
+
     def stop(self, grace: float) -> int:
         """SageMaker's stop: SIGTERM to the first process, `grace` seconds, then SIGKILL all."""
         assert self._proc is not None, "start() first"
-        if self._proc.poll() is None:
-            os.kill(self._proc.pid, signal.SIGTERM)
+        self.terminate()
         code = self.wait(grace)
         if code is None:
             _log.warning("%s: still running %.0f s after SIGTERM; SIGKILL", self.host, grace)

@@ -92,6 +92,7 @@ def _one_run(plan: Any, root: Path, label: str, faults: tuple[Fault, ...], endpo
         extra_env={**(endpoint.env if endpoint else {}), **options["env"]},
         on_line=(lambda h, line: options["echo"](f"{label} {h}" if label != "run" else h, line)),
         max_job_restarts=options["max_job_restarts"], max_runtime_s=options["max_runtime_s"],
+        nproc_per_host=plan.job_spec.nproc_per_node,
         s3_fault_switch=endpoint.fail_for if endpoint is not None and endpoint.server.url != endpoint.server.moto_url else None,
     )
     runner = LocalRunner(config, settings)

@@ -1,8 +1,9 @@
 """Apply chaos faults to a running attempt, and watch torchrun's in-job restarts.
 
-The log readers report steps (`on_step`, any thread) and fire a due kill at once (SIGKILL to
-one random worker); the attempt's main loop calls `tick()` a few times a second, which retries
-a kill that found no worker and reports a due spot interruption. The same loop samples TORCHELASTIC_RESTART_COUNT of the live
+The log readers report steps (`on_step`, any thread) and fire a due fault at once: SIGKILL to
+one random worker, or SIGTERM to every host's first process (spot). The attempt's main loop
+calls `tick()` a few times a second, which retries a kill that found no worker and reports a
+spot interruption, so the runner waits out the grace period and restarts the job. The same loop samples TORCHELASTIC_RESTART_COUNT of the live
 workers: the largest value seen on any host is the number of in-job restarts (torchrun counts
 per agent; a host restarted by a membership change keeps 0 — FACTS §2.3).
 """
@@ -54,8 +55,12 @@ class ChaosDriver:
                 self._due.append(fault)
             kills = [f for f in self._due if f.kind == "kill"]
             self._due = [f for f in self._due if f.kind != "kill"]
+            spot = any(f.kind == "sigterm" for f in self._due)
         for fault in kills:
             self._kill_one(self._agents, fault)
+        if spot:  # SIGTERM now; tick() then reports the interruption and the grace period runs
+            for agent in self._agents:
+                agent.terminate()
         for fault in s3:
             assert self._s3_switch is not None  # _s3 is empty without a switch
             _log.warning("chaos %s: the S3 endpoint fails every request for %g s", fault, fault.seconds)

@@ -10,6 +10,7 @@ attempt, like a managed-spot restart; nothing else restarts the whole job.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import socket
 import sys
@@ -83,6 +84,7 @@ class RunSettings:
     max_job_restarts: int = DEFAULT_MAX_JOB_RESTARTS
     s3_fault_switch: Callable[[float], None] | None = None  # fail the endpoint for N seconds
     max_runtime_s: float | None = None  # StoppingCondition.MaxRuntimeInSeconds, over all attempts
+    nproc_per_host: int | None = None  # worker processes per host, when known (thread budget)
 
 
 class LocalRunner:
@@ -169,6 +171,10 @@ class LocalRunner:
             "PYTHONUNBUFFERED": "1",
             **self.settings.extra_env,
         }
+        if "OMP_NUM_THREADS" not in os.environ:
+            # N emulated instances share this machine's cores: one intra-op pool per worker would
+            # oversubscribe them (torchrun itself sets 1 only when a host runs several workers)
+            extra["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // self._workers()))
         crash = [f for f in self.settings.faults if f.kind == "crash-in-save"]
         if crash and attempt == 0:
             extra["SM_DIST_FAULT"] = str(crash[0])
@@ -185,6 +191,10 @@ class LocalRunner:
             agents.append(HostAgent(layout.host, argv, env, cwd=cwd, log_path=log_dir / f"{layout.host}.log",
                                     on_line=self._on_line))
         return agents
+
+    def _workers(self) -> int:
+        per_host = self.settings.extra_env.get("SM_DIST_NPROC_PER_NODE") or self.settings.nproc_per_host or 1
+        return self.config.instance_count * int(per_host)
 
     def _supervise(self) -> bool:
         """Wait for every host; True if chaos interrupted the job (spot)."""
