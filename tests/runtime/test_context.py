@@ -60,3 +60,34 @@ def test_single_process_training_and_state_dict_without_module_prefix() -> None:
     assert sorted(state["model"]) == ["0.bias", "0.weight"]
     plain = torch.nn.Sequential(torch.nn.Linear(4, 2))
     plain.load_state_dict(state["model"])
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "zero1"])
+def test_mixed_precision_master_weights_follow_an_lr_scheduler(strategy: str) -> None:
+    with runtime.init(strategy=strategy, precision="mixed", environ={}) as ctx:
+        model = ctx.wrap_model(torch.nn.Linear(4, 2))
+        opt = ctx.build_optimizer(model, lambda p: torch.optim.AdamW(p, lr=0.1))
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+        assert next(model.parameters()).dtype == torch.bfloat16  # half working copy
+        before = model.module.weight.detach().float().clone()
+        for _ in range(2):
+            with ctx.autocast():
+                loss = model(torch.ones(3, 4)).float().pow(2).sum()
+            ctx.backward(loss)
+            ctx.step(opt)
+            opt.zero_grad()
+            sched.step()
+        assert opt.param_groups[0]["lr"] == pytest.approx(0.025)
+        assert opt.inner.param_groups[0]["lr"] == pytest.approx(0.05)  # what the fp32 optimizer used in step 2
+        assert all(m.dtype == torch.float32 for g in opt.inner.param_groups for m in g["params"])
+        assert not torch.equal(before, model.module.weight.detach().float())
+
+
+def test_master_weight_partition_is_largest_first_and_deterministic() -> None:
+    from sm_dist.runtime.strategies.master_weights import partition
+
+    sizes = [10, 100, 40, 90, 30, 50]
+    owners = partition(sizes, 2)
+    loads = [sum(s for s, o in zip(sizes, owners) if o == r) for r in range(2)]
+    assert loads == [170, 150]  # 100|90, 40|50, 30 -> lighter rank 0 (tie), 10 -> rank 1
+    assert partition(sizes, 2) == owners and partition(sizes, 1) == [0] * 6
