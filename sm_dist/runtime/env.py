@@ -28,6 +28,9 @@ from sm_dist.runtime import slurm_nodes
 #: Container root; local mode points it at an emulated host's folder (docs/ARCHITECTURE.md).
 OPT_ML_ENV = "SM_DIST_OPT_ML"
 DEFAULT_OPT_ML = "/opt/ml"
+#: Local mode's override of the rendezvous host (every emulated "host" is this machine); the
+#: same variable the launcher honours (docs/ARCHITECTURE.md, launcher details).
+RDZV_HOST_ENV = "SM_DIST_RDZV_HOST"
 #: Slurm has no port variable; Lightning's SLURMEnvironment derives one from the job id
 #: (15000 + last 4 digits) and falls back to 12910 (FACTS.md §2.4). Same rule here.
 SLURM_PORT_BASE = 15000
@@ -248,7 +251,7 @@ def _sagemaker_ranks(env: Mapping[str, str], sm: dict) -> dict:
         local_world_size=1,
         node_rank=hosts.index(current),
         num_nodes=len(hosts),
-        master_addr=env.get("SM_DIST_MASTER_ADDR") or hosts[0],
+        master_addr=env.get(RDZV_HOST_ENV) or hosts[0],
         master_port=_int(env, "SM_MASTER_PORT", 7777) if len(hosts) > 1 else None,
     )
 

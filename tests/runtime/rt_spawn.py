@@ -43,6 +43,16 @@ def slurm_env(rank: int, world: int, port: int) -> dict[str, str]:
     }
 
 
+def sagemaker_env(rank: int, world: int, port: int, root: Path) -> dict[str, str]:
+    """One process per emulated host: its own /opt/ml root with resourceconfig.json."""
+    config = root / f"algo-{rank + 1}" / "input" / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    hosts = [f"algo-{i + 1}" for i in range(world)]
+    (config / "resourceconfig.json").write_text(json.dumps({"current_host": hosts[rank], "hosts": hosts}))
+    return {"SM_DIST_OPT_ML": str(config.parents[1]), "SM_DIST_RDZV_HOST": "127.0.0.1",
+            "SM_MASTER_PORT": str(port), "TRAINING_JOB_NAME": "local-job"}
+
+
 def run_ranks(world: int, target: str, args: dict[str, Any], port: int, nodes: int = 1,
               extra_env: dict[str, str] | None = None, launcher: str = "torchrun") -> list[Any]:
     """Start `world` processes running `target(**args)`; return their results by rank."""
@@ -50,7 +60,12 @@ def run_ranks(world: int, target: str, args: dict[str, Any], port: int, nodes: i
         procs = []
         for rank in range(world):
             env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "TORCHELASTIC", "PET_", "SLURM_"))}
-            names = slurm_env(rank, world, port) if launcher == "slurm" else rank_env(rank, world, port, nodes)
+            if launcher == "slurm":
+                names = slurm_env(rank, world, port)
+            elif launcher == "sagemaker":
+                names = sagemaker_env(rank, world, port, Path(tmp))
+            else:
+                names = rank_env(rank, world, port, nodes)
             env.update(names, OMP_NUM_THREADS="1", **(extra_env or {}))
             out = Path(tmp) / f"rank{rank}.json"
             cmd = [sys.executable, str(HERE / "rt_spawn.py"), target, json.dumps(args), str(out)]

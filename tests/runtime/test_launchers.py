@@ -32,3 +32,11 @@ def test_under_slurm_variables() -> None:
     assert [r["launcher"] for r in results] == ["slurm", "slurm"]
     assert results[0]["ddp/fp32"]["losses"] == results[1]["ddp/fp32"]["losses"]
     assert results[0]["ddp/fp32"]["local_digest"] == results[1]["ddp/fp32"]["local_digest"]
+
+
+def test_under_sagemaker_one_process_per_host() -> None:
+    """ModelTrainer without torchrun: ranks from resourceconfig.json, store on the first host."""
+    results = run_ranks(2, "rt_workers:train", {"runs": [["fsdp", "fp32"]], "steps": 2}, free_port(),
+                        launcher="sagemaker")
+    assert [r["launcher"] for r in results] == ["sagemaker", "sagemaker"]
+    assert results[0]["fsdp/fp32"]["losses"] == results[1]["fsdp/fp32"]["losses"]
