@@ -35,8 +35,9 @@ TOLERANCE = 0.05
 
 def register(command: str, parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True,
-                        help="estimator preset (gpt2, llama2-7b, ...) or module:function returning "
-                             "nn.Module or (nn.Module, input); e.g. sm_dist.runtime.measure:tiny_gpt")
+                        help="estimator preset (gpt2, llama2-7b, ...; built as a GPT-2-style module of that "
+                             "depth, width and vocabulary) or module:function returning nn.Module or "
+                             "(nn.Module, input); e.g. sm_dist.runtime.measure:tiny_gpt")
     parser.add_argument("--strategy", default=DEFAULT_STRATEGIES, help=f"one or a comma list (default {DEFAULT_STRATEGIES})")
     parser.add_argument("--world-size", type=int, default=2, help="gloo processes to start (default 2)")
     parser.add_argument("--precision", default="fp32", help="fp32, amp, mixed or bf16 (default fp32)")
