@@ -136,6 +136,7 @@ def measure_rank(model_spec: str, strategies: list[str], precision: str, steps: 
             ctx.strategy = get_strategy(name)
             model, batch = build_model(model_spec, layers)
             params, buffers = count_module_params(model)
+            largest = max((p.numel() for p in model.parameters()), default=0)
             units = [sum(p.numel() for p in b.parameters()) for m in model.modules()
                      if isinstance(m, nn.ModuleList) for b in m]
             model = ctx.wrap_model(model)
@@ -148,7 +149,7 @@ def measure_rank(model_spec: str, strategies: list[str], precision: str, steps: 
             del model, opt, batch
             gc.collect()
         return {"rank": ctx.rank, "param_count": params, "buffers_bytes": buffers,
-                "unit_params": max(units) if units else None, "held": held}
+                "unit_params": max(units) if units else None, "largest_tensor_params": largest, "held": held}
 
 
 def main(argv: list[str] | None = None) -> None:
