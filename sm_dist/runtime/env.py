@@ -18,7 +18,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
@@ -81,8 +81,8 @@ class RunEnv:
     """Where other outputs go (SM_OUTPUT_DATA_DIR)."""
     checkpoint_dir: str | None
     """CheckpointConfig.LocalPath on SageMaker when configured, else None."""
-    channels: Mapping[str, str]
-    """Input channel name -> local folder (SM_CHANNEL_*)."""
+    channels: Mapping[str, str] = field(hash=False)
+    """Input channel name -> local folder (SM_CHANNEL_*); read-only."""
 
     @property
     def backend(self) -> str:

@@ -63,6 +63,9 @@ def test_torchrun_inside_sagemaker_adds_hosts_and_dirs(tmp_path: Path) -> None:
     assert env.model_dir == f"{root}/model"
     assert env.output_dir == f"{root}/output/data"
     assert dict(env.channels) == {"train": f"{root}/input/data/train"}
+    assert hash(env) == hash(detect_env({**TORCHRUN, "SM_DIST_OPT_ML": str(root), "TRAINING_JOB_NAME": "job-1"}))
+    with pytest.raises(TypeError):
+        env.channels["x"] = "y"  # frozen all the way down
 
 
 def test_sagemaker_without_torchrun_is_one_process_per_host(tmp_path: Path) -> None:
