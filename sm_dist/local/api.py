@@ -113,15 +113,15 @@ def _echo(echo: bool, stream: TextIO | None) -> Callable[[str, str], None]:
     return lambda host, line: print_line(host, line, stream or sys.stdout)
 
 
-def store_keys(store: Store | None) -> list[str]:
-    """Keys at the checkpoint URI now (the endpoint stops with the run; keep the listing)."""
+def store_keys(store: Store | None) -> dict[str, int]:
+    """Keys at the checkpoint URI now -> size (the endpoint stops with the run; keep the listing)."""
     if store is None:
-        return []
+        return {}
     try:
-        return sorted(store.list())
+        return store.list()
     except Exception as exc:  # a listing failure must not hide the run's result
         _log.warning("cannot list %s: %s", store.uri, exc)
-        return []
+        return {}
 
 
 def run_local(

@@ -30,6 +30,11 @@ class LocalCost:
     price_date: str | None
     price_source: str | None
 
+    @property
+    def usd(self) -> float:
+        """What this run cost, like the cloud `JobCost.usd`: nothing."""
+        return self.local_usd
+
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
 

@@ -1,11 +1,14 @@
 """`LocalJob`: the handle of a finished local run, shaped like a cloud job's handle.
 
-status / logs / checkpoints / cost answer the same questions as for a SageMaker job; summary()
-is what `sm-dist fit --local` prints (and, with --json, one JSON object).
+status() / logs() / checkpoints() / cost() have the shapes of the cloud `Job`'s (JobStatus,
+lines, CheckpointInfo, a cost with `.usd`); summary() is what `sm-dist fit --local` prints
+(and, with --json, one JSON object).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,9 @@ from sm_dist.local.config import LocalJobConfig
 from sm_dist.local.cost import LocalCost, local_cost
 from sm_dist.local.progress import Progress
 from sm_dist.local.runner import Outcome
+
+#: A checkpoint step folder (checkpoint contract: step-000000120).
+_STEP_DIR = re.compile(r"^step-\d{9,}$")
 
 
 @dataclass
@@ -25,8 +31,8 @@ class RunRecord:
     in_job_restarts: int
     fired: list[str]
     root: Path
-    checkpoint_keys: list[str] = field(default_factory=list)
-    """Files at the checkpoint URI when the run ended (the local endpoint stops with the run)."""
+    checkpoint_keys: dict[str, int] = field(default_factory=dict)
+    """Files at the checkpoint URI when the run ended -> size (the local endpoint stops with the run)."""
 
     @property
     def seconds(self) -> float:
@@ -50,10 +56,15 @@ class LocalJob:
     def name(self) -> str:
         return self.config.job_name
 
-    @property
-    def status(self) -> str:
-        """Completed, Failed or Stopped (SageMaker's TrainingJobStatus values)."""
-        return self.run.outcome.status
+    def status(self) -> Any:
+        """A `JobStatus`, as the cloud `Job.status()` returns: Completed, Failed or Stopped."""
+        from sm_dist.launch.job import JobStatus
+
+        out = self.run.outcome
+        restarts = out.job_restarts + self.run.in_job_restarts
+        message = f"local: {self.config.instance_count} hosts, {restarts} restart(s)"
+        failure = "; ".join(f"{h}: {t.strip()}" for h, t in sorted(out.failures.items())) or None
+        return JobStatus(self.name, out.status, out.stopped_reason or out.status, message, failure)
 
     @property
     def root(self) -> Path:
@@ -63,19 +74,34 @@ class LocalJob:
         """The model/ folder of a host (what SageMaker would tar into model.tar.gz)."""
         return self.run.root / "hosts" / host / "model"
 
-    def logs(self, host: str | None = None) -> str:
-        """All hosts' logs, each line prefixed with its host (or one host's, unprefixed)."""
+    def logs(self, follow: bool = False, host: str | None = None) -> Iterator[str]:
+        """Every host's log lines prefixed "[algo-N] ", like the cloud `Job.logs()` (one host's,
+        unprefixed, with `host=`). The run is over, so `follow` changes nothing."""
         log_dir = self.run.root / "logs"
-        if host is not None:
-            return (log_dir / f"{host}.log").read_text(encoding="utf-8", errors="replace")
-        lines = []
-        for path in sorted(log_dir.glob("*.log")):
-            lines += [f"[{path.stem}] {line}" for line in path.read_text(errors="replace").splitlines()]
-        return "\n".join(lines)
+        paths = [log_dir / f"{host}.log"] if host is not None else sorted(log_dir.glob("*.log"))
+        for path in paths:
+            prefix = "" if host is not None else f"[{path.stem}] "
+            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+                yield prefix + line
 
-    def checkpoints(self) -> list[str]:
-        """Files at the checkpoint URI when the job ended (keys relative to the URI), sorted."""
-        return list(self.run.checkpoint_keys)
+    def checkpoints(self) -> list[Any]:
+        """Step folders at the checkpoint URI when the job ended, newest first, as the cloud
+        `Job.checkpoints()` lists them (`CheckpointInfo`; committed = its manifest is there)."""
+        from sm_dist.launch.checkpoints import MANIFEST_NAME, CheckpointInfo
+
+        steps: dict[str, list[tuple[str, int]]] = {}
+        for key, size in self.run.checkpoint_keys.items():
+            folder, _, rest = key.partition("/")
+            if _STEP_DIR.match(folder) and rest:
+                steps.setdefault(folder, []).append((rest, size))
+        uri = (self.checkpoint_uri or "").rstrip("/")
+        infos = [
+            CheckpointInfo(step=int(folder[len("step-"):]), uri=f"{uri}/{folder}/",
+                           committed=any(name == MANIFEST_NAME for name, _ in files),
+                           total_bytes=sum(size for _, size in files), files=len(files))
+            for folder, files in steps.items()
+        ]
+        return sorted(infos, key=lambda info: info.step, reverse=True)
 
     def cost(self) -> LocalCost:
         """0 $ here, and the same wall-clock time priced on the chosen SageMaker instances."""
@@ -92,7 +118,7 @@ class LocalJob:
     @property
     def exit_code(self) -> int:
         """0 when the job completed (and, if verified, matched the chaos-free run), else 1."""
-        return 0 if self.status == "Completed" and self.verified is not False else 1
+        return 0 if self.run.outcome.status == "Completed" and self.verified is not False else 1
 
     def __str__(self) -> str:
         from sm_dist.local.summary import render_summary
@@ -104,7 +130,7 @@ class LocalJob:
         run, progress = self.run, self.run.progress
         return {
             "job_name": self.name,
-            "status": self.status,
+            "status": self.run.outcome.status,
             "hosts": self.config.instance_count,
             "processes_per_host": self.processes_per_host,
             "steps": progress.final_step if progress.final_step is not None else progress.max_step,
@@ -119,6 +145,7 @@ class LocalJob:
             "chaos_fired": run.fired,
             "checkpoint_uri": self.checkpoint_uri,
             "checkpoint_files": len(run.checkpoint_keys),
+            "checkpoints_committed": [c.step for c in self.checkpoints() if c.committed],
             "wall_seconds": round(run.seconds, 1),
             "failures": dict(run.outcome.failures),
             "stopped_reason": run.outcome.stopped_reason,

@@ -38,7 +38,11 @@ def run(tmp: Path, plan: Any, **kw: Any) -> LocalJob:
 
 
 def explain(job: LocalJob) -> str:
-    return f"{job.summary()}\n--- logs ---\n{job.logs()[-6000:]}"
+    return f"{job.summary()}\n--- logs ---\n{text(job)[-6000:]}"
+
+
+def text(job: LocalJob, host: str | None = None) -> str:
+    return "\n".join(job.logs(host=host))
 
 
 @pytest.fixture(scope="module")
@@ -89,13 +93,17 @@ def test_two_hosts_two_processes(tmp_path: Path) -> None:
     assert s["status"] == "Completed", explain(job)
     assert (s["hosts"], s["processes_per_host"], s["steps"]) == (2, 2, 6)
     for host in ("algo-1", "algo-2"):
-        assert f"host {host} (" in job.logs(host)  # the launcher ran as each host's first process
-        assert "--nproc-per-node=2" in job.logs(host)
-    assert "[algo-1] " in job.logs() and "[algo-2] " in job.logs()
+        assert f"host {host} (" in text(job, host)  # the launcher ran as each host's first process
+        assert "--nproc-per-node=2" in text(job, host)
+    assert "[algo-1] " in text(job) and "[algo-2] " in text(job)
     models = [job.model_dir(h) / "model.pt" for h in ("algo-1", "algo-2")]
     assert any(m.is_file() for m in models), explain(job)
-    assert any(k.endswith("manifest.json") for k in job.checkpoints()), job.checkpoints()
-    assert s["cost"]["local_usd"] == 0.0 and s["cost"]["sagemaker_usd"] > 0
+    checkpoints = job.checkpoints()  # as the cloud Job lists them: CheckpointInfo, newest first
+    assert checkpoints and checkpoints[0].committed and checkpoints[0].step == 6, checkpoints
+    assert checkpoints[0].uri.startswith("s3://sm-dist-local/") and checkpoints[0].total_bytes > 0
+    status = job.status()
+    assert (status.status, status.done, status.failure_reason) == ("Completed", True, None)
+    assert s["cost"]["local_usd"] == 0.0 and s["cost"]["sagemaker_usd"] > 0 and job.cost().usd == 0.0
 
 
 SMALL = {
