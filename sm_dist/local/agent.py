@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from sm_dist.errors import LaunchError
 from sm_dist.local import procs
 
 #: Called with (host, line) for every output line of the host, without the trailing newline.
@@ -49,10 +50,14 @@ class HostAgent:
     def start(self) -> None:
         """Start the first process; its stdout and stderr go to the log and `on_line`."""
         self._log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._proc = subprocess.Popen(
-            self._argv, env=self._env, cwd=self._cwd, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-        )
+        try:
+            self._proc = subprocess.Popen(
+                self._argv, env=self._env, cwd=self._cwd, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        except OSError as exc:
+            raise LaunchError(f"{self.host}: cannot start the container command {self._argv[0]!r}: "
+                              f"{exc.strerror}; check Plan.container_command") from None
         self._reader = threading.Thread(target=self._pump, name=f"log-{self.host}", daemon=True)
         self._reader.start()
         _log.debug("%s: started pid %d: %s", self.host, self._proc.pid, " ".join(self._argv))

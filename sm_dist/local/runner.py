@@ -143,9 +143,9 @@ class LocalRunner:
         sync = self._start_sync(attempt)
         self.agents = self._make_agents(attempt)
         self.chaos.attach(self.agents)
-        for agent in self.agents:
-            agent.start()
         try:
+            for agent in self.agents:
+                agent.start()
             interrupted = self._supervise()
         finally:
             codes = self._stop_all(self.settings.grace_seconds)
@@ -221,9 +221,9 @@ class LocalRunner:
         def stop(agent: HostAgent) -> None:
             codes[agent.host] = agent.stop(grace)
 
-        threads = [threading.Thread(target=stop, args=(a,)) for a in self.agents]
+        threads = [threading.Thread(target=stop, args=(a,)) for a in self.agents if a.pid is not None]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-        return {a.host: codes[a.host] for a in self.agents}
+        return {a.host: codes[a.host] for a in self.agents if a.host in codes}

@@ -5,6 +5,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
+from sm_dist.errors import LaunchError
+
 from sm_dist.local.chaos import parse_faults
 from sm_dist.local.config import LocalJobConfig
 from sm_dist.local.runner import LocalRunner, RunSettings
@@ -60,3 +64,9 @@ def test_max_runtime_stops_the_job(fake_config: LocalJobConfig, tmp_path: Path) 
     outcome = LocalRunner(config, _settings(tmp_path, [], max_runtime_s=1.0)).run()
     assert outcome.status == "Stopped" and outcome.stopped_reason == "MaxRuntimeExceeded"
     assert all(code == -15 for code in outcome.exit_codes[0].values())  # SIGTERM reached the first process
+
+
+def test_missing_command_is_a_launch_error(fake_config: LocalJobConfig, tmp_path: Path) -> None:
+    config = dataclasses.replace(fake_config, container_command=("/no/such/launcher",))
+    with pytest.raises(LaunchError, match="cannot start the container command '/no/such/launcher'"):
+        LocalRunner(config, _settings(tmp_path, [])).run()
