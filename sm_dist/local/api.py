@@ -98,7 +98,7 @@ def _one_run(plan: Any, root: Path, label: str, faults: tuple[Fault, ...], endpo
     runner = LocalRunner(config, settings)
     outcome = runner.run()
     record = RunRecord(outcome, runner.progress, runner.chaos.in_job_restarts, runner.chaos.fired, root,
-                       checkpoint_keys=store_keys(store))
+                       events=runner.chaos.events, checkpoint_keys=store_keys(store))
     return record, config, listed_uri
 
 

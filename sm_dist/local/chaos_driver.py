@@ -37,7 +37,8 @@ class ChaosDriver:
         self._lock = threading.Lock()
         self._rng = rng or random.Random()
         self._agents: list[HostAgent] = []
-        self.fired: list[str] = []
+        self.fired: list[str] = []  # the specs that fired, as given
+        self.events: list[str] = []  # what each did, for the summary
         self._earlier_attempts = 0  # in-job restarts of finished attempts
         self._this_attempt = 0
 
@@ -63,9 +64,13 @@ class ChaosDriver:
                 agent.terminate()
         for fault in s3:
             assert self._s3_switch is not None  # _s3 is empty without a switch
-            _log.warning("chaos %s: the S3 endpoint fails every request for %g s", fault, fault.seconds)
             self._s3_switch(fault.seconds)
-            self.fired.append(str(fault))
+            self._fire(fault, f"the S3 endpoint fails every request for {fault.seconds:g} s from step {step}")
+
+    def _fire(self, fault: Fault | str, what: str) -> None:
+        _log.warning("chaos %s: %s", fault, what)
+        self.fired.append(str(fault))
+        self.events.append(f"{fault}: {what}")
 
     @property
     def in_job_restarts(self) -> int:
@@ -86,8 +91,7 @@ class ChaosDriver:
             if fault.kind == "kill":
                 self._kill_one(agents, fault)
             else:
-                _log.warning("chaos %s: spot interruption, SIGTERM to every host", fault)
-                self.fired.append(str(fault))
+                self._fire(fault, "spot interruption: SIGTERM to every host's first process")
                 interrupt = True
         self._sample_restarts(agents)
         return interrupt
@@ -106,8 +110,7 @@ class ChaosDriver:
             with self._lock:
                 self._due.append(fault)
             return
-        _log.warning("chaos %s: SIGKILL rank %s (pid %d on %s)", fault, worker.env.get("RANK"), worker.pid, host)
-        self.fired.append(str(fault))
+        self._fire(fault, f"SIGKILL to rank {worker.env.get('RANK')} (pid {worker.pid}) on {host}")
 
     def _sample_restarts(self, agents: Sequence[HostAgent]) -> None:
         for agent in agents:

@@ -31,6 +31,7 @@ class RunRecord:
     in_job_restarts: int
     fired: list[str]
     root: Path
+    events: list[str] = field(default_factory=list)
     checkpoint_keys: dict[str, int] = field(default_factory=dict)
     """Files at the checkpoint URI when the run ended -> size (the local endpoint stops with the run)."""
 
@@ -143,6 +144,7 @@ class LocalJob:
             "verify_model_sha256": self.verify_run.progress.model_sha256 if self.verify_run else None,
             "chaos": list(self.chaos),
             "chaos_fired": run.fired,
+            "chaos_events": run.events,
             "checkpoint_uri": self.checkpoint_uri,
             "checkpoint_files": len(run.checkpoint_keys),
             "checkpoints_committed": [c.step for c in self.checkpoints() if c.committed],

@@ -104,6 +104,7 @@ class LocalRunner:
         hook = FAULT_HOOK_RE.search(line)
         if hook:  # the checkpointer's SM_DIST_FAULT hook fired (chaos crash-in-save)
             self.chaos.fired.append(hook.group(1))
+            self.chaos.events.append(f"{hook.group(1)}: the checkpointer's fault hook killed a rank on {host}")
         self.progress.feed(line)
         self.settings.on_line(host, line)
 

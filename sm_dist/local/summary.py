@@ -22,6 +22,7 @@ def render_summary(s: dict[str, Any]) -> str:
         + (f"  (fired: {', '.join(s['chaos_fired'])})" if s["chaos_fired"] else "")
         + (f"  (never fired: {', '.join(missed)})" if (missed := [c for c in s["chaos"] if c not in s["chaos_fired"]])
            else ""),
+        *(f"    {event}" for event in s.get("chaos_events", [])),
         f"  restarts        {s['restarts']}  (in-job torchrun: {s['in_job_restarts']}, whole-job: {s['job_restarts']})",
         f"  resumed from    {', '.join(f'step {n}' for n in s['resumed_from']) or '-'}",
         f"  model sha256    {s['model_sha256'] or '-'}",

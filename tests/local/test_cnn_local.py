@@ -56,6 +56,7 @@ def test_kill_survives_with_identical_model(kill_job: LocalJob) -> None:
     s = kill_job.summary()
     assert s["status"] == "Completed", explain(kill_job)
     assert s["chaos_fired"] == ["kill:6"]
+    assert "kill:6: SIGKILL to rank" in s["chaos_events"][0]
     assert s["in_job_restarts"] >= 1 and s["restarts"] >= 1, explain(kill_job)
     assert s["resumed_from"] and s["resumed_from"][0] >= 4, explain(kill_job)
     assert s["steps"] == 16
