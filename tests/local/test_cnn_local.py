@@ -9,6 +9,8 @@ checks 2 hosts × 2 processes. The uninterrupted run every chaos run must match 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -122,3 +124,17 @@ def test_workloads_with_sharded_strategies(tmp_path: Path, entry: str, strategy:
     assert s["steps"] == 2 and s["model_sha256"], explain(job)
     spec = json.loads((job.root / "hosts" / "algo-2" / "input" / "data" / "code" / "sm_dist_job.json").read_text())
     assert spec["strategy"] == strategy  # what every host's launcher and runtime read
+
+
+def test_cli_fit_local_json(tmp_path: Path) -> None:
+    """`sm-dist fit --local --json`: one JSON object on stdout, the hosts' logs on stderr."""
+    src = tmp_path / "src"
+    src.mkdir()
+    argv = [sys.executable, "-m", "sm_dist.cli", "fit", "cnn.py", "--local", "--json", "--source-dir", str(src),
+            "--instance-type", "ml.g5.xlarge", "--instance-count", "2", "--nproc-per-node", "1",
+            "--hp", "steps=2", "--hp", "dataset-size=128", "--local-root", str(tmp_path / "root")]
+    out = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-4000:]
+    summary = json.loads(out.stdout)
+    assert (summary["status"], summary["steps"], summary["restarts"], summary["verified"]) == ("Completed", 2, 0, None)
+    assert "[algo-2] " in out.stderr
