@@ -135,10 +135,14 @@ class CheckpointSync:
             while not self._pass(state, stable_only=False) and time.monotonic() < deadline:
                 time.sleep(self.interval)
 
+    def poll_once(self) -> None:
+        """One pass over every host: upload files unchanged since the last pass, mirror deletions."""
+        for state in self._hosts.values():
+            self._pass(state, stable_only=True)
+
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
-            for state in self._hosts.values():
-                self._pass(state, stable_only=True)
+            self.poll_once()
 
     def _pass(self, state: _HostState, stable_only: bool) -> bool:
         """One scan-and-upload pass over a host folder; False if the store failed."""

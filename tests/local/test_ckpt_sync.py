@@ -12,13 +12,6 @@ from sm_dist.local.ckpt_sync import CheckpointSync, ignored
 from sm_dist.local.stores import FolderStore, S3Store, Store
 
 
-def _wait_for(predicate, what: str, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 @pytest.fixture(params=["folder", "s3"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     if request.param == "folder":
@@ -39,24 +32,34 @@ def test_restore_upload_and_delete(store: Store, tmp_path: Path) -> None:
     hosts = {"algo-1": tmp_path / "h1", "algo-2": tmp_path / "h2"}
     for folder in hosts.values():
         folder.mkdir()
-    sync = CheckpointSync(store, hosts, interval=0.1)
+    sync = CheckpointSync(store, hosts)
     assert sync.restore() == 1
     assert (hosts["algo-2"] / "step-2" / "data.bin").read_bytes() == b"old"  # every host gets the URI
-    sync.start()
-    try:
-        (hosts["algo-1"] / "step-4").mkdir()
-        (hosts["algo-1"] / "step-4" / "shard.bin.sagemaker-ignore").write_bytes(b"tmp")
-        (hosts["algo-2"] / "step-4").mkdir()
-        (hosts["algo-2"] / "step-4" / "shard-1.bin").write_bytes(b"new")
-        _wait_for(lambda: "step-4/shard-1.bin" in store.list(), "a mid-run file at the URI")
-        marker = hosts["algo-2"] / "step-4" / "shard-1.bin.sagemaker-uploaded"
-        _wait_for(marker.exists, "SageMaker's upload marker")
-        (hosts["algo-1"] / "step-2" / "data.bin").unlink()  # deleted on one host: deleted at the URI
-        _wait_for(lambda: "step-2/data.bin" not in store.list(), "a deletion at the URI")
-    finally:
-        sync.stop(flush=True)
-    assert sorted(store.list()) == ["step-4/shard-1.bin"]  # the temp name never left the host
+    (hosts["algo-1"] / "step-4").mkdir()
+    (hosts["algo-1"] / "step-4" / "shard.bin.sagemaker-ignore").write_bytes(b"tmp")
+    (hosts["algo-2"] / "step-4").mkdir()
+    (hosts["algo-2"] / "step-4" / "shard-1.bin").write_bytes(b"new")
+    sync.poll_once()  # first sight: not uploaded until unchanged over a pass
+    assert "step-4/shard-1.bin" not in store.list()
+    sync.poll_once()
+    assert "step-4/shard-1.bin" in store.list()  # a mid-run file appears at the URI
+    assert (hosts["algo-2"] / "step-4" / "shard-1.bin.sagemaker-uploaded").exists()  # SageMaker's marker
+    (hosts["algo-1"] / "step-2" / "data.bin").unlink()  # deleted on one host: deleted at the URI
+    sync.poll_once()
+    assert sorted(store.list()) == ["step-4/shard-1.bin"]  # and the temp name never left its host
     assert sync.uploads == 1 and sync.deletes == 1
+
+
+def test_background_thread_and_flush(tmp_path: Path) -> None:
+    store = FolderStore(tmp_path / "uri")
+    host = tmp_path / "h"
+    host.mkdir()
+    sync = CheckpointSync(store, {"algo-1": host}, interval=0.05)
+    sync.restore()
+    sync.start()
+    (host / "late.bin").write_bytes(b"x")  # written just before the job ends
+    sync.stop(flush=True)  # the last pass uploads it whatever the thread saw
+    assert store.list() == {"late.bin": 1}
 
 
 def test_file_still_being_written_waits(tmp_path: Path) -> None:
