@@ -163,7 +163,9 @@ def init(strategy: str | Strategy | None = None, precision: str | Precision | No
     spec = load_job_spec(environ)
     strategy = parse_enum(Strategy, strategy or (spec.strategy if spec else Strategy.DDP), "strategy")
     precision = parse_enum(Precision, precision or (spec.precision if spec else Precision.FP32), "precision")
-    seed = int(seed if seed is not None else (spec.seed if spec else 0))
+    seed = seed if seed is not None else (spec.seed if spec else 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError("seed", seed, "expected an integer >= 0")
     env = detect_env(environ, num_gpus=torch.cuda.device_count())
     if strategy is Strategy.DP and env.world_size > 1:
         raise ConfigError("strategy", "dp", f"nn.DataParallel runs in one process on one instance, but this run "

@@ -39,6 +39,8 @@ def _rand_after_seed(seed: int) -> torch.Tensor:
 def test_bad_values_name_the_field() -> None:
     with pytest.raises(ConfigError, match="precision='fp8'"):
         runtime.init(precision="fp8", environ={})
+    with pytest.raises(ConfigError, match="seed='7'"):
+        runtime.init(seed="7", environ={})
     assert not dist.is_initialized()
 
 
