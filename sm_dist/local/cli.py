@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from sm_dist.errors import ConfigError
@@ -21,13 +22,16 @@ LOCAL_ROLE_ARN = "arn:aws:iam::000000000000:role/sm-dist-local"
 
 
 def add_local_flags(parser: argparse.ArgumentParser) -> None:
-    """--chaos, --verify, --local-root (they need --local)."""
+    """--chaos, --verify, --local-root, --local-checkpoints, --grace-seconds (with --local)."""
     group = parser.add_argument_group("local mode (with --local)")
     group.add_argument("--chaos", action="append", default=[], metavar="FAULT",
                        help="kill:STEP, sigterm:STEP, crash-in-save:STEP or s3-faults[:SECONDS]; repeatable")
     group.add_argument("--verify", action="store_true",
                        help="run the job again without chaos and compare the final model's sha256")
     group.add_argument("--local-root", metavar="DIR", help="folder for the hosts' /opt/ml and logs (default: temp)")
+    group.add_argument("--local-checkpoints", metavar="DIR",
+                       help="a folder standing in for the checkpoint S3 URI; a later run given the same folder "
+                            "resumes from it, as a new SageMaker job with the same URI does")
     group.add_argument("--grace-seconds", type=float, default=None, metavar="S",
                        help="SIGTERM-to-SIGKILL grace of a stop (default 120, SageMaker's)")
 
@@ -40,7 +44,9 @@ def local_settings(settings: dict[str, Any]) -> dict[str, Any]:
 def check_local_flags(args: argparse.Namespace) -> None:
     """Refuse local-mode flags without --local."""
     if not getattr(args, "local", False):
-        for flag, value in (("--chaos", args.chaos), ("--verify", args.verify), ("--local-root", args.local_root)):
+        given = (("--chaos", args.chaos), ("--verify", args.verify), ("--local-root", args.local_root),
+                 ("--local-checkpoints", args.local_checkpoints))
+        for flag, value in given:
             if value:
                 raise ConfigError(flag, value, "only with --local (chaos runs on this machine)")
 
@@ -50,6 +56,8 @@ def run_fit_local(entry: str, settings: dict[str, Any], args: argparse.Namespace
     from sm_dist.launch import api
 
     options: dict[str, Any] = {"chaos": tuple(args.chaos), "verify": args.verify, "root": args.local_root}
+    if args.local_checkpoints:
+        options["checkpoint_uri"] = str(Path(args.local_checkpoints).expanduser().resolve())
     if args.grace_seconds is not None:
         options["grace_seconds"] = args.grace_seconds
     if args.json:  # keep stdout for the one JSON object; the hosts' logs go to stderr

@@ -24,6 +24,8 @@ def test_flags_parse_and_need_local() -> None:
     check_local_flags(args)
     with pytest.raises(ConfigError, match="--chaos"):
         check_local_flags(_parse(["--chaos", "kill:5"]))
+    with pytest.raises(ConfigError, match="--local-checkpoints"):
+        check_local_flags(_parse(["--local-checkpoints", "/tmp/x"]))
 
 
 def test_local_settings_fill_only_what_is_missing() -> None:
