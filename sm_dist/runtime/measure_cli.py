@@ -122,7 +122,8 @@ def compare(ranks: list[dict[str, Any]], strategy: Strategy, precision: Precisio
 
     first = ranks[0]
     estimate = memory_breakdown(first["param_count"], strategy, precision, world, world // nodes,
-                                unit_params=first["unit_params"], buffers_bytes=first["buffers_bytes"])
+                                unit_params=first["unit_params"], buffers_bytes=first["buffers_bytes"],
+                                largest_tensor_params=first["largest_tensor_params"])
     measured = {k: max(r["held"][strategy.value][k] for r in ranks) for k in KINDS}
     estimated = {k: int(getattr(estimate, k)) for k in KINDS}
     return {

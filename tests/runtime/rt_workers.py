@@ -203,3 +203,8 @@ def metrics() -> dict[str, Any]:
 def plain_mlp() -> nn.Module:
     """A model given without an input: measure-memory drives it with synthetic gradients."""
     return nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64))
+
+
+def embedding_heavy() -> nn.Module:
+    """~13M parameters, 98% of them in one tensor: zero1 cannot split it evenly."""
+    return nn.Sequential(nn.Embedding(50_000, 256), nn.Linear(256, 256), nn.Linear(256, 256))

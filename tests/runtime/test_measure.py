@@ -55,6 +55,18 @@ def test_module_function_without_input_uses_synthetic_gradients(
     assert row["measured_bytes"]["grads"] == 4 * params
 
 
+def test_zero1_estimate_accounts_for_one_dominant_tensor(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """ZeroRedundancyOptimizer hands out whole tensors: the rank owning the embedding holds its states."""
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
+    report = _measure(capsys, "--model", "rt_workers:embedding_heavy", "--world-size", "2", "--strategy", "zero1",
+                      "--steps", "1")
+    _assert_agrees(report)
+    row = report["strategies"]["zero1"]
+    assert row["measured_bytes"]["optimizer"] >= 8 * 50_000 * 256  # far above 8 * params / 2
+    assert row["measured_bytes"]["optimizer"] > 0.9 * 8 * report["param_count"]
+
+
 @pytest.mark.parametrize("argv, words", [
     (["--model", "gpt3"], "did you mean 'gpt2'"),
     (["--model", "no_such_module:f"], "importable module:function"),
