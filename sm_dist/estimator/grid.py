@@ -118,6 +118,8 @@ def _memory(work: Workload, strategy: Strategy, world: int, gpus_per_instance: i
         work.shape.params, strategy, work.precision, world, gpus_per_instance, optimizer=work.optimizer,
         activations_bytes=_activations(work), unit_params=work.shape.largest_unit_params,
         buffers_bytes=work.buffers_bytes,
+        # ZeroRedundancyOptimizer partitions whole tensors: the embedding sets zero1's floor
+        largest_tensor_params=work.shape.vocab * work.shape.hidden,
     )
 
 

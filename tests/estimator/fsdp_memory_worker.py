@@ -6,6 +6,7 @@ optimizer states after one step, and the bytes of parameters held between forwar
 
 from __future__ import annotations
 
+import gc
 import json
 
 import torch
@@ -66,7 +67,11 @@ def main() -> None:
     results = [measure(*c) for c in configs]
     if dist.get_rank() == 0:
         print("RESULT " + json.dumps({"world": dist.get_world_size(), "results": results}), flush=True)
+    # Same teardown as sm_dist.runtime.context.shutdown: a bare destroy at exit lets gloo's threads
+    # be destructed during interpreter finalization, which aborts ("terminate called ...").
+    dist.barrier()
     dist.destroy_process_group()
+    gc.collect()
 
 
 if __name__ == "__main__":
