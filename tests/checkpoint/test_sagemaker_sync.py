@@ -69,13 +69,23 @@ def test_only_final_names_appear_and_temp_copies_use_the_ignore_suffix(tmp_path,
 def test_old_steps_stay_until_a_newer_one_is_confirmed_uploaded(tmp_path, caplog):
     root = tmp_path / "checkpoints"
     storage = SageMakerSyncStorage(root)
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.INFO):
         _save(storage, (1, 2, 3))
     assert storage.list_steps() == [1, 2, 3]
-    assert "not confirmed in durable storage" in caplog.text
+    assert "confirmed durable yet" in caplog.text
     _mark_uploaded(root, 3)
     assert apply_retention(storage, 2, newest=3) == [1]
     assert storage.list_steps() == [2, 3]
+
+
+def test_retention_counts_from_the_newest_confirmed_step(tmp_path):
+    """A slow uploader delays deletions by a save or two; it does not stop them for good."""
+    root = tmp_path / "checkpoints"
+    storage = SageMakerSyncStorage(root)
+    _save(storage, (1, 2, 3, 4, 5))
+    _mark_uploaded(root, 3)  # 4 and 5 are committed locally but not uploaded yet
+    assert apply_retention(storage, 2, newest=5) == [1]
+    assert storage.list_steps() == [2, 3, 4, 5]
 
 
 @pytest.fixture

@@ -34,13 +34,15 @@ def apply_retention(storage: Storage, keep: int | None, *, newest: int) -> list[
     try:
         steps = storage.list_steps()
         committed = {s for s in steps if storage.read_manifest(s) is not None}
-        doomed = plan_deletions(steps, committed, keep, newest)
-        if not doomed:
+        if not plan_deletions(steps, committed, keep, newest):
             return []
-        if not storage.is_durable(newest):
-            _log.warning("keeping %d older checkpoint(s): %s is not confirmed in durable storage yet",
-                         len(doomed), step_dirname(newest))
+        # Count from the newest commit that is durable (sagemaker-sync: already in S3), so a
+        # slow uploader delays deletions by a save or two instead of stopping them for good.
+        anchor = next((s for s in sorted(committed, reverse=True) if s <= newest and storage.is_durable(s)), None)
+        if anchor is None:
+            _log.info("retention waits: no committed checkpoint up to %s is confirmed durable yet", step_dirname(newest))
             return []
+        doomed = plan_deletions(steps, committed, keep, anchor)
         for step in doomed:
             storage.delete(step)
             _log.info("retention: deleted %s/%s", storage.uri, step_dirname(step))
