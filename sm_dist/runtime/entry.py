@@ -101,3 +101,6 @@ def configure_logging() -> None:
     rank = os.environ.get("RANK", "0")
     logging.basicConfig(level=logging.INFO if rank == "0" else logging.WARNING,
                         format=f"[rank {rank}] %(levelname)s %(name)s: %(message)s")
+    # boto3 says "Found credentials in environment variables" on every client it builds
+    for chatty in ("botocore", "boto3", "s3transfer", "urllib3"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
