@@ -1,8 +1,9 @@
 """Local mode end to end: the real plan, launcher, torchrun, runtime and checkpoints (CPU, gloo).
 
 Kept small for 2 shared cores: the CNN at 16 steps on 1024 synthetic samples (8 steps an
-epoch, a checkpoint every 4 steps, so resumes land mid-epoch and runs cross an epoch). The chaos runs use 2 hosts × 1 process; one run
-checks 2 hosts × 2 processes. The uninterrupted run every chaos run must match is the
+epoch, a checkpoint every 4 steps, so resumes land mid-epoch and runs cross an epoch). The chaos
+runs use 2 hosts × 2 processes, as the README's main job does (4 gloo ranks: the case where DDP's
+bucket rebuild used to break bit-identical resume). The uninterrupted run every chaos run must match is the
 `--verify` run of the kill test.
 """
 
@@ -26,7 +27,7 @@ CNN_HPS = {"steps": "16", "dataset-size": "1024"}
 GRACE = 60.0
 
 
-def make_plan(src: Path, *, entry: str = "cnn.py", hosts: int = 2, nproc: int = 1, **settings: Any) -> Any:
+def make_plan(src: Path, *, entry: str = "cnn.py", hosts: int = 2, nproc: int = 2, **settings: Any) -> Any:
     src.mkdir(parents=True, exist_ok=True)  # an empty source dir: the bundle is sm_dist + the entrypoint
     return sm_dist.plan(
         entry, source_dir=str(src), instance_type="ml.g5.xlarge", instance_count=hosts, nproc_per_node=nproc,
