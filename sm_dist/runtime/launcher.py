@@ -12,7 +12,8 @@ never hears a stop or a spot interruption (FACTS.md §1.3). This launcher instea
 3. forwards SIGTERM/SIGINT to torchrun, which relays them to the workers;
 4. writes ``output/failure`` (≤ 1024 chars, SageMaker's FailureReason) on error and exits with
    torchrun's code — or with EXIT_INTERRUPTED when the run stopped on a signal after the
-   runtime committed a checkpoint (rank 0 writes the file named by $SM_DIST_INTERRUPT_MARKER).
+   runtime committed a checkpoint (each host's local rank 0 writes the file named by
+   $SM_DIST_INTERRUPT_MARKER).
 
 Standard library only: it runs before torch is imported. Environment overrides (documented in
 docs/ARCHITECTURE.md): SM_DIST_OPT_ML, SM_DIST_RDZV_HOST, SM_DIST_RDZV_PORT,

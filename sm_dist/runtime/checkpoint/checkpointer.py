@@ -189,7 +189,9 @@ class Checkpointer:
 
         committed = self._final_save(step, state)
         marker = os.environ.get(INTERRUPT_MARKER_ENV)
-        if committed and marker and self.rank == 0:
+        # One writer per host (its local rank 0): every host's launcher reads its own marker to
+        # exit EXIT_INTERRUPTED; the file names the host's own container path.
+        if committed and marker and int(os.environ.get("LOCAL_RANK", self.rank)) == 0:
             with open(marker, "w", encoding="utf-8") as handle:
                 handle.write(f"{self.last_step}\n")
         self.close(raise_errors=False)
