@@ -28,7 +28,7 @@ class ResumableDistributedSampler(Sampler[int]):
     """Exclusive, deterministic, resumable shard of range(dataset_len) for one rank.
 
     With `drop_last=False` the last round is padded with samples from the start of the
-    remaining order so every rank yields the same count (as torch's DistributedSampler does);
+    epoch's order so every rank yields the same count (as torch's DistributedSampler does);
     with `drop_last=True` the tail that does not fill a round is skipped instead.
     """
 
@@ -65,11 +65,14 @@ class ResumableDistributedSampler(Sampler[int]):
         return math.ceil(remaining / self.num_replicas)
 
     def __iter__(self) -> Iterator[int]:
-        rest = self.global_order()[self.consumed:]
+        order = self.global_order()
+        rest = order[self.consumed:]
         per_rank = len(self)
         total = per_rank * self.num_replicas
-        if total > len(rest) and rest:  # pad the last round with the start of the remaining order
-            rest = rest + (rest * math.ceil(total / len(rest)))[: total - len(rest)]
+        if total > len(rest) and rest:
+            # pad the last round with the start of the *epoch's* order: the same samples whether
+            # the epoch ran straight through or resumed (consumed is a multiple of the world size)
+            rest = rest + (order * math.ceil(total / len(order)))[: total - len(rest)]
         return iter(rest[self.rank:total:self.num_replicas])
 
     def set_epoch(self, epoch: int) -> None:

@@ -95,3 +95,24 @@ def test_bad_state() -> None:
         s.load_state_dict({"seed": 0, "epoch": 0, "consumed": 11})
     with pytest.raises(ConfigError, match="missing"):
         s.load_state_dict({"seed": 0})
+
+
+def test_padding_of_a_resumed_epoch_equals_the_uninterrupted_one() -> None:
+    """drop_last=False with N % R != 0: the padded last round holds the same samples after a resume."""
+    from sm_dist.runtime.sampler import ResumableDistributedSampler
+
+    n, world = 10, 4
+
+    def shards(sampler_factory, resume_after=None):
+        out = []
+        for rank in range(world):
+            s = sampler_factory(rank)
+            if resume_after is not None:
+                s.load_state_dict({"seed": 3, "epoch": 0, "consumed": resume_after * world})
+            out.append(list(s))
+        return out
+
+    make = lambda rank: ResumableDistributedSampler(n, num_replicas=world, rank=rank, seed=3, drop_last=False)  # noqa: E731
+    straight = shards(make)
+    resumed = shards(make, resume_after=2)
+    assert [shard[2:] for shard in straight] == resumed
