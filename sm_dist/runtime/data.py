@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+import torch
 from torch.utils.data import DataLoader, Dataset
 
 from sm_dist.errors import ConfigError
@@ -67,6 +68,10 @@ def build_dataloader(dataset: Dataset, batch_size: int, *, ctx: Any = None, num_
     me = rank if rank is not None else (ctx.rank if ctx is not None else 0)
     sampler = ResumableDistributedSampler(len(dataset), num_replicas=world, rank=me, seed=seed,
                                           shuffle=shuffle, drop_last=drop_last)
+    # Each new DataLoader iterator draws a base seed from its generator; with none it draws from
+    # the global RNG, which shifts dropout masks after a resume (iterators are created at other
+    # points than in the uninterrupted run). A private generator leaves the global RNG alone.
+    loader_kwargs.setdefault("generator", torch.Generator().manual_seed(seed * 1_000_003 + me))
     loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=drop_last, **loader_kwargs)
     return ResumableLoader(loader, sampler)
 

@@ -116,3 +116,18 @@ def test_padding_of_a_resumed_epoch_equals_the_uninterrupted_one() -> None:
     straight = shards(make)
     resumed = shards(make, resume_after=2)
     assert [shard[2:] for shard in straight] == resumed
+
+
+def test_new_loader_iterators_leave_the_global_rng_alone() -> None:
+    """Dropout after a resume depends on the global RNG; building/iterating the loader must not draw from it."""
+    import torch
+
+    from sm_dist.runtime.data import build_dataloader
+
+    data = torch.utils.data.TensorDataset(torch.arange(16.0))
+    loader = build_dataloader(data, 4, seed=1)
+    torch.manual_seed(0)
+    before = torch.get_rng_state()
+    for _ in range(2):
+        list(iter(loader))
+    assert torch.equal(before, torch.get_rng_state())
