@@ -10,9 +10,7 @@ are resolved on first use:
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from sm_dist._lazy import lazy_exports
 from sm_dist._version import __version__
 from sm_dist.errors import (
     CatalogError,
@@ -32,19 +30,7 @@ _LAZY = {
     "Job": "sm_dist.launch.job:Job",
 }
 
-
-def __getattr__(name: str) -> Any:
-    target = _LAZY.get(name)
-    if target is None:
-        raise AttributeError(f"module 'sm_dist' has no attribute {name!r}")
-    module_name, attr = target.split(":")
-    value = getattr(importlib.import_module(module_name), attr)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + list(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = [

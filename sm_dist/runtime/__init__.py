@@ -7,8 +7,7 @@ resolve on first access, e.g. `from sm_dist import runtime; runtime.init(...)`.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from sm_dist._lazy import lazy_exports
 
 # public name -> "module:attribute", imported on first access
 _LAZY = {
@@ -26,19 +25,7 @@ _LAZY = {
     "rank0_print": "sm_dist.runtime.metrics:rank0_print",
 }
 
-
-def __getattr__(name: str) -> Any:
-    target = _LAZY.get(name)
-    if target is None:
-        raise AttributeError(f"module 'sm_dist.runtime' has no attribute {name!r}")
-    module_name, attr = target.split(":")
-    value = getattr(importlib.import_module(module_name), attr)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + list(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = sorted(_LAZY)

@@ -14,8 +14,7 @@ Checkpointer needs torch, so public names resolve on first access (PEP 562).
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from sm_dist._lazy import lazy_exports
 
 _LAZY = {
     "Checkpointer": "sm_dist.runtime.checkpoint.checkpointer:Checkpointer",
@@ -26,19 +25,7 @@ _LAZY = {
     "SageMakerSyncStorage": "sm_dist.runtime.checkpoint.sagemaker_sync:SageMakerSyncStorage",
 }
 
-
-def __getattr__(name: str) -> Any:
-    target = _LAZY.get(name)
-    if target is None:
-        raise AttributeError(f"module 'sm_dist.runtime.checkpoint' has no attribute {name!r}")
-    module_name, attr = target.split(":")
-    value = getattr(importlib.import_module(module_name), attr)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(_LAZY)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = sorted(_LAZY)
