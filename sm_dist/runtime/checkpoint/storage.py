@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,42 +21,42 @@ from sm_dist.runtime.checkpoint.manifest import MANIFEST_NAME, Manifest, parse_s
 _log = logging.getLogger(__name__)
 
 
-class Storage:
+class Storage(ABC):
     """Interface of a checkpoint storage; paths inside a step folder are '/'-separated."""
 
     uri: str = ""
 
+    @abstractmethod
     def stage_dir(self, step: int, rank: int) -> Path:
         """A fresh, empty local folder where `rank` writes its files for `step`."""
-        raise NotImplementedError
 
+    @abstractmethod
     def publish(self, step: int, src: Path, rel: str) -> None:
         """Make the staged file `src` durable as `rel` inside the step folder."""
-        raise NotImplementedError
 
+    @abstractmethod
     def commit(self, step: int, text: str, midway: Callable[[], None] | None = None) -> None:
         """Write the manifest (last, once, atomically). `midway` is a test hook (see faults)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def list_steps(self) -> list[int]:
         """Steps that have a folder, committed or not, ascending."""
-        raise NotImplementedError
 
+    @abstractmethod
     def read_manifest(self, step: int) -> bytes | None:
         """The manifest bytes of `step`, or None if the step was never committed."""
-        raise NotImplementedError
 
+    @abstractmethod
     def verify(self, step: int, manifest: Manifest) -> list[str]:
         """Problems found comparing stored files with the manifest (empty list: good)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def local_copy(self, step: int, manifest: Manifest, rels: list[str]) -> Path:
         """A local folder holding the files `rels` of `step`, each verified against the manifest."""
-        raise NotImplementedError
 
+    @abstractmethod
     def delete(self, step: int) -> None:
         """Remove a step folder, manifest first (a half-deleted folder is never 'committed')."""
-        raise NotImplementedError
 
     def is_durable(self, step: int) -> bool:
         """True when `step` is safe where a restarted job will look (decides retention)."""

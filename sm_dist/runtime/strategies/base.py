@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -35,7 +36,7 @@ _log = logging.getLogger(__name__)
 OptimizerFactory = Callable[[Iterable[nn.Parameter]], torch.optim.Optimizer]
 
 
-class Strategy:
+class Strategy(ABC):
     """Defaults for a replicated-model strategy; subclasses override what differs."""
 
     name: ClassVar[str] = ""
@@ -63,8 +64,9 @@ class Strategy:
             model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
         return model
 
+    @abstractmethod
     def wrap_model(self, model: nn.Module, ctx: RunContext) -> nn.Module:
-        raise NotImplementedError
+        """Wrap `model` for this strategy (each plug-in's one required method)."""
 
     # -- optimizer -----------------------------------------------------------------------------
     def build_optimizer(self, model: nn.Module, factory: OptimizerFactory, ctx: RunContext) -> torch.optim.Optimizer:
