@@ -103,9 +103,25 @@ def read_topology(root: Path, env: Mapping[str, str], spec: JobSpec, num_gpus: i
         hosts=hosts, current_host=current, node_rank=hosts.index(current),
         rdzv_host=rdzv_override or hosts[0], rdzv_port=int(env.get("SM_DIST_RDZV_PORT") or DEFAULT_RDZV_PORT),
         nproc_per_node=int(nproc), num_gpus=num_gpus,
-        local_addr=env.get("SM_DIST_LOCAL_ADDR") or rdzv_override or current,
+        local_addr=env.get("SM_DIST_LOCAL_ADDR") or _emulated_addr(rdzv_override, hosts.index(current)) or current,
         instance_type=config.get("current_instance_type"), interface=config.get("network_interface_name"),
     )
+
+
+def _emulated_addr(rdzv_host: str | None, node_rank: int) -> str | None:
+    """This host's address when every host is this machine (a loopback rendezvous).
+
+    torchrun's c10d rendezvous numbers the hosts by sorting their addresses as strings (then
+    by pid). Were every emulated host 127.0.0.1, the pids would decide and global rank 0 could
+    land on any host. Each gets its own loopback address instead, every octet three digits so
+    that string order is host order: algo-1 -> 127.100.100.100, algo-2 -> 127.100.100.101, ...
+    (Linux routes all of 127.0.0.0/8 to the loopback interface.)
+    """
+    if rdzv_host is None:
+        return None
+    if rdzv_host not in ("localhost", "::1") and not rdzv_host.startswith("127."):
+        return rdzv_host
+    return f"127.{100 + node_rank // 10000}.{100 + node_rank // 100 % 100}.{100 + node_rank % 100}"
 
 
 def script_argv(spec: JobSpec, code_dir: Path) -> list[str]:

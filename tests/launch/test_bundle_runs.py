@@ -46,12 +46,14 @@ def test_planned_bundle_trains_on_two_emulated_hosts(source_dir: Path, tmp_path:
     bundle = build_bundle(plan, tmp_path / "bundle")
     port = port_factory()
     procs = []
-    for host in HOSTS:
+    # algo-2 starts first, so its torchrun has the lower pid: with every host at 127.0.0.1 the
+    # rendezvous ordered hosts by pid and put global rank 0 on algo-2 (a flake in CI).
+    for host in reversed(HOSTS):
         root = tmp_path / host
         _host(root, host, bundle)
         argv = [sys.executable if a == "python3" else a for a in plan.container_command]
-        procs.append(subprocess.Popen(argv, env=_env(plan, root, port), cwd=tmp_path, text=True,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+        procs.insert(0, subprocess.Popen(argv, env=_env(plan, root, port), cwd=tmp_path, text=True,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE))
     outputs = [p.communicate() for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [err[-3000:] for _, err in outputs]
     out0, err0 = outputs[0]

@@ -98,7 +98,26 @@ def test_network_environment_follows_the_instance(tmp_path: Path) -> None:
     assert env["NCCL_SOCKET_IFNAME"] == "eth1" and env["FI_EFA_USE_DEVICE_RDMA"] == "1"
     assert env["FI_PROVIDER"] == "mine"  # the container's own settings win
     local = launcher_env.read_topology(root, {"SM_DIST_RDZV_HOST": "127.0.0.1"}, spec, num_gpus=0)
-    assert (local.rdzv_host, local.local_addr) == ("127.0.0.1", "127.0.0.1")
+    assert (local.rdzv_host, local.local_addr) == ("127.0.0.1", "127.100.100.100")
+
+
+def test_emulated_hosts_get_loopback_addresses_that_sort_in_host_order(tmp_path: Path) -> None:
+    """torchrun ranks hosts by sorting their addresses as strings; local mode must put global
+    rank 0 on algo-1 and keep host order, also past algo-9 (where "algo-10" < "algo-2")."""
+    spec = JobSpec(entry="train.py")
+    hosts = [f"algo-{i}" for i in range(1, 13)]
+    addrs = []
+    for host in hosts:
+        root = make_host(tmp_path / host, host, hosts, spec)
+        addrs.append(launcher_env.read_topology(root, {"SM_DIST_RDZV_HOST": "127.0.0.1"}, spec, 0).local_addr)
+    assert addrs == sorted(addrs) and len(set(addrs)) == len(hosts)
+    assert addrs[0] == "127.100.100.100" and addrs[11] == "127.100.100.111"
+    assert launcher_env._emulated_addr("127.0.0.1", 12345) == "127.101.123.145"
+    # an explicit address wins; a non-loopback rendezvous host is used as given
+    root = make_host(tmp_path / "x", "algo-2", hosts, spec)
+    assert launcher_env.read_topology(root, {"SM_DIST_RDZV_HOST": "127.0.0.1", "SM_DIST_LOCAL_ADDR": "10.0.0.5"},
+                                      spec, 0).local_addr == "10.0.0.5"
+    assert launcher_env.read_topology(root, {"SM_DIST_RDZV_HOST": "10.0.0.9"}, spec, 0).local_addr == "10.0.0.9"
 
 
 def test_nproc_precedence(tmp_path: Path) -> None:
