@@ -99,11 +99,12 @@ def read_topology(root: Path, env: Mapping[str, str], spec: JobSpec, num_gpus: i
         raise LaunchFailure(f"current_host {current!r} is not in hosts {list(hosts)} ({path})")
     nproc = env.get("SM_DIST_NPROC_PER_NODE") or spec.nproc_per_node or num_gpus or 1
     rdzv_override = env.get("SM_DIST_RDZV_HOST")  # local mode: every "host" is this machine
+    node_rank = hosts.index(current)
     return Topology(
-        hosts=hosts, current_host=current, node_rank=hosts.index(current),
+        hosts=hosts, current_host=current, node_rank=node_rank,
         rdzv_host=rdzv_override or hosts[0], rdzv_port=int(env.get("SM_DIST_RDZV_PORT") or DEFAULT_RDZV_PORT),
         nproc_per_node=int(nproc), num_gpus=num_gpus,
-        local_addr=env.get("SM_DIST_LOCAL_ADDR") or _emulated_addr(rdzv_override, hosts.index(current)) or current,
+        local_addr=env.get("SM_DIST_LOCAL_ADDR") or _emulated_addr(rdzv_override, node_rank) or current,
         instance_type=config.get("current_instance_type"), interface=config.get("network_interface_name"),
     )
 
