@@ -2,7 +2,7 @@
 
 Rank 0 prints `[sm_dist] step=12 loss=0.4312 lr=0.001` once per logged step. SageMaker parses
 every container log line with the job's MetricDefinitions regexes and publishes the captured
-number to CloudWatch (FACTS.md §1.6); local mode reads `step=` from the same lines. Keeping the
+number to CloudWatch (docs/PLATFORM.md §1.6); local mode reads `step=` from the same lines. Keeping the
 writer, the parser and the regexes in one module keeps the three in agreement.
 """
 

@@ -15,9 +15,9 @@ from typing import Any
 from sm_dist.errors import ConfigError
 
 #: Used when neither max_runtime_s nor max_cost_usd is given: the API's own default (1 day),
-#: set explicitly because ModelTrainer's default is 3600 s (FACTS.md §1.2).
+#: set explicitly because ModelTrainer's default is 3600 s (docs/PLATFORM.md §1.2).
 DEFAULT_MAX_RUNTIME_S = 86_400
-#: The API's maximum MaxRuntimeInSeconds (28 days; FACTS.md §1.5).
+#: The API's maximum MaxRuntimeInSeconds (28 days; docs/PLATFORM.md §1.5).
 MAX_RUNTIME_LIMIT_S = 28 * 86_400
 #: Spot MaxWait = this × MaxRuntime unless given: as long again to wait for capacity, unbilled.
 SPOT_WAIT_FACTOR = 2

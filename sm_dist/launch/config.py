@@ -21,7 +21,7 @@ from sm_dist.vocab import Precision, Strategy, parse_enum
 #: for this torch version (resolved per region by the SageMaker SDK's image_uris).
 DEFAULT_TORCH_VERSION = "2.8"
 DEFAULT_PY_VERSION = "py312"
-#: torchrun in-job restarts: FACTS.md §2.3 saw c10d + TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
+#: torchrun in-job restarts: docs/PLATFORM.md §2.3 saw c10d + TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
 #: recover 14/14 times with one restart; 2 leaves room for a second failure.
 DEFAULT_MAX_RESTARTS = 2
 #: ModelTrainer's default volume (train/defaults.py DEFAULT_VOLUME_SIZE).

@@ -68,7 +68,7 @@ class JobCost:
 
     @property
     def spot_savings(self) -> float | None:
-        """1 − billable/training (FACTS.md §1.5); None when unknown."""
+        """1 − billable/training (docs/PLATFORM.md §1.5); None when unknown."""
         if not self.spot or not self.billable_s or not self.training_s:
             return None
         return 1 - self.billable_s / self.training_s

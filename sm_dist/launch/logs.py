@@ -1,7 +1,7 @@
 """A training job's CloudWatch logs: every host's stream, interleaved by time.
 
 SageMaker writes one stream per host, `<job>/algo-N-<epoch>`, in the log group
-`/aws/sagemaker/TrainingJobs` (FACTS.md §1.6). FilterLogEvents with the job's stream prefix
+`/aws/sagemaker/TrainingJobs` (docs/PLATFORM.md §1.6). FilterLogEvents with the job's stream prefix
 returns the events of all hosts; each page is ordered by timestamp and events already seen
 (by eventId) are skipped, so following the log while the job runs repeats nothing.
 """

@@ -119,7 +119,7 @@ def check_hyperparameters(hps: Mapping[str, Any]) -> None:
         text = value if isinstance(value, str) else json.dumps(value)  # what HyperParameters will hold
         if "'" in text:
             # SageMaker's container driver writes hyperparameters into a shell file as
-            # export KEY='value' without escaping (FACTS.md §1.2): a quote kills the container.
+            # export KEY='value' without escaping (docs/PLATFORM.md §1.2): a quote kills the container.
             raise ConfigError(f"hyperparameters.{name}", value, "contains a single quote ('), which SageMaker's env file cannot hold")
         if len(text) > MAX_HP_VALUE_CHARS:
             raise ConfigError(f"hyperparameters.{name}", text[:40] + "…", f"longer than {MAX_HP_VALUE_CHARS} chars; put it in a file")

@@ -2,7 +2,7 @@
 
 SageMaker bills BillableTimeInSeconds per instance at the on-demand rate; for managed spot the
 billable time is already reduced by the saving, which AWS reports as 1 − billable/training
-(FACTS.md §1.5). Prices come from sm_dist's catalog (its region's when the job's is missing).
+(docs/PLATFORM.md §1.5). Prices come from sm_dist's catalog (its region's when the job's is missing).
 """
 
 from __future__ import annotations

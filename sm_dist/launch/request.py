@@ -5,7 +5,7 @@ Networking, retry strategy, metric definitions, tags and the SageMaker config fi
 (admin-set VPC, KMS keys, tags) into a request. Two of its habits do not fit sm_dist:
 
 * with a `SourceCode` it uploads the code and runs `bash -c … sm_train.sh` as PID 1, which drops
-  SIGTERM (FACTS.md §1.3). So no SourceCode is given: the code channel is an S3 prefix sm_dist
+  SIGTERM (docs/PLATFORM.md §1.3). So no SourceCode is given: the code channel is an S3 prefix sm_dist
   uploads itself, and `AlgorithmSpecification.ContainerEntrypoint` is set to sm_dist's launcher
   in the serialized request — the one field ModelTrainer leaves empty without SourceCode.
 * in SAGEMAKER_TRAINING_JOB mode its constructor resolves and validates the role (IAM calls)

@@ -2,7 +2,7 @@
 
 The agent plays the part of the SageMaker platform on one instance: it starts the container
 command (PID 1 in the cloud), streams its output with a host prefix, and stops it the way
-SageMaker does (FACTS §1.3): SIGTERM to the first process only, a grace period, then SIGKILL
+SageMaker does (docs/PLATFORM.md §1.3): SIGTERM to the first process only, a grace period, then SIGKILL
 to everything in the "container". When the first process exits, the container is gone, so any
 process it left behind is killed too.
 """

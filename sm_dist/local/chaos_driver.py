@@ -5,7 +5,7 @@ one random worker, or SIGTERM to every host's first process (spot). The attempt'
 calls `tick()` a few times a second, which retries a kill that found no worker and reports a
 spot interruption, so the runner waits out the grace period and restarts the job. The same loop samples TORCHELASTIC_RESTART_COUNT of the live
 workers: the largest value seen on any host is the number of in-job restarts (torchrun counts
-per agent; a host restarted by a membership change keeps 0 — FACTS §2.3).
+per agent; a host restarted by a membership change keeps 0 — docs/PLATFORM.md §2.3).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Checkpoint sync as SageMaker documents it (FACTS §1.4), between host folders and a store.
+"""Checkpoint sync as SageMaker documents it (docs/PLATFORM.md §1.4), between host folders and a store.
 
 - At job start, everything under the URI is copied into *every* host's checkpoint folder.
 - During the run, new or changed files are uploaded; a file counts as written once its size and
@@ -25,9 +25,9 @@ from pathlib import Path
 from sm_dist.errors import CheckpointError
 from sm_dist.local.stores import Store
 
-#: Name suffixes SageMaker's uploader skips or writes itself (FACTS §1.4, xgboost container).
+#: Name suffixes SageMaker's uploader skips or writes itself (docs/PLATFORM.md §1.4, xgboost container).
 IGNORED_SUFFIXES = (".sagemaker-ignore", ".sagemaker-uploading", ".sagemaker-uploaded")
-#: What SageMaker's uploader writes next to a file once it is in S3 (FACTS §1.4); the runtime's
+#: What SageMaker's uploader writes next to a file once it is in S3 (docs/PLATFORM.md §1.4); the runtime's
 #: sagemaker-sync storage reads it to know an old checkpoint may be deleted.
 UPLOADED_SUFFIX = ".sagemaker-uploaded"
 #: Seconds between two scans of the checkpoint folders (SageMaker's own interval is undocumented).

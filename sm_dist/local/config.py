@@ -14,11 +14,11 @@ from pathlib import Path
 
 from sm_dist.errors import ConfigError
 
-#: Where SageMaker mounts everything inside a training container (FACTS §1.1).
+#: Where SageMaker mounts everything inside a training container (docs/PLATFORM.md §1.1).
 OPT_ML = "/opt/ml"
-#: CheckpointConfig.LocalPath default (FACTS §1.4).
+#: CheckpointConfig.LocalPath default (docs/PLATFORM.md §1.4).
 DEFAULT_CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"
-#: SageMaker's grace between SIGTERM and SIGKILL on StopTrainingJob (FACTS §1.3, `docker stop -t 120`).
+#: SageMaker's grace between SIGTERM and SIGKILL on StopTrainingJob (docs/PLATFORM.md §1.3, `docker stop -t 120`).
 SAGEMAKER_GRACE_SECONDS = 120.0
 #: Channel names SageMaker accepts: [A-Za-z0-9\.\-_]+ (API `Channel.ChannelName`).
 _CHANNEL_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")

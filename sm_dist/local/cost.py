@@ -2,7 +2,7 @@
 
 The comparison bills the run's wall-clock time on the chosen instance type and count at the
 catalog's on-demand price, which is how SageMaker bills (BillableTimeInSeconds × InstanceCount,
-FACTS §1.5). It is a yardstick, not a forecast: on GPUs the steps run faster, and SageMaker's
+docs/PLATFORM.md §1.5). It is a yardstick, not a forecast: on GPUs the steps run faster, and SageMaker's
 instance start-up (not billed) is not part of a local run. The plan's own estimate, when there
 is one, is the forecast.
 """

@@ -1,6 +1,6 @@
 """The environment SageMaker gives the first process of one host, pointing at a local root.
 
-Mirrors what SDK v3's container `environment.py` exports (FACTS §1.2 env-var table), plus the
+Mirrors what SDK v3's container `environment.py` exports (docs/PLATFORM.md §1.2 env-var table), plus the
 platform's TRAINING_JOB_NAME/ARN and `Plan.environment`. Differences a user should know about:
 all hosts run on 127.0.0.1, so SM_MASTER_ADDR is 127.0.0.1 and SM_MASTER_PORT a free port
 (SageMaker hard-codes algo-1:7777), and SM_DIST_OPT_ML tells sm_dist's launcher where /opt/ml is.

@@ -1,7 +1,7 @@
 """The job root of one emulated host, laid out like a SageMaker container's /opt/ml.
 
 Every host gets its own folder (`<job root>/hosts/algo-N`) with what the platform itself puts
-there (FACTS §1.1): input/config/{resourceconfig,hyperparameters,inputdataconfig,
+there (docs/PLATFORM.md §1.1): input/config/{resourceconfig,hyperparameters,inputdataconfig,
 checkpointconfig}.json, input/data/<channel> (including the code bundle), and empty model/,
 output/ and checkpoints/ folders. A restarted job (managed spot) gets a fresh folder, as a new
 instance would.
@@ -18,9 +18,9 @@ from sm_dist.local.config import OPT_ML, LocalJobConfig
 
 #: SageMaker's name for the only instance group of a homogeneous cluster (resourceconfig.json).
 HOMOGENEOUS_GROUP = "homogeneousCluster"
-#: The interface SageMaker reports on a single-ENI training instance (FACTS §1.1).
+#: The interface SageMaker reports on a single-ENI training instance (docs/PLATFORM.md §1.1).
 NETWORK_INTERFACE = "eth0"
-#: What SageMaker writes per channel in File mode (inputdataconfig.json, FACTS §1.1).
+#: What SageMaker writes per channel in File mode (inputdataconfig.json, docs/PLATFORM.md §1.1).
 _CHANNEL_CONFIG = {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}
 
 

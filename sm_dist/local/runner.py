@@ -31,7 +31,7 @@ from sm_dist.local.layout import HostRoot, create_host_root, remap
 from sm_dist.local.progress import Progress
 from sm_dist.local.stores import Store
 
-#: SageMaker keeps only the first 1024 characters of output/failure (FailureReason, FACTS §1.1).
+#: SageMaker keeps only the first 1024 characters of output/failure (FailureReason, docs/PLATFORM.md §1.1).
 FAILURE_CHARS = 1024
 #: How often the supervisor looks at the hosts and fires due chaos.
 TICK_SECONDS = 0.2

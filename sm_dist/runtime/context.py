@@ -31,7 +31,7 @@ from sm_dist.vocab import Precision, Strategy, parse_enum
 _log = logging.getLogger(__name__)
 
 #: Process-group timeout. torch's default is 30 min (10 min for NCCL); a dead peer then hangs
-#: the job that long. FACTS.md §2.3 recommends short timeouts so torchrun can restart quickly;
+#: the job that long. docs/PLATFORM.md §2.3 recommends short timeouts so torchrun can restart quickly;
 #: 5 min still covers a slow first connect of many hosts and a long checkpoint barrier.
 DEFAULT_TIMEOUT_S = 300.0
 
@@ -230,7 +230,7 @@ def _init_process_group(env: RunEnv, timeout_s: float, agent_store: bool) -> boo
         store: dist.Store = dist.HashStore()
     elif agent_store:
         # torchrun's agent hosts the store; env:// joins it as a client (a TCPStore of our own
-        # on MASTER_PORT would collide with the agent's, FACTS.md §2.3).
+        # on MASTER_PORT would collide with the agent's, docs/PLATFORM.md §2.3).
         dist.init_process_group(env.backend, init_method="env://", timeout=timeout)
         return True
     else:

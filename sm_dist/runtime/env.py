@@ -32,7 +32,7 @@ DEFAULT_OPT_ML = "/opt/ml"
 #: same variable the launcher honours (docs/ARCHITECTURE.md, launcher details).
 RDZV_HOST_ENV = "SM_DIST_RDZV_HOST"
 #: Slurm has no port variable; Lightning's SLURMEnvironment derives one from the job id
-#: (15000 + last 4 digits) and falls back to 12910 (FACTS.md §2.4). Same rule here.
+#: (15000 + last 4 digits) and falls back to 12910 (docs/PLATFORM.md §2.4). Same rule here.
 SLURM_PORT_BASE = 15000
 SLURM_DEFAULT_PORT = 12910
 #: Slurm job names of interactive allocations, where the user runs their own launcher.

@@ -2,13 +2,13 @@
 
 Run as ``python3 -m sm_dist.runtime.launcher`` with the code channel on PYTHONPATH. SageMaker's
 own entrypoint (``bash -c … sm_train.sh``) was seen to drop SIGTERM, so the training script
-never hears a stop or a spot interruption (FACTS.md §1.3). This launcher instead:
+never hears a stop or a spot interruption (docs/PLATFORM.md §1.3). This launcher instead:
 
 1. reads ``input/config/resourceconfig.json`` under $SM_DIST_OPT_ML (default /opt/ml; local
    mode remaps it) and sorts the hosts naturally (algo-2 before algo-10);
 2. starts ``python -m torch.distributed.run`` with c10d rendezvous on the first host (which
    explicitly hosts the store: ``is_host``), ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` and
-   ``--max-restarts`` from the job spec (FACTS.md §2.3: the restart setup that recovered);
+   ``--max-restarts`` from the job spec (docs/PLATFORM.md §2.3: the restart setup that recovered);
 3. forwards SIGTERM/SIGINT to torchrun, which relays them to the workers;
 4. writes ``output/failure`` (≤ 1024 chars, SageMaker's FailureReason) on error and exits with
    torchrun's code — or with EXIT_INTERRUPTED when the run stopped on a signal after the
@@ -46,7 +46,7 @@ from sm_dist.runtime.launcher_env import (
 
 _log = logging.getLogger("sm_dist.launcher")
 
-#: SageMaker keeps the first 1024 characters of output/failure as FailureReason (FACTS.md §1.1).
+#: SageMaker keeps the first 1024 characters of output/failure as FailureReason (docs/PLATFORM.md §1.1).
 FAILURE_MAX_CHARS = 1024
 #: Lines of torchrun's stderr kept for the failure reason.
 STDERR_TAIL_LINES = 60
@@ -186,7 +186,7 @@ def _exit_on_signal(signum: int, _frame: object) -> None:
 
 
 def main() -> None:
-    # As PID 1, a signal left at its default disposition is dropped by the kernel (FACTS.md §1.3).
+    # As PID 1, a signal left at its default disposition is dropped by the kernel (docs/PLATFORM.md §1.3).
     for sig in FORWARDED_SIGNALS:
         signal.signal(sig, _exit_on_signal)
     logging.basicConfig(level=logging.INFO, format="[sm_dist launcher] %(message)s", stream=sys.stderr)

@@ -30,13 +30,13 @@ _log = logging.getLogger("sm_dist.launcher")
 DEFAULT_OPT_ML = "/opt/ml"
 #: torchrun's own default port for c10d rendezvous (torch/distributed/run.py docs).
 DEFAULT_RDZV_PORT = 29400
-#: SageMaker sends SIGKILL 120 s after SIGTERM (FACTS.md §1.3); torchrun waits this long for
+#: SageMaker sends SIGKILL 120 s after SIGTERM (docs/PLATFORM.md §1.3); torchrun waits this long for
 #: the workers to commit their checkpoint before it kills them, leaving 20 s for the rest.
 SHUTDOWN_TIMEOUT_S = 100
-#: "Hostname information may not be immediately available" (FACTS.md §1.1): retry resolution.
+#: "Hostname information may not be immediately available" (docs/PLATFORM.md §1.1): retry resolution.
 HOST_RESOLVE_TIMEOUT_S = 600
 HOST_RESOLVE_INTERVAL_S = 2.0
-#: What SageMaker's own torchrun driver sets for EFA (FACTS.md §1.2, torchrun_driver.setup_env):
+#: What SageMaker's own torchrun driver sets for EFA (docs/PLATFORM.md §1.2, torchrun_driver.setup_env):
 #: FI_PROVIDER=efa on these types, plus FI_EFA_USE_DEVICE_RDMA=1 and RDMAV_FORK_SAFE=1 on the RDMA ones.
 EFA_TYPES = ("ml.g4dn.8xlarge", "ml.g4dn.12xlarge", "ml.g5.48xlarge", "ml.p3dn.24xlarge", "ml.p4d.24xlarge",
              "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.trn1.32xlarge")

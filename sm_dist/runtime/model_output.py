@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 #: File names inside the model dir. SageMaker tars the model dir of every host into one
-#: model.tar.gz (FACTS.md §1.1); only rank 0 (on the first host) writes, so names cannot clash.
+#: model.tar.gz (docs/PLATFORM.md §1.1); only rank 0 (on the first host) writes, so names cannot clash.
 MODEL_FILENAME = "model.pt"
 SHA_FILENAME = "model.sha256"
 #: The one line rank 0 prints at the end; local mode parses it.

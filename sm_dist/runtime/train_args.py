@@ -1,6 +1,6 @@
 """Command-line flags shared by every entrypoint, tolerant of how SageMaker passes them.
 
-SageMaker's torchrun driver turns hyperparameters into `--key value` (FACTS.md §1.2): keys as
+SageMaker's torchrun driver turns hyperparameters into `--key value` (docs/PLATFORM.md §1.2): keys as
 the user spelled them (`batch_size` or `batch-size`), every value a string, non-strings
 JSON-encoded (`true`, `null`, `3`). `normalize_argv` maps `--batch_size` to `--batch-size`;
 the converters below accept `true`/`false` and `null`. Strategy, precision and seed default to
@@ -20,7 +20,7 @@ from sm_dist.vocab import did_you_mean
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 _NULL = ("", "null", "none")
-#: Flags a legacy `torch.distributed.launch` appends; torchrun sets LOCAL_RANK instead (FACTS §2.1).
+#: Flags a legacy `torch.distributed.launch` appends; torchrun sets LOCAL_RANK instead (docs/PLATFORM.md §2.1).
 _IGNORED = ("--local-rank",)
 
 

@@ -72,7 +72,7 @@ class Kit:
         return self.runs[-1]
 
     def torchrun(self, nprocs: int, args: list[str], *, max_restarts: int, env: dict[str, str] | None = None) -> Run:
-        """torchrun with c10d rendezvous on a free 127.0.0.1 port, unshared store (FACTS §2.3)."""
+        """torchrun with c10d rendezvous on a free 127.0.0.1 port, unshared store (docs/PLATFORM.md §2.3)."""
         extra = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", **(env or {})}
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc-per-node={nprocs}",
                f"--max-restarts={max_restarts}", "--rdzv-backend=c10d",

@@ -96,7 +96,7 @@ def test_genuine_dcp_metadata_passes_the_allow_list(tmp_path):
 
 
 def test_crafted_non_tensor_dcp_entry_is_refused(tmp_path):
-    """DCP itself would unpickle non-tensor entries with weights_only=False (FACTS §3.3)."""
+    """DCP itself would unpickle non-tensor entries with weights_only=False (docs/PLATFORM.md §3.3)."""
     flag = tmp_path / "pwned"
     _save(tmp_path / "ckpt", _ShardedPlain({"evil": _Payload(flag)}))
     assert not flag.exists()  # saving pickles it; nothing ran yet

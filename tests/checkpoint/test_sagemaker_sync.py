@@ -37,7 +37,7 @@ def _files(root: Path) -> set[str]:
 
 
 def _mark_uploaded(root: Path, step: int) -> None:
-    """What SageMaker's uploader leaves once a file is in S3 (FACTS §1.4)."""
+    """What SageMaker's uploader leaves once a file is in S3 (docs/PLATFORM.md §1.4)."""
     for rel in _files(root / step_dirname(step)):
         (root / step_dirname(step) / (rel + ".sagemaker-uploaded")).touch()
 

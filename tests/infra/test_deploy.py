@@ -1,7 +1,7 @@
 """deploy / show / delete against moto's in-process CloudFormation, S3 and IAM.
 
 moto applies a bucket's encryption and a role's trust policy and inline policies, so those are
-checked on the deployed resources. What it ignores (FACTS §5) is covered by test_template.py:
+checked on the deployed resources. What it ignores (docs/PLATFORM.md §5) is covered by test_template.py:
 public access block, lifecycle, versioning, and the TLS-only bucket policy (moto 5.2.5 has no
 CloudFormation support for AWS::S3::BucketPolicy and does not even list it as a resource).
 """
@@ -25,7 +25,7 @@ def _deploy(session: Any, name: str = "sm-dist", lines: list[str] | None = None,
 
 
 def _policy(doc: Any) -> dict[str, Any]:
-    """moto returns CloudFormation-made inline policies as a Python repr string (FACTS §5)."""
+    """moto returns CloudFormation-made inline policies as a Python repr string (docs/PLATFORM.md §5)."""
     if isinstance(doc, dict):
         return doc
     try:

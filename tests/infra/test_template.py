@@ -1,6 +1,6 @@
 """The shipped templates: cfn-lint clean, and the hardening moto's CloudFormation does not apply.
 
-moto ignores a bucket's PublicAccessBlock, lifecycle, versioning and bucket policies (FACTS §5),
+moto ignores a bucket's PublicAccessBlock, lifecycle, versioning and bucket policies (docs/PLATFORM.md §5),
 so those are asserted on the parsed template here; test_deploy.py checks what moto does apply.
 """
 

@@ -1,4 +1,4 @@
-"""Checkpoint sync semantics (SageMaker's, FACTS §1.4) against a folder store and moto's S3."""
+"""Checkpoint sync semantics (SageMaker's, docs/PLATFORM.md §1.4) against a folder store and moto's S3."""
 
 from __future__ import annotations
 

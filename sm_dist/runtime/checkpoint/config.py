@@ -17,7 +17,7 @@ from sm_dist.runtime.checkpoint.retention import MIN_KEEP
 from sm_dist.runtime.checkpoint.storage import LocalStorage, Storage
 
 MODES = ("auto", "local", "s3", "sagemaker-sync", "off")
-#: CheckpointConfig.LocalPath when the job did not set one (FACTS §1.4).
+#: CheckpointConfig.LocalPath when the job did not set one (docs/PLATFORM.md §1.4).
 SAGEMAKER_DEFAULT_LOCAL_PATH = "/opt/ml/checkpoints"
 
 

@@ -2,7 +2,7 @@
 
 Dropout masks, data augmentation and random crops draw from these generators, so resuming
 bit-identically needs them back exactly. Everything is stored as tensors, ints, floats and
-strings: numpy's own state tuple is not loadable with ``weights_only=True`` (FACTS §3.3).
+strings: numpy's own state tuple is not loadable with ``weights_only=True`` (docs/PLATFORM.md §3.3).
 """
 
 from __future__ import annotations

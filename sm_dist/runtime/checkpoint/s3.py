@@ -3,8 +3,8 @@
 Library choice: boto3's managed transfers (s3transfer). They do multipart uploads, parallel
 parts and ranged downloads, and every request is retried by botocore's "standard" retry mode
 (500, 503 SlowDown, throttling, dropped connections) — and boto3 is already the launch side's
-dependency. s3torchconnector's DCP writer cannot take a custom endpoint (FACTS §4.1), which
-local mode needs, and modern s3fs pins botocore narrowly (FACTS §4.2). The endpoint is boto3's
+dependency. s3torchconnector's DCP writer cannot take a custom endpoint (docs/PLATFORM.md §4.1), which
+local mode needs, and modern s3fs pins botocore narrowly (docs/PLATFORM.md §4.2). The endpoint is boto3's
 own: AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL are honoured natively, so local mode points this at
 moto on 127.0.0.1.
 
@@ -34,7 +34,7 @@ _log = logging.getLogger(__name__)
 #: botocore "standard" retry mode attempts per request (AWS SDK default is 3; checkpoints are
 #: worth waiting for — with exponential backoff capped at 20 s, 10 attempts span about a minute).
 DEFAULT_MAX_ATTEMPTS = 10
-#: s3transfer's defaults (FACTS §4.3): 8 MiB parts, 10 threads; 8 threads leave a core to training.
+#: s3transfer's defaults (docs/PLATFORM.md §4.3): 8 MiB parts, 10 threads; 8 threads leave a core to training.
 DEFAULT_MULTIPART_THRESHOLD = 8 << 20
 DEFAULT_MAX_CONCURRENCY = 8
 

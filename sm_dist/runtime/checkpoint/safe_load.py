@@ -1,7 +1,7 @@
 """Loading that never executes code from a checkpoint.
 
 DCP reads its ``.metadata`` with plain ``pickle.load`` and non-tensor entries with
-``torch.load(weights_only=False)`` (FACTS §3.1, §3.3): a crafted file planted in a bucket would
+``torch.load(weights_only=False)`` (docs/PLATFORM.md §3.1, §3.3): a crafted file planted in a bucket would
 run code on load. Here ``.metadata`` goes through an unpickler that only resolves DCP's own
 metadata classes and a few torch value types, every non-tensor entry and every ``.pt`` file is
 read with ``torch.load(weights_only=True)`` (explicit, so TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD cannot

@@ -1,6 +1,6 @@
 """The "sagemaker-sync" storage: write into CheckpointConfig.LocalPath, SageMaker mirrors it to S3.
 
-What SageMaker does with that folder (FACTS §1.4): it restores the whole S3 prefix into it on
+What SageMaker does with that folder (docs/PLATFORM.md §1.4): it restores the whole S3 prefix into it on
 every host when a job (or a spot restart) begins, uploads new files one at a time in the
 background while the job runs, mirrors deletes, and gives no "upload finished" signal except
 undocumented ``<file>.sagemaker-uploaded`` markers. So this storage:
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger(__name__)
 
-#: Suffix SageMaker's uploader skips (aws/sagemaker-xgboost-container checkpointing.py, FACTS §1.4).
+#: Suffix SageMaker's uploader skips (aws/sagemaker-xgboost-container checkpointing.py, docs/PLATFORM.md §1.4).
 IGNORE_SUFFIX = ".sagemaker-ignore"
 #: Marker SageMaker's uploader writes next to a file once it is in S3 (same source).
 UPLOADED_SUFFIX = ".sagemaker-uploaded"

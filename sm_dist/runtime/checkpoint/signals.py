@@ -1,7 +1,7 @@
 """SIGTERM → a flag the ranks agree on at a step boundary, and the grace-time budget.
 
 SageMaker sends SIGTERM on stop, on spot interruption and at MaxRuntime, then SIGKILLs 120 s
-later (FACTS §1.3); torchrun forwards it to the workers and SIGKILLs them after its shutdown
+later (docs/PLATFORM.md §1.3); torchrun forwards it to the workers and SIGKILLs them after its shutdown
 timeout. Ranks on different hosts receive the signal at different times, so the handler only
 records it; the checkpointer all-reduces the flag (MAX) once per step so every rank stops after
 the same step.
@@ -21,7 +21,7 @@ _log = logging.getLogger(__name__)
 
 #: Seconds torchrun waits for workers after forwarding a signal (--shutdown-timeout, read by
 #: torch 2.13's run.py from PET_SHUTDOWN_TIMEOUT or TORCH_ELASTIC_SHUTDOWN_TIMEOUT; sm_dist's
-#: launcher sets the latter to 100; torchrun's default is 30 — FACTS §1.3).
+#: launcher sets the latter to 100; torchrun's default is 30 — docs/PLATFORM.md §1.3).
 DEFAULT_GRACE_SECONDS = 30.0
 GRACE_ENVS = ("PET_SHUTDOWN_TIMEOUT", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT")
 #: A final save is attempted if predicted_duration * SAFETY + MARGIN fits in the time left.

@@ -3,7 +3,7 @@
 Each "unit" (by default: every block in an nn.ModuleList, else every direct child with
 parameters) is sharded on its own, then the root; a unit's parameters are all-gathered just
 before its forward/backward and freed after (unless reshard_after_forward=False, which is
-zero2). On CPU the mesh is always created explicitly on "cpu" (FACTS.md §3.2: FSDP2 defaults to
+zero2). On CPU the mesh is always created explicitly on "cpu" (docs/PLATFORM.md §3.2: FSDP2 defaults to
 CUDA and crashes with gloo on a GPU box otherwise).
 """
 

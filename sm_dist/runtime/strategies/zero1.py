@@ -8,7 +8,7 @@ keeps states in the parameters' dtype).
 State dicts are *full and identical on every rank* (sharded = False), in the FQN-keyed layout
 of torch.distributed.checkpoint.state_dict — so a zero1 checkpoint loads into ddp, fsdp or a
 plain model and back. Producing it gathers the optimizer partitions (ZeroRedundancyOptimizer:
-consolidate_state_dict(to=0) then a broadcast from rank 0; FACTS.md §3.2): O(full optimizer
+consolidate_state_dict(to=0) then a broadcast from rank 0; docs/PLATFORM.md §3.2): O(full optimizer
 state) transiently on every rank while checkpointing.
 """
 
