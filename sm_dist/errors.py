@@ -1,7 +1,20 @@
-"""The one error hierarchy of sm_dist.
+"""The one error hierarchy of sm_dist (standard library only: the PID-1 launcher imports it too).
 
-Every error a user can cause derives from :class:`SmDistError`. A message names the value
-received, what was expected, and the fix. The CLI turns these into one line and an exit code.
+Every error sm_dist raises on purpose derives from :class:`SmDistError`. A message names the
+value received, what was expected, and the fix. The CLI turns these into one line and the
+class's `exit_code`.
+
+    SmDistError
+    ├── ConfigError              a setting, argument or file has a wrong value (exit 2)
+    │   └── CatalogError         unknown instance type, region, model preset or price
+    ├── DoesNotFitError          the model does not fit in GPU memory (exit 2)
+    ├── MissingDependencyError   an optional dependency is not installed
+    ├── LaunchError              building, submitting or following a SageMaker job failed
+    │   └── SdkError             the SageMaker SDK refused or failed a request sm_dist built
+    ├── InfraError               the infra stack (CloudFormation, S3) failed or is unusable
+    ├── CheckpointError          a checkpoint could not be written, committed or loaded
+    └── RuntimeEnvError          the launcher environment is inconsistent (exit 2)
+        └── LaunchFailure        the container launcher (PID 1) cannot start the job
 """
 
 from __future__ import annotations
@@ -36,8 +49,26 @@ class DoesNotFitError(SmDistError):
     exit_code = 2
 
 
+class MissingDependencyError(SmDistError):
+    """A feature needs a package this install lacks; the message names the pip extra."""
+
+    def __init__(self, feature: str, package: str, extra: str) -> None:
+        self.feature = feature
+        self.package = package
+        self.extra = extra
+        super().__init__(f"{feature} needs {package}, which is not installed: pip install 'sm_dist[{extra}]'")
+
+
 class LaunchError(SmDistError):
     """Building, submitting or following a SageMaker job failed."""
+
+
+class SdkError(LaunchError):
+    """The SageMaker SDK (or the API behind it) refused or failed a request sm_dist built."""
+
+
+class InfraError(SmDistError):
+    """A CloudFormation or S3 call for the infra stack failed, or the stack is not usable."""
 
 
 class CheckpointError(SmDistError):
@@ -45,9 +76,13 @@ class CheckpointError(SmDistError):
 
 
 class RuntimeEnvError(SmDistError):
-    """The launcher environment (torchrun, SageMaker, Slurm) is inconsistent."""
+    """The launcher environment (torchrun, SageMaker, Slurm, an existing process group) is inconsistent."""
 
     exit_code = 2
+
+
+class LaunchFailure(RuntimeEnvError):
+    """The container launcher (PID 1) cannot start the job: topology files, entry script, rendezvous."""
 
 
 __all__ = [
@@ -55,7 +90,11 @@ __all__ = [
     "ConfigError",
     "CatalogError",
     "DoesNotFitError",
+    "MissingDependencyError",
     "LaunchError",
+    "SdkError",
+    "InfraError",
     "CheckpointError",
     "RuntimeEnvError",
+    "LaunchFailure",
 ]

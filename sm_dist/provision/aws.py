@@ -13,11 +13,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from sm_dist.errors import ConfigError, SmDistError
-
-
-class InfraError(SmDistError):
-    """A CloudFormation or S3 call for the infra stack failed, or the stack is not usable."""
+from sm_dist.errors import ConfigError, InfraError
 
 
 def session_or_default(session: Any = None) -> Any:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sm_dist.errors import ConfigError
+from sm_dist.errors import ConfigError, InfraError
 from sm_dist.provision import aws, config, events, outputs, params, template
 
 _log = logging.getLogger(__name__)
@@ -55,12 +55,12 @@ def _check_updatable(stack: Mapping[str, Any]) -> None:
     outputs.require_ours(stack)
     name, status = stack["StackName"], stack["StackStatus"]
     if status == "ROLLBACK_COMPLETE":
-        raise aws.InfraError(
+        raise InfraError(
             f"stack {name} is ROLLBACK_COMPLETE (its creation failed) and cannot be updated; "
             f"run `sm-dist infra delete {name}` and deploy again"
         )
     if not events.is_final(status):
-        raise aws.InfraError(f"stack {name} is {status}; wait for it to finish, then deploy again")
+        raise InfraError(f"stack {name} is {status}; wait for it to finish, then deploy again")
 
 
 def _update_parameters(stack: Mapping[str, Any], values: Mapping[str, str], declared: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -131,10 +131,10 @@ def deploy(
         _log.info("%s of stack %s started (%s)", operation, name, region)
         status, seen = events.watch(cfn, stack_id, after=after, on_event=on_event, poll_seconds=poll_seconds)
         if status not in events.SUCCEEDED:
-            raise aws.InfraError(events.failure_summary(name, operation, status, seen))
+            raise InfraError(events.failure_summary(name, operation, status, seen))
         final, changed = outputs.describe_stack(cfn, stack_id), True
     if final is None:
-        raise aws.InfraError(f"stack {name} vanished during its {operation}; deploy again")
+        raise InfraError(f"stack {name} vanished during its {operation}; deploy again")
     resolved = outputs.from_stack(final)
     path = config.record(name, {**resolved, "region": region, "stack_name": name}, environ)
     _log.debug("recorded stack %s in %s", name, path)

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from sm_dist.errors import ConfigError
+from sm_dist.errors import ConfigError, InfraError
 from sm_dist.provision import aws, config, events, outputs, params
 
 _log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ def _delete_batch(s3: Any, bucket: str, batch: list[dict[str, str]]) -> int:
     errors = result.get("Errors") or []
     if errors:
         first = errors[0]
-        raise aws.InfraError(f"could not delete s3://{bucket}/{first.get('Key')}: {first.get('Code')}: {first.get('Message')}")
+        raise InfraError(f"could not delete s3://{bucket}/{first.get('Key')}: {first.get('Code')}: {first.get('Message')}")
     return len(batch)
 
 
@@ -94,14 +94,14 @@ def delete(
         raise ConfigError("stack", name, f"no such stack in region {aws.region_of(cfn)}; check the name, AWS_REGION and AWS_PROFILE")
     outputs.require_ours(stack)
     if not events.is_final(stack["StackStatus"]):
-        raise aws.InfraError(f"stack {name} is {stack['StackStatus']}; wait for it to finish, then delete")
+        raise InfraError(f"stack {name} is {stack['StackStatus']}; wait for it to finish, then delete")
     stack_id = stack["StackId"]
     buckets = stack_buckets(cfn, stack_id)
     s3 = aws.client(session, "s3") if buckets else None
     for bucket in buckets:
         key = first_object(s3, bucket)
         if key is not None and not empty_bucket:
-            raise aws.InfraError(
+            raise InfraError(
                 f"bucket {bucket} of stack {name} is not empty (e.g. {key!r}); nothing was deleted. "
                 "Copy what you need, then rerun with --empty-bucket to delete its objects with the stack"
             )
@@ -112,6 +112,6 @@ def delete(
         cfn.delete_stack(StackName=stack_id)
     status, seen = events.watch(cfn, stack_id, after=after, on_event=on_event, poll_seconds=poll_seconds)
     if status != "DELETE_COMPLETE":
-        raise aws.InfraError(events.failure_summary(name, "delete", status, seen))
+        raise InfraError(events.failure_summary(name, "delete", status, seen))
     config.forget(name, environ)
     return status

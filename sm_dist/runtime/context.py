@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from sm_dist.errors import ConfigError
+from sm_dist.errors import ConfigError, RuntimeEnvError
 from sm_dist.jobspec import load_job_spec
 from sm_dist.runtime.env import RunEnv, detect_env
 from sm_dist.runtime.precision import PrecisionPlugin
@@ -36,6 +36,14 @@ _log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_S = 300.0
 
 _current: RunContext | None = None
+
+#: Strategy options that mean something only to some strategies. Elsewhere they are refused,
+#: not ignored: zero2 *is* fsdp without resharding after forward, so reshard_after_forward=True
+#: would silently turn it into fsdp; ddp has no shard units to choose.
+OPTION_STRATEGIES: dict[str, frozenset[Strategy]] = {
+    "reshard_after_forward": frozenset({Strategy.FSDP, Strategy.HSDP}),
+    "shard_units": frozenset({Strategy.ZERO2, Strategy.FSDP, Strategy.HSDP}),
+}
 
 
 class RunContext:
@@ -170,6 +178,7 @@ def init(strategy: str | Strategy | None = None, precision: str | Precision | No
     if strategy is Strategy.DP and env.world_size > 1:
         raise ConfigError("strategy", "dp", f"nn.DataParallel runs in one process on one instance, but this run "
                           f"has {env.world_size} processes; use ddp")
+    check_strategy_options(strategy, reshard_after_forward=reshard_after_forward, shard_units=shard_units)
     device = _device(env)
     agent_store = (os.environ if environ is None else environ).get("TORCHELASTIC_USE_AGENT_STORE") == "True"
     owns = _init_process_group(env, timeout, agent_store)
@@ -181,6 +190,16 @@ def init(strategy: str | Strategy | None = None, precision: str | Precision | No
         atexit.register(_shutdown_at_exit, _current)  # scripts that never call shutdown()
     _log.debug("initialised %r", _current)
     return _current
+
+
+def check_strategy_options(strategy: Strategy, **options: object) -> None:
+    """Refuse an option given (not None) to a strategy it does not apply to (see OPTION_STRATEGIES)."""
+    for name, value in options.items():
+        allowed = OPTION_STRATEGIES[name]
+        if value is not None and strategy not in allowed:
+            names = ", ".join(sorted(s.value for s in allowed))
+            raise ConfigError(name, value, f"applies to {names} only, not strategy={strategy.value}; "
+                              f"drop it or use one of those strategies")
 
 
 def shutdown() -> None:
@@ -222,8 +241,8 @@ def _init_process_group(env: RunEnv, timeout_s: float, agent_store: bool) -> boo
     """Join the group; True if this call created it (and shutdown() should destroy it)."""
     if dist.is_initialized():
         if dist.get_world_size() != env.world_size:
-            raise ConfigError("process group", dist.get_world_size(),
-                              f"an existing process group disagrees with WORLD_SIZE={env.world_size}")
+            raise RuntimeEnvError(f"an existing process group has world size {dist.get_world_size()}, but "
+                                  f"WORLD_SIZE={env.world_size}; destroy it or launch with a matching WORLD_SIZE")
         return False
     timeout = datetime.timedelta(seconds=timeout_s)
     if env.world_size == 1:
@@ -240,4 +259,5 @@ def _init_process_group(env: RunEnv, timeout_s: float, agent_store: bool) -> boo
     return True
 
 
-__all__ = ["DEFAULT_TIMEOUT_S", "RunContext", "current", "init", "seed_everything", "shutdown"]
+__all__ = ["DEFAULT_TIMEOUT_S", "OPTION_STRATEGIES", "RunContext", "check_strategy_options", "current", "init",
+           "seed_everything", "shutdown"]

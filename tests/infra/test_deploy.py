@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from sm_dist.errors import ConfigError
-from sm_dist.provision import aws, config, outputs, stack, teardown
+from sm_dist.errors import ConfigError, InfraError
+from sm_dist.provision import config, outputs, stack, teardown
 
 
 def _deploy(session: Any, name: str = "sm-dist", lines: list[str] | None = None, **params: str) -> stack.StackInfo:
@@ -147,7 +147,7 @@ def test_delete_refuses_a_non_empty_bucket_then_empties_it_when_asked(aws_sessio
     bucket = _deploy(aws_session).outputs["bucket"]
     s3 = aws_session.client("s3")
     s3.put_object(Bucket=bucket, Key="checkpoints/step-1/model.pt", Body=b"weights")
-    with pytest.raises(aws.InfraError, match="not empty.*--empty-bucket"):
+    with pytest.raises(InfraError, match="not empty.*--empty-bucket"):
         teardown.delete("sm-dist", session=aws_session, poll_seconds=0)
     assert stack.show("sm-dist", session=aws_session).status == "CREATE_COMPLETE"
     assert s3.list_objects_v2(Bucket=bucket)["KeyCount"] == 1

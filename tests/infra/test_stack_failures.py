@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from sm_dist.provision import aws, config, events, stack
+from sm_dist.errors import InfraError
+from sm_dist.provision import config, events, stack
 
 botocore_stub = pytest.importorskip("botocore.stub")
 ARN = "arn:aws:cloudformation:us-east-1:123456789012:stack/sm-dist/1"
@@ -75,7 +76,7 @@ def test_failed_create_names_the_failing_resource(stubbed: Any, config_home: Pat
     later = [_event(3, "sm-dist", "AWS::CloudFormation::Stack", "ROLLBACK_COMPLETE")]
     stubber.add_response("describe_stack_events", {"StackEvents": (first + later)[::-1]})
     lines: list[str] = []
-    with pytest.raises(aws.InfraError) as info:
+    with pytest.raises(InfraError) as info:
         stack.deploy("sm-dist", {"BucketName": "my-ckpts"}, session=_Session(cfn), on_event=lines.append, poll_seconds=0)
     assert str(info.value) == (
         "create of stack sm-dist ended in ROLLBACK_COMPLETE: Bucket (AWS::S3::Bucket): my-ckpts already exists"
@@ -101,14 +102,14 @@ def test_update_without_changes_is_not_an_error(stubbed: Any, config_home: Path)
 def test_rolled_back_stack_must_be_deleted_first(stubbed: Any, config_home: Path) -> None:
     cfn, stubber = stubbed
     stubber.add_response("describe_stacks", _stack("ROLLBACK_COMPLETE", outputs=False))
-    with pytest.raises(aws.InfraError, match="sm-dist infra delete sm-dist"):
+    with pytest.raises(InfraError, match="sm-dist infra delete sm-dist"):
         stack.deploy("sm-dist", {}, session=_Session(cfn), poll_seconds=0)
 
 
 def test_other_aws_errors_become_one_line(stubbed: Any, config_home: Path) -> None:
     cfn, stubber = stubbed
     stubber.add_client_error("describe_stacks", "AccessDenied", "User is not authorized to perform cloudformation:DescribeStacks")
-    with pytest.raises(aws.InfraError, match="AccessDenied: User is not authorized"):
+    with pytest.raises(InfraError, match="AccessDenied: User is not authorized"):
         stack.deploy("sm-dist", {}, session=_Session(cfn), poll_seconds=0)
 
 

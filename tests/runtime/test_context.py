@@ -93,3 +93,35 @@ def test_master_weight_partition_is_largest_first_and_deterministic() -> None:
     loads = [sum(s for s, o in zip(sizes, owners) if o == r) for r in range(2)]
     assert loads == [170, 150]  # 100|90, 40|50, 30 -> lighter rank 0 (tie), 10 -> rank 1
     assert partition(sizes, 2) == owners and partition(sizes, 1) == [0] * 6
+
+
+@pytest.mark.parametrize(("strategy", "option"), [
+    ("zero2", {"reshard_after_forward": True}),  # would silently make zero2 an fsdp run
+    ("ddp", {"reshard_after_forward": False}),
+    ("ddp", {"shard_units": (torch.nn.Linear,)}),
+    ("zero1", {"shard_units": (torch.nn.Linear,)}),
+])
+def test_options_of_other_strategies_are_refused(strategy: str, option: dict) -> None:
+    (name, value), = option.items()
+    with pytest.raises(ConfigError, match=rf"{name}=.*applies to .* only, not strategy={strategy}"):
+        runtime.init(strategy=strategy, environ={}, **option)
+    assert not dist.is_initialized()  # refused before joining a process group
+
+
+def test_options_are_accepted_where_they_apply() -> None:
+    with runtime.init(strategy="fsdp", environ={}, reshard_after_forward=False) as ctx:
+        assert ctx.strategy.reshard_after_forward is False
+    with runtime.init(strategy="zero2", environ={}, shard_units=(torch.nn.Linear,)) as ctx:
+        assert ctx.strategy.shard_units == (torch.nn.Linear,)
+
+
+def test_existing_group_of_another_size_is_a_runtime_env_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sm_dist.errors import RuntimeEnvError, SmDistError
+    from sm_dist.runtime import context
+
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 4)
+    env = context.detect_env({}, num_gpus=0)
+    with pytest.raises(RuntimeEnvError, match="world size 4, but WORLD_SIZE=1") as info:
+        context._init_process_group(env, 1.0, agent_store=False)
+    assert isinstance(info.value, SmDistError) and not isinstance(info.value, ConfigError)
