@@ -1,4 +1,4 @@
-"""`sm_dist.plan(...)`, `sm_dist.fit(...)` and `build_bundle(...)`: the launch entry points.
+"""`sm_dist.plan(...)`, `sm_dist.fit(...)` and `build_bundle(...)`: the facade over two backends.
 
     plan = sm_dist.plan("train.py", instance_type="ml.p4d.24xlarge", instance_count=2,
                         strategy="auto", params=7e9, checkpoint_s3_uri="s3://b/ckpt", spot=True,
@@ -7,78 +7,57 @@
     job = sm_dist.fit(..., wait=False)   # the same plan, then upload + CreateTrainingJob
 
 Keyword arguments are the fields of `LaunchConfig` (unknown ones are refused with a
-suggestion). `fit(dry_run=True)` returns the plan after printing it; `fit(local=True)` runs the
-plan on this machine through `sm_dist.local.run_local`.
+suggestion). Making the plan is one step (`launch.plan`); `fit` then hands it to a backend:
+the cloud one (`launch.submit.run`: upload + create, returns a `Job`) or, with `local=True`, the
+local one (`sm_dist.local.run`: the job on this machine, returns a `LocalJob`). A local plan
+needs no AWS setting. Neither backend calls back into this module.
 """
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any
 
 from sm_dist.errors import ConfigError
 from sm_dist.launch.config import LaunchConfig
-from sm_dist.launch.plan import Plan, make_plan, new_job_name, plan_code
-
-_log = logging.getLogger(__name__)
+from sm_dist.launch.plan import Plan, launch_config, make_plan, new_job_name, plan_code
 
 
-def _config(entry: str, settings: dict[str, Any]) -> LaunchConfig:
-    return LaunchConfig.from_mapping({"entry": entry, **settings})
-
-
-def plan(entry: str, *, session: Any = None, **settings: Any) -> Plan:
+def plan(entry: str, *, local: bool = False, session: Any = None, **settings: Any) -> Plan:
     """Check the settings and return the frozen plan: request, bundle manifest, cost, warnings.
 
     Creates nothing; reads AWS (read-only) only to resolve what was not given (role, infra).
+    `local=True`: a plan for local mode, made with no AWS call (region, role, bucket and
+    instance type default to labels).
     """
-    return make_plan(_config(entry, settings), session=session)
+    return make_plan(launch_config(entry, settings, local=local), session=session, local=local)
 
 
 def fit(
     entry: str, *, wait: bool = False, dry_run: bool = False, local: bool = False, session: Any = None,
     validate_role: bool = True, local_options: dict[str, Any] | None = None, **settings: Any,
 ) -> Any:
-    """Plan, then launch: upload the code and create the training job; returns a `Job`.
+    """Plan, then run: upload the code and create the training job; returns a `Job`.
 
     `wait=True` blocks until the job ends, printing status changes. `dry_run=True` prints the
-    plan and returns it (no upload, no create). `local=True` runs the job on this machine.
+    plan and returns it (no upload, no create). `local=True` runs the job on this machine and
+    returns the finished `LocalJob`; `local_options` are `sm_dist.local.run`'s keyword arguments.
     `validate_role=False` skips the SDK's IAM permission simulation (also skipped when the
     environment has SAGEMAKER_VALIDATE_ROLE=false).
     """
-    if local:  # a local run needs no AWS account: placeholders label the plan (local mode's rule)
-        from sm_dist.local.cli import local_settings
-
-        settings = local_settings(settings)
-    the_plan = plan(entry, session=session, **settings)
+    if local_options and not local:
+        raise ConfigError("local_options", sorted(local_options), "only with local=True")
+    the_plan = plan(entry, local=local, session=session, **settings)
     if dry_run:
         print(the_plan)
         return the_plan
     if local:
-        return _run_local(the_plan, local_options or {})
-    from sm_dist.launch.job import Job
-    from sm_dist.launch.submit import submit
+        import sm_dist.local as local_backend
 
-    if session is None:
-        import boto3
+        return local_backend.run(the_plan, **(local_options or {}))
+    from sm_dist.launch import submit
 
-        session = boto3.Session(region_name=the_plan.region)
-    for warning in the_plan.warnings:
-        _log.warning("%s", warning)
-    submit(the_plan, session, validate_role=validate_role)
-    job = Job(the_plan.job_name, session=session, region=the_plan.region, plan=the_plan)
-    if wait:
-        job.wait()
-    return job
-
-
-def _run_local(the_plan: Plan, options: dict[str, Any]) -> Any:
-    try:
-        from sm_dist.local import run_local
-    except ImportError:
-        raise ConfigError("local", True, "local mode (sm_dist.local.run_local) is not available in this install") from None
-    return run_local(the_plan, **options)
+    return submit.run(the_plan, session=session, validate_role=validate_role, wait=wait)
 
 
 def build_bundle(plan_or_config: Plan | LaunchConfig, dest_dir: str | Path) -> Path:
@@ -100,4 +79,4 @@ def build_bundle(plan_or_config: Plan | LaunchConfig, dest_dir: str | Path) -> P
     return write_bundle(code.bundle, dest_dir)
 
 
-__all__ = ["plan", "fit", "build_bundle"]
+__all__ = ["build_bundle", "fit", "plan"]

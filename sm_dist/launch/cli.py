@@ -93,19 +93,19 @@ def _quiet_sdk() -> None:
 
 def run_fit(args: argparse.Namespace) -> int:
     from sm_dist.launch import api
+    from sm_dist.local import cli as local_cli
 
     _quiet_sdk()
+    local_cli.check_local_flags(args)
     settings = _settings(args)
     entry = settings.pop("entry")
     if args.dry_run:
-        plan = api.plan(entry, **settings)
+        plan = api.plan(entry, local=args.local, **settings)
         _print_json(plan.to_dict()) if args.json else print(plan)
         return 0
-    from sm_dist.local.cli import check_local_flags, run_fit_local
-
-    check_local_flags(args)
     if args.local:
-        return run_fit_local(entry, settings, args)
+        return local_cli.report(api.fit(entry, local=True, local_options=local_cli.run_options(args), **settings),
+                                as_json=args.json)
     result = api.fit(entry, validate_role=not args.no_validate_role, **settings)
     if args.json:
         _print_json({"job_name": result.name, "plan": result.plan.to_dict()})

@@ -4,6 +4,9 @@ Precedence: explicit `role=` / `output_s3_uri=` / `checkpoint_s3_uri=`, then the
 `sm-dist infra deploy` (`infra_stack=`; "" or no role at all means the one recorded last), then the SageMaker
 SDK (the caller's own execution role; the SDK's default bucket `sagemaker-<region>-<account>`,
 which `fit` creates if missing, as ModelTrainer would). Only the fallbacks call AWS, read-only.
+
+A local plan (`local=True`) makes no AWS call at all: `local_locations` fills what was not given
+with labels (`LOCAL_ROLE_ARN`, the `LOCAL_BUCKET` of local mode's own S3 endpoint).
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ from sm_dist.errors import ConfigError
 _ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::(\d{12}):role/.+")
 #: Prefix under the SDK's default bucket, like ModelTrainer's `<bucket>/<base_job_name>/`.
 DEFAULT_PREFIX = "sm-dist"
+#: A well-formed role ARN that labels a local plan; never sent to AWS.
+LOCAL_ROLE_ARN = "arn:aws:iam::000000000000:role/sm-dist-local"
+#: The bucket local mode creates on its own S3 endpoint (127.0.0.1), never on AWS.
+LOCAL_BUCKET = "sm-dist-local"
 
 
 @dataclass(frozen=True)
@@ -79,4 +86,13 @@ def resolve_locations(config: Any, session_factory: Any, region: str) -> Locatio
     return Locations(role, output.rstrip("/"), checkpoint_base, bucket, source)
 
 
-__all__ = ["Locations", "resolve_locations"]
+def local_locations(config: Any) -> Locations:
+    """Role and output prefix of a local plan: what was given, else labels. No AWS call."""
+    role = config.role or LOCAL_ROLE_ARN
+    if not _ROLE_ARN.fullmatch(role):
+        raise ConfigError("role", role, "expected an IAM role ARN arn:aws:iam::<account>:role/<name> (or none locally)")
+    output = (config.output_s3_uri or f"s3://{LOCAL_BUCKET}/{DEFAULT_PREFIX}").rstrip("/")
+    return Locations(role, output, None, None, "local")
+
+
+__all__ = ["LOCAL_BUCKET", "LOCAL_ROLE_ARN", "Locations", "local_locations", "resolve_locations"]

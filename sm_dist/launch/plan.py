@@ -4,10 +4,14 @@ The plan holds the exact CreateTrainingJob request, the code bundle's manifest, 
 the cost limits and estimate, and every warning. `fit` submits exactly this request; a dry run
 prints it. Making a plan reads local files and, only for what was not given explicitly (role,
 infra stack outputs), makes read-only AWS calls — never an upload or a create.
+
+A local plan (`local=True`, for `sm_dist.local.run`) makes no AWS call at all: what it does not
+need is filled here, once, with labels (`LOCAL_DEFAULTS`, `locations.local_locations`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -19,15 +23,21 @@ from typing import Any
 from sm_dist.errors import ConfigError
 from sm_dist.jobspec import CheckpointSpec, JobSpec
 from sm_dist.launch import bundle as bundle_mod
-from sm_dist.launch import preflight, request as request_mod
+from sm_dist.launch import preflight
+from sm_dist.launch import request as request_mod
 from sm_dist.launch.budget import Limits, stopping_limits
 from sm_dist.launch.config import LaunchConfig
-from sm_dist.launch.locations import resolve_locations
+from sm_dist.launch.locations import local_locations, resolve_locations
+from sm_dist.launch.profile import profile_error, without_missing_profile
 from sm_dist.launch.sizing import Sizing, choose_strategy
 from sm_dist.vocab import Strategy
 
 #: Variables the job always gets: the code channel on PYTHONPATH, unbuffered logs.
 BASE_ENVIRONMENT = {"PYTHONPATH": request_mod.CODE_DIR, "PYTHONUNBUFFERED": "1"}
+#: What a local plan needs and its user need not give: labels, never sent to AWS (the region's
+#: catalog prices price the run; "on SageMaker $x" is for this instance type). The role label
+#: and the output bucket come from `locations.local_locations`.
+LOCAL_DEFAULTS: Mapping[str, str] = MappingProxyType({"region": "us-east-1", "instance_type": "ml.g5.xlarge"})
 
 
 @dataclass(frozen=True, repr=False)
@@ -56,6 +66,8 @@ class Plan:
     channels: Mapping[str, str] = field(default_factory=dict)
     """Data channels (name -> s3 URI), without the code channel."""
     warnings: tuple[str, ...] = ()
+    local: bool = False
+    """A plan for local mode: region, role and S3 URIs only label the request."""
 
     @property
     def request(self) -> dict[str, Any]:
@@ -73,8 +85,9 @@ class Plan:
             "container_command": list(self.container_command), "environment": dict(self.environment),
             "job_spec": self.job_spec.to_dict(), "code_s3_uri": self.code_s3_uri,
             "bundle": {"files": self.bundle.manifest(), "total_bytes": self.bundle.total_bytes},
-            "cost": {**self.limits.to_dict(), "estimate": self.sizing.row, "strategy_reason": self.sizing.reason},
-            "default_bucket": self.default_bucket, "warnings": list(self.warnings),
+            "cost": {**self.limits.to_dict(), "estimate": None if self.sizing.row is None else self.sizing.row.to_dict(),
+                     "strategy_reason": self.sizing.reason},
+            "default_bucket": self.default_bucket, "warnings": list(self.warnings), "local": self.local,
         }
 
     def __str__(self) -> str:
@@ -152,36 +165,41 @@ def plan_code(config: LaunchConfig, region: str, job_name: str, checkpoint_base:
     return CodePlan(sizing, spec, bundle, inst, (*warnings, *sizing.warnings, *ckpt_warnings, *bundle.warnings))
 
 
-def make_plan(config: LaunchConfig, session: Any = None) -> Plan:
-    """Check `config` and build the plan. `session`: a boto3 Session, created only if needed."""
-    holder: list[Any] = [session]
+def launch_config(entry: str, settings: Mapping[str, Any], *, local: bool = False) -> LaunchConfig:
+    """The LaunchConfig of `sm_dist.plan(entry, **settings)`; a local one gets `LOCAL_DEFAULTS`."""
+    data = dict(settings)
+    if local:
+        data.setdefault("instance_type", LOCAL_DEFAULTS["instance_type"])
+    if "instance_type" not in data:
+        raise ConfigError("instance_type", None, "name the SageMaker instance type, e.g. instance_type='ml.g5.xlarge' "
+                          "(--instance-type)")
+    return LaunchConfig.from_mapping({"entry": entry, **data})
 
-    def session_factory() -> Any:
-        if holder[0] is None:
-            if config.region:
-                import boto3
 
-                holder[0] = boto3.Session(region_name=config.region)
-            else:  # follows AWS_REGION like the AWS CLI v2 (botocore alone reads AWS_DEFAULT_REGION)
-                from sm_dist.provision.aws import session_or_default
+def make_plan(config: LaunchConfig, session: Any = None, *, local: bool = False) -> Plan:
+    """Check `config` and build the plan. `session`: a boto3 Session, created only if needed.
 
-                holder[0] = session_or_default()
-        return holder[0]
-
+    `local=True`: the plan `sm_dist.local.run` takes; no AWS call, no AWS setting needed.
+    """
+    if local:
+        config = dataclasses.replace(config, region=config.region or LOCAL_DEFAULTS["region"])
+    session_factory = _session_factory(config, session)
     region = _region(config, session_factory)
     # the checks that need nothing from AWS run before any lookup (plan_code repeats them)
     preflight.check_instance(config.instance_type, region)
     preflight.check_hyperparameters(config.hyperparameters)
     preflight.check_environment(config.environment, len(BASE_ENVIRONMENT))
     job_name = config.job_name or new_job_name(config.base_job_name)
-    where = resolve_locations(config, session_factory, region)
+    where = local_locations(config) if local else resolve_locations(config, session_factory, region)
     code = plan_code(config, region, job_name, where.checkpoint_base)
     usd_per_hour = code.instance.sagemaker_usd_per_hour * config.instance_count if code.instance else None
     limits, limit_warnings = stopping_limits(config, usd_per_hour, code.sizing.expected_hours)
     code_uri = request_mod.s3_join(where.output_s3_uri, job_name, "input", request_mod.CODE_CHANNEL) + "/"
     environment = {**BASE_ENVIRONMENT, **config.environment}
-    settings = _request_spec(config, code, where.role_arn, region, limits, code_uri, environment, where.output_s3_uri)
-    request = request_mod.build_request(settings)
+    with without_missing_profile():  # default_image imports the SDK
+        settings = _request_spec(config, code, where.role_arn, region, limits, code_uri, environment, where.output_s3_uri)
+    with without_missing_profile():
+        request = request_mod.build_request(settings)
     return Plan(
         job_name=job_name, region=region, request_json=json.dumps(request), job_spec=code.spec, bundle=code.bundle,
         code_s3_uri=code_uri, role_arn=where.role_arn, instance_type=config.instance_type,
@@ -189,8 +207,32 @@ def make_plan(config: LaunchConfig, session: Any = None) -> Plan:
         checkpoint_local_path=request_mod.CHECKPOINT_LOCAL_PATH, limits=limits, sizing=code.sizing,
         default_bucket=where.default_bucket, environment=MappingProxyType(environment),
         hyperparameters=MappingProxyType(dict(code.spec.hyperparameters)), channels=MappingProxyType(dict(config.inputs)),
-        warnings=tuple(dict.fromkeys([*code.warnings, *limit_warnings])),
+        warnings=tuple(dict.fromkeys([*code.warnings, *limit_warnings])), local=local,
     )
+
+
+def _session_factory(config: LaunchConfig, session: Any) -> Callable[[], Any]:
+    """A function giving `session`, or a boto3 Session made on first call (never for a local plan)."""
+    holder: list[Any] = [session]
+
+    def session_factory() -> Any:
+        if holder[0] is None:
+            from botocore.exceptions import ProfileNotFound
+
+            try:
+                if config.region:
+                    import boto3
+
+                    holder[0] = boto3.Session(region_name=config.region)
+                else:  # follows AWS_REGION like the AWS CLI v2 (botocore alone reads AWS_DEFAULT_REGION)
+                    from sm_dist.provision.aws import session_or_default
+
+                    holder[0] = session_or_default()
+            except ProfileNotFound:
+                raise profile_error() from None
+        return holder[0]
+
+    return session_factory
 
 
 def _unchecked(config: LaunchConfig) -> Sizing:
@@ -233,9 +275,9 @@ def _sm_dist_tags(code: CodePlan, limits: Limits, spot: bool) -> dict[str, str]:
     from sm_dist.launch.job import TAG_CHECKPOINT, TAG_ESTIMATE, TAG_MAX_COST
 
     tags = {"sm-dist:version": __version__, "sm-dist:strategy": code.spec.strategy.value}
-    cost = (code.sizing.row or {}).get("cost_usd")
-    if cost:
-        tags[TAG_ESTIMATE] = f"{cost['spot' if spot else 'sagemaker']:.2f}"
+    estimate = code.sizing.expected_usd(spot)
+    if estimate is not None:
+        tags[TAG_ESTIMATE] = f"{estimate:.2f}"
     if limits.max_cost_usd is not None:
         tags[TAG_MAX_COST] = f"{limits.max_cost_usd:.2f}"
     uri = code.spec.checkpoint.uri
@@ -244,4 +286,5 @@ def _sm_dist_tags(code: CodePlan, limits: Limits, spot: bool) -> dict[str, str]:
     return tags
 
 
-__all__ = ["Plan", "CodePlan", "plan_code", "make_plan", "new_job_name", "BASE_ENVIRONMENT"]
+__all__ = ["BASE_ENVIRONMENT", "LOCAL_DEFAULTS", "CodePlan", "Plan", "launch_config", "make_plan", "new_job_name",
+           "plan_code"]

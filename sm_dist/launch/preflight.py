@@ -45,10 +45,15 @@ RESERVED_ENV = re.compile(r"^(SM_DIST_.*|PYTHONPATH|TORCH_DISABLE_SHARE_RDZV_TCP
 
 @functools.lru_cache(maxsize=1)
 def sagemaker_service_model() -> Any:
-    """botocore's SageMaker API model (loading it takes ~0.5 s, so once per process)."""
-    import botocore.session
+    """botocore's SageMaker API model (loading it takes ~0.5 s, so once per process).
 
-    return botocore.session.get_session().get_service_model("sagemaker")
+    Read with botocore's data loader, not a Session: a session reads the AWS profile, and a plan
+    must not need one (AWS_PROFILE naming a missing profile fails every session call).
+    """
+    from botocore.loaders import create_loader
+    from botocore.model import ServiceModel
+
+    return ServiceModel(create_loader().load_service_model("sagemaker", "service-2"), service_name="sagemaker")
 
 
 def training_instance_types() -> tuple[str, ...]:

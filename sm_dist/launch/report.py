@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sm_dist.launch.plan import Plan
 
 _MIB = 2**20
 
 
-def _origin_sizes(plan: Any) -> str:
+def _origin_sizes(plan: Plan) -> str:
     sizes: dict[str, list[int]] = {}
     for item in plan.bundle.files:
         entry = sizes.setdefault(item.origin, [0, 0])
@@ -16,7 +19,7 @@ def _origin_sizes(plan: Any) -> str:
     return ", ".join(f"{origin} {n} files {size / 1024:.0f} KiB" for origin, (n, size) in sizes.items())
 
 
-def _cost_lines(plan: Any) -> list[str]:
+def _cost_lines(plan: Plan) -> list[str]:
     limits = plan.limits
     lines = [f"  MaxRuntime   {limits.max_runtime_s} s ({limits.max_runtime_s / 3600:.2f} h) — {limits.basis}"]
     if limits.max_wait_s is not None:
@@ -25,23 +28,24 @@ def _cost_lines(plan: Any) -> list[str]:
         lines.append(f"  price        ${limits.usd_per_hour:.2f}/h for {plan.instance_count} × {plan.instance_type} "
                      f"on-demand; at most ${limits.max_cost_usd:,.2f}")
     row = plan.sizing.row
-    if row and row.get("cost_usd"):
-        cost = row["cost_usd"]
-        lines.append(f"  estimate     {row['hours']:.2f} h, ${cost['sagemaker']:,.2f} on-demand, ${cost['spot']:,.2f} spot "
-                     f"(ec2 ${cost['ec2']:,.2f})")
-    if row and row.get("memory_bytes"):
-        mem = row["memory_bytes"]
-        lines.append(f"  memory       {mem['total'] / 2**30:.1f} GiB per GPU of {mem['usable'] / 2**30:.1f} GiB usable")
+    if row is not None and row.cost is not None and row.hours is not None:
+        cost = row.cost
+        lines.append(f"  estimate     {row.hours:.2f} h, ${cost.sagemaker:,.2f} on-demand, ${cost.spot:,.2f} spot "
+                     f"(ec2 ${cost.ec2:,.2f})")
+    if row is not None and row.memory is not None:
+        lines.append(f"  memory       {row.memory.total / 2**30:.1f} GiB per GPU of {row.usable_bytes / 2**30:.1f} GiB usable")
     return lines
 
 
-def render_plan(plan: Any) -> str:
+def render_plan(plan: Plan) -> str:
     """A human summary of the plan, request JSON excluded (use --json for everything)."""
     req = plan.request
     algo, res = req["AlgorithmSpecification"], req["ResourceConfig"]
     spec = plan.job_spec
     lines = [
         f"job          {plan.job_name}  ({plan.region})",
+        *(["local        runs on this machine (sm_dist.local): region, role and S3 URIs below only label "
+           "the request"] if plan.local else []),
         f"instances    {res['InstanceCount']} × {res['InstanceType']}{'  (spot)' if req.get('EnableManagedSpotTraining') else ''}",
         f"strategy     {spec.strategy.value} ({plan.sizing.reason}), precision {spec.precision.value}, "
         f"max_restarts {spec.max_restarts}",

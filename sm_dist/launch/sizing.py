@@ -9,10 +9,13 @@ be checked: an explicit strategy is used as given (with a warning), "auto" is re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sm_dist.errors import CatalogError, ConfigError, DoesNotFitError
 from sm_dist.vocab import Strategy
+
+if TYPE_CHECKING:
+    from sm_dist.estimator.grid import Row
 
 _GIB = 2**30
 
@@ -22,14 +25,21 @@ class Sizing:
     """The strategy to run and, when the model size was given, the estimator's row for it."""
 
     strategy: Strategy
-    row: dict[str, Any] | None
-    """Estimator row (its --json schema) for the chosen strategy, or None."""
+    row: Row | None
+    """The estimator's row for the chosen strategy, or None (model size not given). Without
+    tokens= its duration and cost are cleared (hours/cost None, steps 0): only memory was checked."""
     reason: str
     warnings: tuple[str, ...] = ()
 
     @property
     def expected_hours(self) -> float | None:
-        return None if self.row is None or not self.row.get("cost_usd") else self.row.get("hours")
+        return None if self.row is None or self.row.cost is None else self.row.hours
+
+    def expected_usd(self, spot: bool = False) -> float | None:
+        """The estimate of the whole run in dollars (spot or on-demand), or None."""
+        if self.row is None or self.row.cost is None:
+            return None
+        return self.row.cost.spot if spot else self.row.cost.sagemaker
 
 
 def _estimate(config: Any, region: str) -> Any:
@@ -96,10 +106,9 @@ def choose_strategy(config: Any, region: str) -> Sizing:
             raise ConfigError("strategy", config.strategy.value, chosen.reason)
         if not chosen.fits:
             raise DoesNotFitError(_fits_message(chosen, fitting, config))
-    row = chosen.to_dict()
-    if config.tokens is None:
-        row = {k: v for k, v in row.items() if k not in ("hours", "gpu_hours", "cost_usd", "steps")}
-    return Sizing(chosen.strategy, row, reason, warnings)
+    if config.tokens is None:  # estimated for 1 token: the duration and cost mean nothing
+        chosen = chosen._replace(steps=0, hours=None, cost=None)
+    return Sizing(chosen.strategy, chosen, reason, warnings)
 
 
 __all__ = ["Sizing", "choose_strategy"]

@@ -1,4 +1,7 @@
-"""Act on a plan: read-only checks, upload the bundle, CreateTrainingJob with the planned request.
+"""The cloud backend: act on a plan — read-only checks, upload the bundle, CreateTrainingJob.
+
+`run(plan)` is what `sm_dist.fit` hands a plan to (its peer is `sm_dist.local.run`); it never
+calls back into the facade.
 
 Order matters: every check that can refuse (role, bucket regions) runs before the first thing
 is created (the default bucket, the uploaded code, the job).
@@ -8,10 +11,14 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sm_dist.errors import ConfigError, LaunchError
 from sm_dist.launch import preflight
+
+if TYPE_CHECKING:
+    from sm_dist.launch.job import Job
+    from sm_dist.launch.plan import Plan
 
 _log = logging.getLogger(__name__)
 
@@ -39,7 +46,7 @@ def ensure_default_bucket(s3: Any, bucket: str, region: str) -> None:
     s3.create_bucket(Bucket=bucket, **kwargs)
 
 
-def upload_bundle(plan: Any, s3: Any) -> int:
+def upload_bundle(plan: Plan, s3: Any) -> int:
     """PUT every bundle file under plan.code_s3_uri (bytes checked against the plan); returns bytes."""
     bucket, prefix = _split(plan.code_s3_uri)
     kms = plan.request["OutputDataConfig"].get("KmsKeyId")
@@ -56,7 +63,7 @@ def upload_bundle(plan: Any, s3: Any) -> int:
     return total
 
 
-def submit(plan: Any, session: Any, validate_role: bool = True) -> str:
+def submit(plan: Plan, session: Any, validate_role: bool = True) -> str:
     """Run the remote checks, upload the code, create the job; returns the job name."""
     from botocore.exceptions import ClientError
 
@@ -78,4 +85,28 @@ def submit(plan: Any, session: Any, validate_role: bool = True) -> str:
     return plan.job_name
 
 
-__all__ = ["submit", "upload_bundle", "ensure_default_bucket"]
+def run(plan: Plan, *, session: Any = None, validate_role: bool = True, wait: bool = False) -> Job:
+    """Launch `plan` on SageMaker and return its `Job` (`wait=True`: after the job ended).
+
+    `session`: a boto3 Session (default: one for the plan's region). `validate_role=False`
+    skips the SDK's IAM permission simulation.
+    """
+    from sm_dist.launch.job import Job
+
+    if plan.local:
+        raise ConfigError("plan", repr(plan), "a local plan (local=True) runs with sm_dist.local.run; "
+                          "plan it again without local=True to launch on SageMaker")
+    if session is None:
+        import boto3
+
+        session = boto3.Session(region_name=plan.region)
+    for warning in plan.warnings:
+        _log.warning("%s", warning)
+    submit(plan, session, validate_role=validate_role)
+    job = Job(plan.job_name, session=session, region=plan.region, plan=plan)
+    if wait:
+        job.wait()
+    return job
+
+
+__all__ = ["ensure_default_bucket", "run", "submit", "upload_bundle"]

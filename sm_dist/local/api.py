@@ -1,6 +1,8 @@
-"""`run_local(plan, ...)`: run a planned SageMaker job on this machine, optionally with chaos.
+"""`run(plan, ...)` (alias `run_local`): the local backend — a planned SageMaker job on this machine.
 
-What `sm_dist.fit(..., local=True)` and `sm-dist fit --local` call. The job runs as
+`sm_dist.fit(..., local=True)` and `sm-dist fit --local` hand it a plan made with `local=True`
+(`sm_dist.plan(..., local=True)`); it takes the plan and bundle types and never calls back into
+the facade (`sm_dist.launch.api`). The job runs as
 `plan.instance_count` emulated hosts, each running the plan's container command (sm_dist's
 launcher, which starts torchrun) in a folder laid out like /opt/ml; S3 is moto's server on
 127.0.0.1, started here when the job needs one, so no AWS account is involved.
@@ -13,16 +15,25 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from sm_dist.errors import ConfigError
+from sm_dist.launch.profile import without_missing_profile
 from sm_dist.local import from_plan
 from sm_dist.local.chaos import Fault, parse_faults
 from sm_dist.local.ckpt_sync import DEFAULT_INTERVAL
 from sm_dist.local.config import SAGEMAKER_GRACE_SECONDS, LocalJobConfig
 from sm_dist.local.job import LocalJob, RunRecord
-from sm_dist.local.runner import DEFAULT_MAX_JOB_RESTARTS, LocalRunner, RunSettings, print_line
+from sm_dist.local.runner import (
+    DEFAULT_MAX_JOB_RESTARTS,
+    LocalRunner,
+    RunSettings,
+    print_line,
+)
 from sm_dist.local.stores import Store, open_store
+
+if TYPE_CHECKING:
+    from sm_dist.launch.plan import Plan
 
 _log = logging.getLogger(__name__)
 #: Fake credentials for the local endpoint (moto accepts any); never real ones.
@@ -70,14 +81,14 @@ class _Endpoint:
         self.server.set_faults(S3_FAULT_KIND, seconds=seconds)
 
 
-def _needs_s3(plan: Any, uris: list[str | None], faults: tuple[Fault, ...]) -> bool:
+def _needs_s3(plan: Plan, uris: list[str | None], faults: tuple[Fault, ...]) -> bool:
     uses_s3 = any(u and u.startswith("s3://") for u in uris) or plan.job_spec.checkpoint.mode == "s3"
     if any(f.kind == "s3-faults" for f in faults) and not uses_s3:
         raise ConfigError("chaos", "s3-faults", "this job uses no S3 (checkpoint URI is a local folder or off)")
     return uses_s3
 
 
-def _one_run(plan: Any, root: Path, label: str, faults: tuple[Fault, ...], endpoint: _Endpoint | None,
+def _one_run(plan: Plan, root: Path, label: str, faults: tuple[Fault, ...], endpoint: _Endpoint | None,
              uri_override: str | None, options: dict[str, Any]) -> tuple[RunRecord, LocalJobConfig, str | None]:
     uri = from_plan.sync_uri(plan, uri_override, label)
     code_dir = from_plan.code_for_run(options["bundle"], root / "code", from_plan.local_spec(plan, uri, label))
@@ -102,9 +113,8 @@ def _one_run(plan: Any, root: Path, label: str, faults: tuple[Fault, ...], endpo
     return record, config, listed_uri
 
 
-def _plan_max_runtime(plan: Any) -> float | None:
-    limits = getattr(plan, "limits", None)
-    return float(limits.max_runtime_s) if limits is not None and limits.max_runtime_s else None
+def _plan_max_runtime(plan: Plan) -> float | None:
+    return float(plan.limits.max_runtime_s) if plan.limits.max_runtime_s else None
 
 
 def _echo(echo: bool, stream: TextIO | None) -> Callable[[str, str], None]:
@@ -124,14 +134,14 @@ def store_keys(store: Store | None) -> dict[str, int]:
         return {}
 
 
-def run_local(
-    plan: Any, *, chaos: Iterable[str | Fault] = (), verify: bool = False, root: str | Path | None = None,
+def run(
+    plan: Plan, *, chaos: Iterable[str | Fault] = (), verify: bool = False, root: str | Path | None = None,
     checkpoint_uri: str | None = None, grace_seconds: float = SAGEMAKER_GRACE_SECONDS,
     sync_interval: float = DEFAULT_INTERVAL, echo: bool = True, echo_stream: TextIO | None = None,
     nproc_per_node: int | None = None,
     max_job_restarts: int = DEFAULT_MAX_JOB_RESTARTS, max_runtime_s: float | None = None,
 ) -> LocalJob:
-    """Run `plan` (from `sm_dist.plan(...)`) locally; return the finished `LocalJob`.
+    """Run `plan` (from `sm_dist.plan(..., local=True)`) locally; return the finished `LocalJob`.
 
     chaos: "kill:STEP", "sigterm:STEP", "crash-in-save:STEP", "s3-faults[:SECONDS]" (combinable).
     verify: run the job again without chaos and compare the final model's sha256.
@@ -153,12 +163,20 @@ def run_local(
                "max_job_restarts": max_job_restarts,
                "max_runtime_s": max_runtime_s if max_runtime_s is not None else _plan_max_runtime(plan)}
     options["bundle"] = from_plan.write_code(plan, base / "bundle")
+    options["nproc"] = nproc_per_node or plan.job_spec.nproc_per_node or 1
+    with without_missing_profile():  # moto's in-process server makes boto3 Sessions
+        return _run_job(plan, base, faults, checkpoint_uri, verify, options)
+
+
+def _run_job(plan: Plan, base: Path, faults: tuple[Fault, ...], checkpoint_uri: str | None, verify: bool,
+             options: dict[str, Any]) -> LocalJob:
+    """The run (and the verify run) against the local S3 endpoint when the job needs one."""
     uri = from_plan.sync_uri(plan, checkpoint_uri, "run")
     endpoint = None
     if _needs_s3(plan, [uri, plan.job_spec.checkpoint.uri], faults):
         endpoint = _Endpoint(plan.region or "us-east-1", faults=any(f.kind == "s3-faults" for f in faults))
     try:
-        run, config, listed_uri = _one_run(plan, base / "run", "run", faults, endpoint, checkpoint_uri, options)
+        record, config, listed_uri = _one_run(plan, base / "run", "run", faults, endpoint, checkpoint_uri, options)
         checked = None
         if verify:
             verify_uri = None if checkpoint_uri is None else f"{checkpoint_uri.rstrip('/')}-verify"
@@ -168,7 +186,10 @@ def run_local(
             stats = endpoint.server.plan.stats()
             endpoint.server.stop()
     extra = {"s3_requests": stats["requests"], "s3_faults_injected": stats["injected"]} if endpoint else {}
-    nproc = nproc_per_node or plan.job_spec.nproc_per_node or 1
-    estimate = ((plan.sizing.row or {}).get("cost_usd") or {}).get("sagemaker") if plan.sizing else None
-    return LocalJob(config=config, run=run, chaos=tuple(str(f) for f in faults), verify_run=checked,
-                    processes_per_host=nproc, estimate_usd=estimate, checkpoint_uri=listed_uri, extra=extra)
+    return LocalJob(config=config, run=record, chaos=tuple(str(f) for f in faults), verify_run=checked,
+                    processes_per_host=options["nproc"], estimate_usd=plan.sizing.expected_usd(),
+                    checkpoint_uri=listed_uri, extra=extra)
+
+
+#: The name `sm_dist.local.run_local` had before the backends became peers.
+run_local = run

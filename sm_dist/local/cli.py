@@ -1,8 +1,10 @@
-"""`sm-dist fit --local`: the flags local mode adds to `sm-dist fit`, and what runs for them.
+"""`sm-dist fit --local`: the flags local mode adds to `sm-dist fit`, and its printed result.
 
-`sm_dist.launch.cli` registers these flags and hands `--local` runs over to `run_fit_local`.
-A local run needs no AWS account: when the settings name no region or role, local mode fills
-placeholders that only label the plan (no AWS call is made with them).
+The wiring goes one way: `sm_dist.launch.cli` adds these flags, turns them into
+`sm_dist.local.run` options with `run_options`, hands the plan to the local backend through the
+facade (`sm_dist.fit(..., local=True)`), and prints the result with `report`. Nothing here
+imports launch. The local defaults (no region, role or bucket needed) are applied where plans
+are made (`sm_dist.launch.plan.LOCAL_DEFAULTS`), not here.
 """
 
 from __future__ import annotations
@@ -11,14 +13,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sm_dist.errors import ConfigError
 
-#: Region whose catalog prices the summary uses when none is given.
-LOCAL_REGION = "us-east-1"
-#: A well-formed role ARN for the plan of a local job; never sent to AWS.
-LOCAL_ROLE_ARN = "arn:aws:iam::000000000000:role/sm-dist-local"
+if TYPE_CHECKING:
+    from sm_dist.local.job import LocalJob
 
 
 def add_local_flags(parser: argparse.ArgumentParser) -> None:
@@ -36,25 +36,18 @@ def add_local_flags(parser: argparse.ArgumentParser) -> None:
                        help="SIGTERM-to-SIGKILL grace of a stop (default 120, SageMaker's)")
 
 
-def local_settings(settings: dict[str, Any]) -> dict[str, Any]:
-    """`settings` with a region and role filled in when absent (labels only, never used on AWS)."""
-    return {"region": LOCAL_REGION, "role": LOCAL_ROLE_ARN, **settings}
-
-
 def check_local_flags(args: argparse.Namespace) -> None:
     """Refuse local-mode flags without --local."""
     if not getattr(args, "local", False):
         given = (("--chaos", args.chaos), ("--verify", args.verify), ("--local-root", args.local_root),
-                 ("--local-checkpoints", args.local_checkpoints))
+                 ("--local-checkpoints", args.local_checkpoints), ("--grace-seconds", args.grace_seconds))
         for flag, value in given:
             if value:
                 raise ConfigError(flag, value, "only with --local (chaos runs on this machine)")
 
 
-def run_fit_local(entry: str, settings: dict[str, Any], args: argparse.Namespace) -> int:
-    """Plan, run locally, print the summary (or one JSON object with --json); exit code."""
-    from sm_dist.launch import api
-
+def run_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of `sm_dist.local.run` the flags ask for."""
     options: dict[str, Any] = {"chaos": tuple(args.chaos), "verify": args.verify, "root": args.local_root}
     if args.local_checkpoints:
         options["checkpoint_uri"] = str(Path(args.local_checkpoints).expanduser().resolve())
@@ -62,9 +55,16 @@ def run_fit_local(entry: str, settings: dict[str, Any], args: argparse.Namespace
         options["grace_seconds"] = args.grace_seconds
     if args.json:  # keep stdout for the one JSON object; the hosts' logs go to stderr
         options["echo_stream"] = sys.stderr
-    job = api.fit(entry, local=True, validate_role=False, local_options=options, **local_settings(settings))
-    if args.json:
+    return options
+
+
+def report(job: LocalJob, as_json: bool) -> int:
+    """Print the summary (or one JSON object); the job's exit code."""
+    if as_json:
         print(json.dumps(job.summary(), indent=2, default=str))
     else:
         print(job)
     return int(job.exit_code)
+
+
+__all__ = ["add_local_flags", "check_local_flags", "report", "run_options"]

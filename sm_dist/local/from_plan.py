@@ -1,6 +1,6 @@
 """Turn a launch `Plan` into what local mode runs: the code bundle on disk and a LocalJobConfig.
 
-The bundle is the one `fit` would upload (`sm_dist.launch.build_bundle`), written to a folder.
+The bundle is the one `fit` would upload (the plan's `Bundle`, written by `launch.bundle`).
 One local-mode rule changes it: when the plan has no checkpoint URI (mode "local" or "auto"
 without a bucket), local mode gives the job a CheckpointConfig of its own on the local S3
 endpoint and switches the job spec to "sagemaker-sync", so checkpoints outlive the emulated
@@ -12,14 +12,15 @@ from __future__ import annotations
 import dataclasses
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sm_dist.errors import ConfigError
 from sm_dist.jobspec import JOB_SPEC_FILENAME, JobSpec
+from sm_dist.launch.locations import LOCAL_BUCKET
 from sm_dist.local.config import LocalJobConfig
 
-#: Bucket local mode creates on its own S3 endpoint for jobs without a checkpoint URI.
-LOCAL_BUCKET = "sm-dist-local"
+if TYPE_CHECKING:
+    from sm_dist.launch.plan import Plan
 
 
 def default_checkpoint_uri(job_name: str, label: str) -> str:
@@ -27,7 +28,7 @@ def default_checkpoint_uri(job_name: str, label: str) -> str:
     return f"s3://{LOCAL_BUCKET}/{job_name}/{label}/checkpoints"
 
 
-def sync_uri(plan: Any, override: str | None, label: str) -> str | None:
+def sync_uri(plan: Plan, override: str | None, label: str) -> str | None:
     """The URI the emulated CheckpointConfig syncs with (None: no platform sync).
 
     mode "s3": the runtime writes to S3 itself and the cloud job has no CheckpointConfig, so
@@ -42,7 +43,7 @@ def sync_uri(plan: Any, override: str | None, label: str) -> str | None:
     return override or plan.checkpoint_uri or default_checkpoint_uri(plan.job_name, label)
 
 
-def runtime_s3_uri(plan: Any, label: str) -> str | None:
+def runtime_s3_uri(plan: Plan, label: str) -> str | None:
     """The URI a mode-"s3" runtime writes to: the plan's, or a sibling for the verify run."""
     uri = plan.job_spec.checkpoint.uri
     if plan.job_spec.checkpoint.mode != "s3" or uri is None or label == "run":
@@ -50,9 +51,9 @@ def runtime_s3_uri(plan: Any, label: str) -> str | None:
     return f"{uri.rstrip('/')}-{label}"
 
 
-def local_spec(plan: Any, uri: str | None, label: str) -> JobSpec:
+def local_spec(plan: Plan, uri: str | None, label: str) -> JobSpec:
     """The job spec as the local job runs it (sagemaker-sync when local mode supplies the URI)."""
-    spec: JobSpec = plan.job_spec
+    spec = plan.job_spec
     ckpt = spec.checkpoint
     if ckpt.mode == "s3":
         return dataclasses.replace(spec, checkpoint=dataclasses.replace(ckpt, uri=runtime_s3_uri(plan, label)))
@@ -66,12 +67,12 @@ def local_spec(plan: Any, uri: str | None, label: str) -> JobSpec:
     return dataclasses.replace(spec, checkpoint=ckpt)
 
 
-def write_code(plan: Any, dest: Path) -> Path:
+def write_code(plan: Plan, dest: Path) -> Path:
     """Write the plan's code bundle to `dest` (once per local job: its files are checked
     against the plan, so every run of the job gets the very same code)."""
-    from sm_dist.launch.api import build_bundle
+    from sm_dist.launch.bundle import write_bundle
 
-    return build_bundle(plan, dest)
+    return write_bundle(plan.bundle, dest)
 
 
 def code_for_run(bundle: Path, dest: Path, spec: JobSpec) -> Path:
@@ -81,7 +82,7 @@ def code_for_run(bundle: Path, dest: Path, spec: JobSpec) -> Path:
     return dest
 
 
-def config_from_plan(plan: Any, code_dir: Path, uri: str | None, job_name: str) -> LocalJobConfig:
+def config_from_plan(plan: Plan, code_dir: Path, uri: str | None, job_name: str) -> LocalJobConfig:
     """The LocalJobConfig of `plan`, with its bundle at `code_dir` and sync URI `uri`."""
     if plan.channels:
         names = ", ".join(sorted(plan.channels))

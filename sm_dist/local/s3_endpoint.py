@@ -24,7 +24,7 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from sm_dist.errors import ConfigError
+from sm_dist.errors import ConfigError, MissingDependencyError
 
 _log = logging.getLogger(__name__)
 
@@ -205,7 +205,10 @@ class S3Endpoint:
 
     def start(self) -> S3Endpoint:
         """Start moto (and the proxy); returns self. `url` is what clients use."""
-        from moto.server import ThreadedMotoServer
+        try:
+            from moto.server import ThreadedMotoServer
+        except ImportError:
+            raise MissingDependencyError("local mode's S3 endpoint", "moto[server,s3]", "local") from None
 
         self._moto = ThreadedMotoServer(ip_address=_LOOPBACK, port=0, verbose=False)
         self._moto.start()

@@ -66,10 +66,10 @@ def test_auto_strategy_comes_from_the_estimator(source_dir: Path) -> None:
     plan = sm_dist.plan("train.py", source_dir=str(source_dir), strategy="auto", params=3e9, tokens=1e9,
                         **{**EXPLICIT, "instance_type": "ml.p4d.24xlarge"})
     assert plan.strategy.value not in ("ddp", "dp")  # 3B fp32 + Adam does not fit replicated on 40 GB
-    assert plan.sizing.row["fits"] is True and plan.sizing.row["strategy"] == plan.strategy.value
+    assert plan.sizing.row.fits is True and plan.sizing.row.strategy is plan.strategy
     tags = {t["Key"]: t["Value"] for t in plan.request["Tags"]}
     assert tags["sm-dist:strategy"] == plan.strategy.value
-    assert float(tags["sm-dist:estimate-usd"]) == plan.sizing.row["cost_usd"]["sagemaker"]
+    assert float(tags["sm-dist:estimate-usd"]) == pytest.approx(plan.sizing.row.cost.sagemaker, abs=0.005)
 
 
 def test_function_entry_and_dp(source_dir: Path) -> None:
@@ -90,7 +90,7 @@ def test_plan_does_not_import_torch(source_dir: Path) -> None:
 def test_auto_over_budget_takes_the_cheapest_that_fits(source_dir: Path) -> None:
     plan = sm_dist.plan("train.py", source_dir=str(source_dir), strategy="auto", params=3e9, tokens=1e12,
                         **{**EXPLICIT, "instance_type": "ml.p4d.24xlarge", "max_runtime_s": None, "max_cost_usd": 50})
-    assert plan.sizing.row["fits"] is True
+    assert plan.sizing.row.fits is True
     assert any("chose the cheapest that fits" in w for w in plan.warnings)
     assert any("shorter than the estimated" in w for w in plan.warnings)
 
@@ -99,7 +99,7 @@ def test_fit_local_hands_the_plan_to_local_mode(source_dir: Path, monkeypatch) -
     import sm_dist.local
 
     seen = {}
-    monkeypatch.setattr(sm_dist.local, "run_local", lambda plan, **opts: seen.update(plan=plan, opts=opts) or "ran")
+    monkeypatch.setattr(sm_dist.local, "run", lambda plan, **opts: seen.update(plan=plan, opts=opts) or "ran")
     assert sm_dist.fit("train.py", source_dir=str(source_dir), local=True, local_options={"verify": True}, **EXPLICIT) == "ran"
     assert isinstance(seen["plan"], Plan) and seen["opts"] == {"verify": True}
 
@@ -107,6 +107,65 @@ def test_fit_local_hands_the_plan_to_local_mode(source_dir: Path, monkeypatch) -
 def test_fit_local_needs_no_aws_settings(source_dir: Path, monkeypatch) -> None:
     import sm_dist.local
 
-    monkeypatch.setattr(sm_dist.local, "run_local", lambda plan, **opts: plan)
+    monkeypatch.setattr(sm_dist.local, "run", lambda plan, **opts: plan)
     plan = sm_dist.fit("train.py", source_dir=str(source_dir), local=True, instance_type="ml.m5.xlarge")
     assert plan.region and plan.role_arn.startswith("arn:aws:iam::")
+
+
+def test_local_plan_needs_no_aws_setting_and_calls_nothing(source_dir: Path, monkeypatch) -> None:
+    """A local plan fills region, role, bucket and instance type with labels, once, and calls no AWS API."""
+    import botocore.client
+
+    from sm_dist.launch.locations import LOCAL_BUCKET, LOCAL_ROLE_ARN
+    from sm_dist.launch.plan import LOCAL_DEFAULTS
+
+    calls = []
+    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", lambda self, op, params: calls.append(op))
+    plan = sm_dist.plan("train.py", source_dir=str(source_dir), local=True)
+    assert plan.local and calls == []
+    assert (plan.region, plan.instance_type) == (LOCAL_DEFAULTS["region"], LOCAL_DEFAULTS["instance_type"])
+    assert plan.role_arn == LOCAL_ROLE_ARN and plan.default_bucket is None
+    assert plan.code_s3_uri.startswith(f"s3://{LOCAL_BUCKET}/") and plan.to_dict()["local"] is True
+    given = sm_dist.plan("train.py", source_dir=str(source_dir), local=True, region="eu-west-1",
+                         instance_type="ml.g5.12xlarge")
+    assert (given.region, given.instance_type) == ("eu-west-1", "ml.g5.12xlarge")  # given values win
+
+
+def test_cloud_plan_without_instance_type_names_the_field(source_dir: Path) -> None:
+    from sm_dist.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="instance_type=None: name the SageMaker instance type"):
+        sm_dist.plan("train.py", source_dir=str(source_dir), role=ROLE_ARN, region="us-east-1")
+
+
+def test_a_local_plan_is_refused_by_the_cloud_backend(source_dir: Path) -> None:
+    from sm_dist.errors import ConfigError
+    from sm_dist.launch import submit
+
+    plan = sm_dist.plan("train.py", source_dir=str(source_dir), local=True)
+    with pytest.raises(ConfigError, match="sm_dist.local.run"):
+        submit.run(plan, session=object())
+
+
+def test_local_options_need_local(source_dir: Path) -> None:
+    from sm_dist.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="local_options=\\['verify'\\]: only with local=True"):
+        sm_dist.fit("train.py", source_dir=str(source_dir), local_options={"verify": True}, **EXPLICIT)
+
+
+@pytest.mark.parametrize("aws_env", [{}, {"AWS_PROFILE": "does-not-exist"}], ids=["no AWS_*", "missing profile"])
+def test_cli_local_dry_run_with_no_aws_settings(tmp_path: Path, aws_env: dict[str, str]) -> None:
+    """`sm-dist fit cnn.py --source-dir entrypoints --local --dry-run` in a fresh interpreter whose
+    environment has no AWS_* variable (or a profile that does not exist) and an empty HOME."""
+    import os
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(HOME=str(tmp_path), AWS_CONFIG_FILE=str(tmp_path / "none"),
+               AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"), **aws_env)
+    out = subprocess.run([sys.executable, "-m", "sm_dist.cli", "fit", "cnn.py", "--source-dir", "entrypoints",
+                          "--local", "--dry-run"], cwd=repo, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "runs on this machine" in out.stdout and "cnn.py" in out.stdout
+    assert "region=None" not in out.stderr

@@ -7,13 +7,14 @@ import argparse
 import pytest
 
 from sm_dist.errors import ConfigError
-from sm_dist.local.cli import LOCAL_ROLE_ARN, add_local_flags, check_local_flags, local_settings
+from sm_dist.local.cli import add_local_flags, check_local_flags, run_options
 from sm_dist.local.summary import render_summary
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--local", action="store_true")
+    parser.add_argument("--json", action="store_true")
     add_local_flags(parser)
     return parser.parse_args(argv)
 
@@ -28,9 +29,30 @@ def test_flags_parse_and_need_local() -> None:
         check_local_flags(_parse(["--local-checkpoints", "/tmp/x"]))
 
 
-def test_local_settings_fill_only_what_is_missing() -> None:
-    assert local_settings({"region": "eu-west-1"})["region"] == "eu-west-1"
-    assert local_settings({})["role"] == LOCAL_ROLE_ARN
+def test_flags_become_run_options(tmp_path) -> None:
+    options = run_options(_parse(["--local", "--chaos", "kill:5", "--local-checkpoints", str(tmp_path),
+                                  "--grace-seconds", "9"]))
+    assert options == {"chaos": ("kill:5",), "verify": False, "root": None, "checkpoint_uri": str(tmp_path.resolve()),
+                       "grace_seconds": 9.0}
+    with pytest.raises(ConfigError, match="--grace-seconds"):
+        check_local_flags(_parse(["--grace-seconds", "9"]))
+
+
+def test_local_mode_does_not_call_back_into_the_facade() -> None:
+    """The backends are peers: sm_dist.local never imports sm_dist.launch.api (nor launch.cli), at
+    module level or inside a function."""
+    import ast
+    from pathlib import Path
+
+    import sm_dist.local
+
+    for path in Path(sm_dist.local.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            imported = names + ([f"{node.module}.{a.name}" for a in node.names]
+                                if isinstance(node, ast.ImportFrom) else [])
+            assert not any(n in ("sm_dist.launch.api", "sm_dist.launch.cli") for n in imported), path.name
 
 
 def test_summary_text() -> None:

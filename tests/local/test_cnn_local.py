@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 import sm_dist
-from sm_dist.local import LocalJob, run_local
-from sm_dist.local.cli import LOCAL_REGION, LOCAL_ROLE_ARN
+from sm_dist.local import LocalJob
+from sm_dist.local import run as run_local
 
 pytestmark = pytest.mark.slow
 CNN_HPS = {"steps": "16", "dataset-size": "1024"}
@@ -30,8 +30,8 @@ GRACE = 60.0
 def make_plan(src: Path, *, entry: str = "cnn.py", hosts: int = 2, nproc: int = 2, **settings: Any) -> Any:
     src.mkdir(parents=True, exist_ok=True)  # an empty source dir: the bundle is sm_dist + the entrypoint
     return sm_dist.plan(
-        entry, source_dir=str(src), instance_type="ml.g5.xlarge", instance_count=hosts, nproc_per_node=nproc,
-        region=LOCAL_REGION, role=LOCAL_ROLE_ARN, checkpoint_interval_steps=4,
+        entry, source_dir=str(src), local=True, instance_type="ml.g5.xlarge", instance_count=hosts,
+        nproc_per_node=nproc, checkpoint_interval_steps=4,
         hyperparameters=settings.pop("hyperparameters", CNN_HPS), **settings,
     )
 
