@@ -252,8 +252,7 @@ class Checkpointer:
         load_model_state(folder, manifest, self._strategy, sharded_now, model, optimizer, self._group)
         extras = restore_common(folder, manifest, self.rank, self.world_size, scheduler=scheduler,
                                 scaler=scaler, sampler=sampler)
-        if hasattr(self.storage, "release"):
-            self.storage.release(step)
+        self.storage.release(step)
         self.last_step = step
         _log.info("resumed from %s at step %d", self.storage.uri, step)
         return ResumeState(step=manifest.step, epoch=manifest.epoch, extras=extras, location=str(folder),

@@ -16,7 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sm_dist.errors import CheckpointError
-from sm_dist.runtime.checkpoint.manifest import MANIFEST_NAME, Manifest, parse_step, sha256_file, step_dirname
+from sm_dist.runtime.checkpoint.manifest import (
+    MANIFEST_NAME,
+    Manifest,
+    parse_step,
+    sha256_file,
+    step_dirname,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -61,6 +67,10 @@ class Storage(ABC):
     def is_durable(self, step: int) -> bool:
         """True when `step` is safe where a restarted job will look (decides retention)."""
         return True
+
+    def release(self, step: int) -> None:
+        """Drop what `local_copy(step)` fetched, once it is loaded. Default: nothing to drop
+        (a local folder is the checkpoint itself); S3 storage deletes its download."""
 
     def check_access(self) -> None:
         """Fail early with a CheckpointError if the storage cannot be written (rank 0 only)."""
