@@ -3,17 +3,17 @@
 Always left out: version control, virtual environments, caches, editor folders, checkpoints and
 data files (by extension), and files above LARGE_FILE_BYTES (data belongs in S3, passed as an
 input channel). On top of that, `.smdistignore` at the top of the source dir and the
-`ignore_patterns=` argument, in a small subset of .gitignore syntax: `#` comments, `*`/`?`/`[]`
-globs, a pattern with a `/` is matched against the whole relative path (leading `/` anchors
-it), one without against every path component, a trailing `/` matches folders only.
+`ignore_patterns=` argument, in .gitignore syntax (the `pathspec` library's gitwildmatch, as git
+reads it): `#` comments, globs, `**`, anchoring `/`, folder-only trailing `/`, and `!` to bring
+back what an earlier pattern (a default included) left out. Later patterns win; as in git, a
+file inside a left-out folder cannot be brought back (the folder is not walked).
 """
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sm_dist.errors import ConfigError
 
@@ -36,52 +36,41 @@ LARGE_FILE_BYTES = 10 * 2**20
 MAX_FILES = 5000
 
 
-@dataclass(frozen=True)
-class Rule:
-    """One ignore pattern."""
-
-    pattern: str
-    anchored: bool  # matched against the whole relative path
-    dir_only: bool
-
-    def matches(self, rel: str, is_dir: bool) -> bool:
-        if self.dir_only and not is_dir:
-            return False
-        if self.anchored:
-            return fnmatch.fnmatchcase(rel, self.pattern)
-        # The walk prunes ignored folders, so the last component is the only one left to test.
-        return fnmatch.fnmatchcase(rel.rsplit("/", 1)[-1], self.pattern)
+def default_lines() -> list[str]:
+    """The defaults as .gitignore lines (folders with a trailing `/`)."""
+    return [f"{name}/" for name in DEFAULT_DIRS] + list(DEFAULT_FILES)
 
 
-def parse_rules(lines: Iterable[str], origin: str) -> list[Rule]:
-    """Rules from .gitignore-style lines."""
-    rules = []
-    for number, raw in enumerate(lines, 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("!"):
-            raise ConfigError(f"{origin}:{number}", line, "negated patterns ('!') are not supported; list what to leave out")
-        dir_only = line.endswith("/")
-        line = line.rstrip("/")
-        anchored = "/" in line
-        rules.append(Rule(line.lstrip("/"), anchored, dir_only))
-    return rules
+def compile_rules(lines: Iterable[str], origin: str) -> Any:
+    """A pathspec GitIgnoreSpec of `lines`; a line it cannot read is a ConfigError naming it."""
+    import pathspec
+
+    lines = list(lines)
+    for number, line in enumerate(lines, 1):
+        try:
+            pathspec.GitIgnoreSpec.from_lines([line])
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"{origin}:{number}", line, f"not a .gitignore pattern ({exc})") from None
+    return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
 class IgnoreRules:
-    """The defaults plus .smdistignore plus extra patterns, for one source dir."""
+    """The defaults, then .smdistignore, then extra patterns (later ones win), for one source dir."""
 
     def __init__(self, source_dir: Path, extra: Iterable[str] = ()) -> None:
-        self.rules = [Rule(p, False, True) for p in DEFAULT_DIRS] + [Rule(p, False, False) for p in DEFAULT_FILES]
+        lines = default_lines()
         ignore_file = source_dir / IGNORE_FILE
         if ignore_file.is_file():
-            self.rules += parse_rules(ignore_file.read_text(encoding="utf-8").splitlines(), IGNORE_FILE)
-        self.rules += parse_rules(extra, "ignore_patterns")
+            own = ignore_file.read_text(encoding="utf-8").splitlines()
+            compile_rules(own, IGNORE_FILE)  # errors name the file and line
+            lines += own
+        extra = list(extra)
+        compile_rules(extra, "ignore_patterns")
+        self.spec = compile_rules(lines + extra, "ignore rules")
 
     def ignored(self, rel: str, is_dir: bool) -> bool:
         """True when the file or folder at relative path `rel` stays out of the bundle."""
-        return any(rule.matches(rel, is_dir) for rule in self.rules)
+        return bool(self.spec.match_file(rel + "/" if is_dir else rel))
 
 
 def is_virtualenv(path: Path) -> bool:
@@ -118,4 +107,5 @@ def walk_source(source_dir: Path, rules: IgnoreRules) -> tuple[list[tuple[str, P
     return sorted(keep), warnings
 
 
-__all__ = ["IGNORE_FILE", "IgnoreRules", "LARGE_FILE_BYTES", "parse_rules", "walk_source", "is_virtualenv"]
+__all__ = ["IGNORE_FILE", "LARGE_FILE_BYTES", "IgnoreRules", "compile_rules", "default_lines", "is_virtualenv",
+           "walk_source"]

@@ -10,7 +10,7 @@ import pytest
 from sm_dist.errors import ConfigError, LaunchError
 from sm_dist.jobspec import JOB_SPEC_FILENAME, JobSpec
 from sm_dist.launch.bundle import collect_bundle, resolve_entry, write_bundle
-from sm_dist.launch.ignore import parse_rules
+from sm_dist.launch.ignore import IGNORE_FILE, IgnoreRules
 
 SPEC = JobSpec(entry="train.py").to_json()
 
@@ -35,9 +35,30 @@ def test_extra_patterns_and_anchoring(source_dir: Path) -> None:
     assert "configs/base.yaml" not in user and "pkg/mod.py" not in user and "train.py" in user
 
 
-def test_negation_is_refused() -> None:
-    with pytest.raises(ConfigError, match="negated"):
-        parse_rules(["!keep.py"], ".smdistignore")
+def test_negation_brings_back_what_an_earlier_pattern_left_out(tmp_path: Path) -> None:
+    (tmp_path / "weights").mkdir()
+    for name in ("train.py", "notes.txt", "keep.txt", "weights/init.pt", "weights/other.pt"):
+        (tmp_path / name).write_text("x")
+    (tmp_path / IGNORE_FILE).write_text("*.txt\n!keep.txt\n!weights/init.pt\n")
+    user = {f.path for f in collect_bundle(tmp_path, SPEC).files if f.origin == "user"}
+    # keep.txt back from the user's own rule, weights/init.pt back from a default (*.pt)
+    assert user == {"train.py", "keep.txt", "weights/init.pt", IGNORE_FILE}
+
+
+def test_double_star_matches_any_depth(tmp_path: Path) -> None:
+    rules = IgnoreRules(tmp_path, ["data/**/raw/", "**/scratch.py", "logs/**"])
+    assert rules.ignored("data/raw", True) and rules.ignored("data/a/b/raw", True)
+    assert not rules.ignored("data/a/raw", False)  # trailing /: folders only
+    assert rules.ignored("scratch.py", False) and rules.ignored("pkg/deep/scratch.py", False)
+    assert rules.ignored("logs/a/b.txt", False) and not rules.ignored("pkg/logs.py", False)
+
+
+def test_later_patterns_win_and_bad_lines_are_named(tmp_path: Path) -> None:
+    assert not IgnoreRules(tmp_path, ["!*.npy"]).ignored("small.npy", False)  # a default turned off
+    assert IgnoreRules(tmp_path, ["!*.npy", "*.npy"]).ignored("small.npy", False)
+    (tmp_path / IGNORE_FILE).write_text("# fine\n!\n")
+    with pytest.raises(ConfigError, match=r"\.smdistignore:2='!': not a \.gitignore pattern"):
+        IgnoreRules(tmp_path)
 
 
 def test_user_sm_dist_folder_is_shadowed(source_dir: Path) -> None:
