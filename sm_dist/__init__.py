@@ -4,7 +4,8 @@
 are resolved on first use:
 
 - `sm_dist.estimate(...)` — memory, time and cost per strategy/instance (standard library only)
-- `sm_dist.plan(...)`, `sm_dist.fit(...)`, `sm_dist.Job` — launch on SageMaker (boto3, sagemaker)
+- `sm_dist.plan(...)`, `sm_dist.fit(...)`, `sm_dist.Job` — plan, then launch on SageMaker (boto3,
+  sagemaker) or, with `local=True`, run on this machine (`sm_dist.local`)
 - `sm_dist.runtime` — what runs inside the job (torch)
 """
 
@@ -17,8 +18,12 @@ from sm_dist.errors import (
     CheckpointError,
     ConfigError,
     DoesNotFitError,
+    InfraError,
     LaunchError,
+    LaunchFailure,
+    MissingDependencyError,
     RuntimeEnvError,
+    SdkError,
     SmDistError,
 )
 
@@ -44,6 +49,10 @@ __all__ = [
     "CatalogError",
     "DoesNotFitError",
     "LaunchError",
+    "SdkError",
+    "MissingDependencyError",
+    "InfraError",
     "CheckpointError",
     "RuntimeEnvError",
+    "LaunchFailure",
 ]

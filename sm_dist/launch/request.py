@@ -23,7 +23,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from sm_dist.errors import ConfigError, LaunchError
+from sm_dist.errors import ConfigError, LaunchError, SdkError
 
 _log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def build_request(spec: Mapping[str, Any], session: Any = None) -> dict[str, Any
         trainer = _trainer(spec, session)
         request = trainer._create_training_job_args(boto3=True)  # the SDK's own serializer
     except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
-        raise ConfigError("launch settings", type(exc).__name__, f"SageMaker SDK rejected them: {exc}") from None
+        raise SdkError(f"the SageMaker SDK rejected the launch settings ({type(exc).__name__}): {exc}") from None
     request["TrainingJobName"] = spec["job_name"]  # ModelTrainer appends a timestamp to a base name
     algo = request["AlgorithmSpecification"]
     algo["ContainerEntrypoint"] = list(LAUNCHER_COMMAND)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sm_dist._resources import resource_dir
+from sm_dist.errors import LaunchFailure  # reported via output/failure; part of the one error tree
 from sm_dist.jobspec import INTERRUPT_MARKER_ENV, JOB_SPEC_ENV, JOB_SPEC_FILENAME, JobSpec, entry_is_function
 
 _log = logging.getLogger("sm_dist.launcher")
@@ -41,10 +42,6 @@ HOST_RESOLVE_INTERVAL_S = 2.0
 EFA_TYPES = ("ml.g4dn.8xlarge", "ml.g4dn.12xlarge", "ml.g5.48xlarge", "ml.p3dn.24xlarge", "ml.p4d.24xlarge",
              "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.trn1.32xlarge")
 RDMA_TYPES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.trn1.32xlarge")
-
-
-class LaunchFailure(Exception):
-    """The container is not set up as the launcher expects (reported via output/failure)."""
 
 
 @dataclass(frozen=True)

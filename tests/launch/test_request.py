@@ -75,3 +75,11 @@ def test_default_image_follows_region_and_device() -> None:
     cpu = request_mod.default_image("us-east-1", "2.8", "py312", "ml.c5.xlarge")
     assert "eu-west-1" in gpu and "pytorch-training:2.8-gpu-py312" in gpu
     assert cpu.endswith("pytorch-training:2.8-cpu-py312")
+
+
+def test_settings_the_sdk_rejects_are_an_sdk_error(aws: str) -> None:
+    from sm_dist.errors import ConfigError, SdkError
+
+    with pytest.raises(SdkError, match="SageMaker SDK rejected the launch settings") as info:
+        request_mod.build_request({**SPEC, "instance_count": "two"})
+    assert isinstance(info.value, LaunchError) and not isinstance(info.value, ConfigError)

@@ -1,0 +1,59 @@
+"""One error tree: every error sm_dist raises on purpose is an SmDistError, and the CLI turns each
+into one line on stderr and the class's exit code."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import pytest
+
+import sm_dist
+from sm_dist import cli, errors
+
+_ARGS = {
+    errors.ConfigError: ("instance_type", "ml.x", "use a real one"),
+    errors.CatalogError: ("instance_type", "ml.x", "use a real one"),
+    errors.MissingDependencyError: ("local mode's S3 endpoint", "moto[server,s3]", "local"),
+}
+
+
+def _error_classes() -> list[type[errors.SmDistError]]:
+    return [getattr(errors, name) for name in errors.__all__]
+
+
+def test_every_public_error_is_in_the_tree_and_exported() -> None:
+    from sm_dist.provision import aws
+    from sm_dist.runtime import launcher_env
+
+    assert all(issubclass(cls, errors.SmDistError) for cls in _error_classes())
+    assert aws.InfraError is errors.InfraError and launcher_env.LaunchFailure is errors.LaunchFailure
+    assert issubclass(errors.SdkError, errors.LaunchError) and issubclass(errors.LaunchFailure, errors.RuntimeEnvError)
+    assert {name for name in errors.__all__} <= set(sm_dist.__all__)
+
+
+@pytest.mark.parametrize("cls", _error_classes(), ids=lambda c: c.__name__)
+def test_cli_maps_each_error_to_one_line_and_its_exit_code(cls: type[errors.SmDistError], monkeypatch,
+                                                         capsys) -> None:
+    def failing(args: argparse.Namespace) -> int:
+        raise cls(*_ARGS.get(cls, ("what went wrong; the fix",)))
+
+    def parser(command: str) -> argparse.ArgumentParser:
+        p = argparse.ArgumentParser()
+        p.add_argument("-v", "--verbose", action="store_true")
+        p.set_defaults(_run=failing)
+        return p
+
+    monkeypatch.setattr(cli, "build_parser", parser)
+    code = cli.main(["status"])
+    err = capsys.readouterr().err
+    assert code == cls.exit_code != 0
+    assert err.startswith("sm-dist status: error: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_missing_moto_names_the_extra(monkeypatch) -> None:
+    from sm_dist.local.s3_endpoint import S3Endpoint
+
+    monkeypatch.setitem(sys.modules, "moto.server", None)  # import fails as if not installed
+    with pytest.raises(errors.MissingDependencyError, match=r"pip install 'sm_dist\[local\]'"):
+        S3Endpoint().start()
