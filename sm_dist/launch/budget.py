@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sm_dist.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sm_dist.launch.config import LaunchConfig
 
 #: Used when neither max_runtime_s nor max_cost_usd is given: the API's own default (1 day),
 #: set explicitly because ModelTrainer's default is 3600 s (docs/PLATFORM.md §1.2).
@@ -52,7 +55,7 @@ class Limits:
         }
 
 
-def _runtime(config: Any, usd_per_hour: float | None) -> tuple[int, str]:
+def _runtime(config: LaunchConfig, usd_per_hour: float | None) -> tuple[int, str]:
     from_budget = None
     if config.max_cost_usd is not None:
         if usd_per_hour is None:
@@ -76,7 +79,7 @@ def _runtime(config: Any, usd_per_hour: float | None) -> tuple[int, str]:
     return DEFAULT_MAX_RUNTIME_S, "default (no max_runtime_s or max_cost_usd given): 24 h"
 
 
-def stopping_limits(config: Any, usd_per_hour: float | None, expected_hours: float | None) -> tuple[Limits, list[str]]:
+def stopping_limits(config: LaunchConfig, usd_per_hour: float | None, expected_hours: float | None) -> tuple[Limits, list[str]]:
     """MaxRuntime/MaxWait for `config` and warnings (budget shorter than the estimate, ...)."""
     warnings: list[str] = []
     runtime, basis = _runtime(config, usd_per_hour)
@@ -92,7 +95,7 @@ def stopping_limits(config: Any, usd_per_hour: float | None, expected_hours: flo
     return Limits(runtime, _wait(config, runtime), usd_per_hour, basis), warnings
 
 
-def _wait(config: Any, runtime: int) -> int | None:
+def _wait(config: LaunchConfig, runtime: int) -> int | None:
     if not config.spot:
         if config.max_wait_s is not None:
             raise ConfigError("max_wait_s", config.max_wait_s, "MaxWait applies to spot jobs only; set spot=True or drop it")

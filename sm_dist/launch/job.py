@@ -12,11 +12,14 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from sm_dist.errors import ConfigError, LaunchError
 from sm_dist.launch.checkpoints import CheckpointInfo, list_checkpoints
 from sm_dist.launch.logs import iter_log_lines
+
+if TYPE_CHECKING:
+    from sm_dist.launch.plan import Plan
 
 TERMINAL = ("Completed", "Failed", "Stopped")
 #: Seconds between DescribeTrainingJob calls while waiting (the SDK's own waiter uses 30 s).
@@ -85,7 +88,7 @@ class JobCost:
 class Job:
     """A SageMaker training job launched by (or attached to) sm_dist."""
 
-    def __init__(self, name: str, *, session: Any = None, region: str | None = None, plan: Any = None,
+    def __init__(self, name: str, *, session: Any = None, region: str | None = None, plan: Plan | None = None,
                  clients: dict[str, Any] | None = None) -> None:
         """`clients`: ready boto3 clients by service name ("sagemaker", "logs", "s3"), else made
         from `session` on first use."""

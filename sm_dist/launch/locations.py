@@ -12,10 +12,14 @@ with labels (`LOCAL_ROLE_ARN`, the `LOCAL_BUCKET` of local mode's own S3 endpoin
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sm_dist.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sm_dist.launch.config import LaunchConfig
 
 _ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::(\d{12}):role/.+")
 #: Prefix under the SDK's default bucket, like ModelTrainer's `<bucket>/<base_job_name>/`.
@@ -40,7 +44,7 @@ class Locations:
     source: str
 
 
-def _infra(config: Any, session_factory: Any) -> dict[str, str] | None:
+def _infra(config: LaunchConfig, session_factory: Callable[[], Any]) -> dict[str, str] | None:
     from sm_dist.provision import config as infra_config
     from sm_dist.provision.outputs import resolve
 
@@ -66,7 +70,7 @@ def _sdk_role(role: str | None, session: Any) -> str:
         ) from None
 
 
-def resolve_locations(config: Any, session_factory: Any, region: str) -> Locations:
+def resolve_locations(config: LaunchConfig, session_factory: Callable[[], Any], region: str) -> Locations:
     """Role ARN and output prefix for `config`. `session_factory()` gives a boto3 Session."""
     infra = _infra(config, session_factory)
     role = config.role or (infra or {}).get("role_arn")
@@ -86,7 +90,7 @@ def resolve_locations(config: Any, session_factory: Any, region: str) -> Locatio
     return Locations(role, output.rstrip("/"), checkpoint_base, bucket, source)
 
 
-def local_locations(config: Any) -> Locations:
+def local_locations(config: LaunchConfig) -> Locations:
     """Role and output prefix of a local plan: what was given, else labels. No AWS call."""
     role = config.role or LOCAL_ROLE_ARN
     if not _ROLE_ARN.fullmatch(role):

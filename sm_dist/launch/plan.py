@@ -238,7 +238,7 @@ def _session_factory(config: LaunchConfig, session: Any) -> Callable[[], Any]:
 def _unchecked(config: LaunchConfig) -> Sizing:
     if config.strategy == "auto":
         raise ConfigError("strategy", "auto", f"{config.instance_type} is not in sm_dist's catalog; name a strategy")
-    return Sizing(config.strategy, None, "as given")
+    return Sizing(Strategy(config.strategy), None, "as given")
 
 
 def _source(config: LaunchConfig) -> Path:

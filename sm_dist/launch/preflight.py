@@ -14,10 +14,13 @@ import json
 import logging
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sm_dist.errors import CatalogError, ConfigError
 from sm_dist.vocab import Strategy, did_you_mean
+
+if TYPE_CHECKING:
+    from sm_dist.launch.plan import Plan
 
 _log = logging.getLogger(__name__)
 
@@ -139,7 +142,7 @@ def check_environment(user_env: Mapping[str, str], ours: int) -> None:
         raise ConfigError("environment", len(user_env), f"at most {MAX_ENVIRONMENT - ours} variables (SageMaker's limit)")
 
 
-def remote_checks(plan: Any, session: Any, validate_role: bool = True, skip_code_bucket: bool = False) -> None:
+def remote_checks(plan: Plan, session: Any, validate_role: bool = True, skip_code_bucket: bool = False) -> None:
     """Read-only AWS checks before fit uploads: the role (via the SDK), then bucket regions.
 
     `skip_code_bucket`: the code goes to the SDK default bucket, which fit creates if missing.

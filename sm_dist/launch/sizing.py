@@ -9,13 +9,15 @@ be checked: an explicit strategy is used as given (with a warning), "auto" is re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sm_dist.errors import CatalogError, ConfigError, DoesNotFitError
 from sm_dist.vocab import Strategy
 
 if TYPE_CHECKING:
     from sm_dist.estimator.grid import Row
+    from sm_dist.estimator.result import Estimate
+    from sm_dist.launch.config import LaunchConfig
 
 _GIB = 2**30
 
@@ -42,7 +44,7 @@ class Sizing:
         return self.row.cost.spot if spot else self.row.cost.sagemaker
 
 
-def _estimate(config: Any, region: str) -> Any:
+def _estimate(config: LaunchConfig, region: str) -> Estimate:
     from sm_dist.estimator.api import estimate
 
     work = {"tokens": config.tokens} if config.tokens is not None else {"tokens": 1}
@@ -54,7 +56,7 @@ def _estimate(config: Any, region: str) -> Any:
     )
 
 
-def _fits_message(row: Any, fitting: list[str], config: Any) -> str:
+def _fits_message(row: Row, fitting: list[str], config: LaunchConfig) -> str:
     need = row.memory.total / _GIB if row.memory is not None else float("nan")
     where = f"{config.instance_count} × {config.instance_type}"
     tail = (f"strategies that fit: {', '.join(fitting)}" if fitting
@@ -63,7 +65,8 @@ def _fits_message(row: Any, fitting: list[str], config: Any) -> str:
             f"{row.usable_bytes / _GIB:.1f} GiB usable on {where}; {tail}")
 
 
-def _auto(est: Any, config: Any, rows: dict[Strategy, Any], fitting: list[str], warnings: tuple[str, ...]) -> tuple[Any, str, tuple[str, ...]]:
+def _auto(est: Estimate, config: LaunchConfig, rows: dict[Strategy, Row], fitting: list[str],
+          warnings: tuple[str, ...]) -> tuple[Row, str, tuple[str, ...]]:
     """The estimator's pick; when the budget rules every row out, the cheapest that fits
     (MaxRuntime from the budget then stops it early, resumable from its checkpoint)."""
     if est.recommendation is not None:
@@ -79,19 +82,19 @@ def _auto(est: Any, config: Any, rows: dict[Strategy, Any], fitting: list[str], 
                                               "chose the cheapest that fits",)
 
 
-def choose_strategy(config: Any, region: str) -> Sizing:
+def choose_strategy(config: LaunchConfig, region: str) -> Sizing:
     """Resolve "auto", check the memory fit, and attach the estimate row."""
     if config.params is None and config.model is None and config.hf_config is None:
         if config.strategy == "auto":
             raise ConfigError("strategy", "auto", "needs the model size: pass params=7e9, model=<preset> or hf_config=PATH")
-        return Sizing(config.strategy, None, "as given", ("model size not given (params=/model=/hf_config=): "
+        return Sizing(Strategy(config.strategy), None, "as given", ("model size not given (params=/model=/hf_config=): "
                                                             "memory fit and expected cost not checked",))
     try:
         est = _estimate(config, region)
     except CatalogError as exc:
         if config.strategy == "auto" or exc.field != "instance_type":
             raise
-        return Sizing(config.strategy, None, "as given", (f"{config.instance_type} is not in sm_dist's catalog: "
+        return Sizing(Strategy(config.strategy), None, "as given", (f"{config.instance_type} is not in sm_dist's catalog: "
                                                             "memory fit and expected cost not checked",))
     rows = {row.strategy: row for row in est.rows}
     fitting = [s.value for s, r in rows.items() if r.runnable and r.fits]
@@ -101,9 +104,9 @@ def choose_strategy(config: Any, region: str) -> Sizing:
     if config.strategy == "auto":
         chosen, reason, warnings = _auto(est, config, rows, fitting, warnings)
     else:
-        chosen, reason = rows[config.strategy], "as given"
+        chosen, reason = rows[Strategy(config.strategy)], "as given"
         if not chosen.runnable:
-            raise ConfigError("strategy", config.strategy.value, chosen.reason)
+            raise ConfigError("strategy", chosen.strategy.value, chosen.reason)
         if not chosen.fits:
             raise DoesNotFitError(_fits_message(chosen, fitting, config))
     if config.tokens is None:  # estimated for 1 token: the duration and cost mean nothing

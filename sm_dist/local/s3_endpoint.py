@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 import urllib.request
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -121,7 +122,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             raise ValueError("request body too large")
         return self.rfile.read(length) if length else b""
 
-    def _reply(self, status: int, body: bytes, headers: list[tuple[str, str]] = ()) -> None:
+    def _reply(self, status: int, body: bytes, headers: Sequence[tuple[str, str]] = ()) -> None:
         self.send_response(status)
         for name, value in headers:
             self.send_header(name, value)

@@ -253,6 +253,9 @@ def _init_process_group(env: RunEnv, timeout_s: float, agent_store: bool) -> boo
         dist.init_process_group(env.backend, init_method="env://", timeout=timeout)
         return True
     else:
+        if env.master_addr is None or env.master_port is None:
+            raise RuntimeEnvError(f"{env.world_size} processes but no MASTER_ADDR/MASTER_PORT: launch with torchrun "
+                                  "(or set both)")
         store = dist.TCPStore(env.master_addr, env.master_port, env.world_size,
                               is_master=env.rank == 0, timeout=timeout)
     dist.init_process_group(env.backend, store=store, rank=env.rank, world_size=env.world_size, timeout=timeout)
