@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from sm_dist.errors import ConfigError
 
 _log = logging.getLogger(__name__)
+#: Profiles already reported missing (one log line per process, not one per guarded block).
+_told: set[str] = set()
 
 
 def missing_profile() -> str | None:
@@ -37,7 +39,9 @@ def without_missing_profile() -> Iterator[None]:
     if name is None:
         yield
         return
-    _log.info("AWS_PROFILE=%s is not in your AWS config files; ignored here (no AWS call needs it)", name)
+    if name not in _told:
+        _told.add(name)
+        _log.info("AWS_PROFILE=%s is not in your AWS config files; ignored here (no AWS call needs it)", name)
     os.environ.pop("AWS_PROFILE", None)
     try:
         yield
