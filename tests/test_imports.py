@@ -1,38 +1,251 @@
-"""The three import worlds stay apart (STYLE.md point 1), checked in fresh interpreters."""
+"""The import worlds (STYLE.md point 1, docs/ARCHITECTURE.md), checked over every import statement.
+
+Every module under sm_dist/ and entrypoints/ is parsed; every import it contains (module level, inside
+a function, or `importlib.import_module("literal")`) is an edge from the importer's world to the
+imported module's world. Worlds come from package prefixes, so a new module is checked without
+editing this file. One fresh interpreter then checks what the static walk cannot: what `import
+sm_dist` and `sm-dist estimate-cost` really load.
+"""
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
 
-import pytest
-
-HEAVY = ("torch", "boto3", "botocore", "sagemaker", "numpy")
-
-
-def _modules_after(code: str) -> set[str]:
-    probe = code + "\nimport sys, json\nprint(json.dumps(sorted(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+REPO = Path(__file__).resolve().parents[1]
+ROOTS = ("sm_dist", "entrypoints")
 
 
-def _heavy(mods: set[str]) -> list[str]:
-    return sorted(m for m in mods if m.split(".")[0] in HEAVY)
+class World(StrEnum):
+    CORE = "core"  # sm_dist's top-level modules, catalog, estimator, contract: the standard library only
+    CONTAINER = "container"  # the stdlib PID-1 code the training container runs first
+    LAUNCH = "launch"  # the user's machine: plans, AWS, local mode
+    RUNTIME = "runtime"  # inside the training job: torch
 
 
-def test_import_sm_dist_is_light() -> None:
-    assert _heavy(_modules_after("import sm_dist")) == []
+#: Longest matching prefix wins; anything else under sm_dist is core (the strictest world).
+PREFIXES = {
+    "sm_dist": World.CORE,
+    "sm_dist.container": World.CONTAINER,
+    "sm_dist.launch": World.LAUNCH,
+    "sm_dist.provision": World.LAUNCH,
+    "sm_dist.local": World.LAUNCH,
+    "sm_dist.runtime": World.RUNTIME,
+    "entrypoints": World.RUNTIME,
+}
+#: The PID-1 modules while they still live in sm_dist.runtime (they move to sm_dist.container);
+#: a name here that no longer exists has no effect.
+PID1_IN_RUNTIME = ("sm_dist.runtime.env", "sm_dist.runtime.launcher", "sm_dist.runtime.launcher_env",
+                   "sm_dist.runtime.slurm_nodes")
+
+#: Which worlds a world may import. Launch and runtime never import each other.
+ALLOWED = {
+    World.CORE: {World.CORE},
+    World.CONTAINER: {World.CORE, World.CONTAINER},
+    World.LAUNCH: {World.CORE, World.LAUNCH},
+    World.RUNTIME: {World.CORE, World.CONTAINER, World.RUNTIME},
+}
+#: Third-party packages a world may import anywhere.
+THIRD_PARTY_ANYWHERE = {World.RUNTIME: {"torch", "numpy"}}
+#: Third-party packages a world may import only inside a function (never at import time).
+THIRD_PARTY_IN_FUNCTIONS = {
+    World.LAUNCH: {"boto3", "botocore", "sagemaker", "moto", "yaml", "pathspec"},
+    World.RUNTIME: {"boto3", "botocore"},  # the S3 checkpoint storage
+}
+#: The core's only third-party imports, each inside a function of one module, each optional:
+#: `estimate-cost --prices live` asks the AWS Pricing API; `Estimate.plot()` draws with matplotlib.
+#: (The estimator reads an nn.Module by duck typing, so it never imports torch.)
+CORE_EXCEPTIONS = {
+    ("sm_dist.estimator.prices_live", "boto3"),
+    ("sm_dist.estimator.prices_live", "botocore"),
+    ("sm_dist.estimator.result", "matplotlib"),
+}
 
 
-def test_cli_parsing_is_light() -> None:
-    assert _heavy(_modules_after("import sm_dist.cli, sm_dist.errors, sm_dist.vocab")) == []
+@dataclass(frozen=True, kw_only=True)
+class Edge:
+    """One import in one module."""
+
+    importer: str
+    imported: str
+    line: int
+    in_function: bool  # inside a def (or under `if TYPE_CHECKING:`): not run at import time
 
 
-@pytest.mark.parametrize("command", ["estimate-cost", "fit", "status", "measure-memory"])
-def test_command_help_imports_nothing_heavy(command: str) -> None:
-    code = (
-        "import sys, sm_dist.cli\n"
-        f"try:\n    sm_dist.cli.main([{command!r}, '--help'])\nexcept SystemExit:\n    pass"
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def source_modules() -> dict[str, Path]:
+    """Every module of the package and the entrypoints, by dotted name."""
+    found = {}
+    for root in ROOTS:
+        for path in sorted((REPO / root).rglob("*.py")):
+            found[module_name(path)] = path
+    return found
+
+
+def world_of(module: str) -> World | None:
+    """The world of an sm_dist or entrypoints module; None for anything else."""
+    if module in PID1_IN_RUNTIME:
+        return World.CONTAINER
+    matches = [prefix for prefix in PREFIXES if module == prefix or module.startswith(prefix + ".")]
+    return PREFIXES[max(matches, key=len)] if matches else None
+
+
+class _Collector(ast.NodeVisitor):
+    """Collects the imports of one module, noting which run only when a function is called."""
+
+    def __init__(self, module: str, is_package: bool, known: Mapping[str, object]) -> None:
+        self.module, self.package = module, module if is_package else module.rpartition(".")[0]
+        self.known = known
+        self.depth = 0
+        self.edges: list[Edge] = []
+
+    def _add(self, imported: str, node: ast.AST) -> None:
+        self.edges.append(Edge(importer=self.module, imported=imported, line=node.lineno, in_function=self.depth > 0))
+
+    def _deferred(self, node: ast.AST) -> None:
+        self.depth += 1
+        self.generic_visit(node)
+        self.depth -= 1
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _deferred
+
+    def visit_If(self, node: ast.If) -> None:
+        if "TYPE_CHECKING" in ast.unparse(node.test):
+            self._deferred(node)
+        else:
+            self.generic_visit(node)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._add(alias.name, node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        base = node.module or ""
+        if node.level:
+            anchor = self.package.split(".")[: len(self.package.split(".")) - (node.level - 1)]
+            base = ".".join([*anchor, *([node.module] if node.module else [])])
+        for alias in node.names:  # `from sm_dist import runtime` imports the module sm_dist.runtime
+            self._add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in self.known else base, node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        first = node.args[0] if node.args else None
+        if name == "import_module" and isinstance(first, ast.Constant) and isinstance(first.value, str):
+            self._add(first.value, node)
+        self.generic_visit(node)
+
+
+def imports_of(module: str, source: str, known: Mapping[str, object], *, is_package: bool = False) -> list[Edge]:
+    collector = _Collector(module, is_package, known)
+    collector.visit(ast.parse(source))
+    return collector.edges
+
+
+def problem(edge: Edge) -> str | None:
+    """Why `edge` breaks the rule, or None."""
+    world = world_of(edge.importer)
+    assert world is not None, edge.importer
+    target = world_of(edge.imported)
+    if target is not None:
+        if target in ALLOWED[world]:
+            return None
+        allowed = ", ".join(sorted(ALLOWED[world]))
+        return f"{world} module imports {edge.imported} ({target} world); {world} may import {allowed}"
+    top = edge.imported.split(".")[0]
+    if top in sys.stdlib_module_names:
+        return None
+    if top in THIRD_PARTY_ANYWHERE.get(world, set()):
+        return None
+    if edge.in_function and (top in THIRD_PARTY_IN_FUNCTIONS.get(world, set())
+                             or (edge.importer, top) in CORE_EXCEPTIONS):
+        return None
+    where = "inside a function" if edge.in_function else "at import time"
+    return f"{world} module imports third-party {edge.imported} {where}; not allowed for the {world} world"
+
+
+def violations(modules: Mapping[str, str], packages: frozenset[str] = frozenset()) -> Iterator[str]:
+    """'module:line: why' for every import in `modules` (name -> source) that breaks the rule."""
+    for name, source in modules.items():
+        for edge in imports_of(name, source, modules, is_package=name in packages):
+            why = problem(edge)
+            if why:
+                yield f"{edge.importer}:{edge.line}: {why}"
+
+
+def test_every_import_stays_in_its_world() -> None:
+    paths = source_modules()
+    modules = {name: path.read_text(encoding="utf-8") for name, path in paths.items()}
+    packages = frozenset(name for name, path in paths.items() if path.name == "__init__.py")
+    assert {world_of(name) for name in modules} == set(World)
+    assert list(violations(modules, packages)) == []
+
+
+def test_the_walk_sees_function_level_literal_and_package_imports() -> None:
+    """The checker itself: imports that run only when called, or that name a module indirectly."""
+    launch_source = (
+        "import json\n"
+        "def go():\n"
+        "    from sm_dist.runtime import context\n"
+        "    import boto3\n"
+        "def later():\n"
+        "    import importlib\n"
+        "    return importlib.import_module('sm_dist.runtime.context')\n"
+        "from sm_dist import runtime\n"
+        "import yaml\n"
     )
-    assert _heavy(_modules_after(code)) == []
+    modules = {"sm_dist.launch.fake": launch_source, "sm_dist.runtime": "", "sm_dist.runtime.context": "",
+               "sm_dist.errors": "def f():\n    import torch\n"}
+    found = sorted(violations(modules))
+    assert found == [
+        "sm_dist.errors:2: core module imports third-party torch inside a function; not allowed for the core world",
+        ("sm_dist.launch.fake:3: launch module imports sm_dist.runtime.context (runtime world); launch may import "
+         "core, launch"),
+        ("sm_dist.launch.fake:7: launch module imports sm_dist.runtime.context (runtime world); launch may import "
+         "core, launch"),
+        "sm_dist.launch.fake:8: launch module imports sm_dist.runtime (runtime world); launch may import core, launch",
+        "sm_dist.launch.fake:9: launch module imports third-party yaml at import time; not allowed for the launch world",
+    ]
+
+
+def test_import_sm_dist_and_estimate_cost_load_no_heavy_package() -> None:
+    """What the static walk cannot see (lazy exports, the CLI's command table, package __init__s),
+    in one fresh interpreter: `import sm_dist`, `sm-dist estimate-cost`, every command's --help,
+    and the PID-1 modules load no torch, boto3, sagemaker or numpy."""
+    container = sorted(name for name in source_modules() if world_of(name) is World.CONTAINER)
+    probe = (
+        "import importlib, json, sys\n"
+        "import sm_dist\n"
+        "seen = {'import sm_dist': sorted(sys.modules)}\n"
+        "from sm_dist import cli\n"
+        "code = cli.main(['estimate-cost', '--model', 'gpt2', '--tokens', '1e9', '--instance-type', 'ml.g5.xlarge'])\n"
+        "seen['estimate-cost'] = sorted(sys.modules)\n"
+        "for command in cli.COMMANDS:\n"
+        "    try:\n"
+        "        cli.main([command, '--help'])\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "seen['--help'] = sorted(sys.modules)\n"
+        f"for name in {container!r}:\n"
+        "    importlib.import_module(name)\n"
+        "seen['container'] = sorted(sys.modules)\n"
+        "print(json.dumps({'seen': seen, 'code': code}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO)
+    loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert loaded["code"] == 0
+    heavy = ("torch", "boto3", "botocore", "sagemaker", "numpy")
+    for stage, modules in loaded["seen"].items():
+        assert [m for m in modules if m.split(".")[0] in heavy] == [], stage
+    cli_path = loaded["seen"]["estimate-cost"]
+    assert not [m for m in cli_path if m.startswith(("sm_dist.launch", "sm_dist.runtime", "sm_dist.local"))]
