@@ -27,7 +27,7 @@ from sm_dist.launch import preflight
 from sm_dist.launch import request as request_mod
 from sm_dist.launch.budget import Limits, stopping_limits
 from sm_dist.launch.config import LaunchConfig
-from sm_dist.launch.locations import local_locations, resolve_locations
+from sm_dist.launch.locations import LOCAL_BUCKET, local_locations, resolve_locations
 from sm_dist.launch.profile import profile_error, without_missing_profile
 from sm_dist.launch.sizing import Sizing, choose_strategy
 from sm_dist.vocab import Strategy
@@ -207,8 +207,16 @@ def make_plan(config: LaunchConfig, session: Any = None, *, local: bool = False)
         checkpoint_local_path=request_mod.CHECKPOINT_LOCAL_PATH, limits=limits, sizing=code.sizing,
         default_bucket=where.default_bucket, environment=MappingProxyType(environment),
         hyperparameters=MappingProxyType(dict(code.spec.hyperparameters)), channels=MappingProxyType(dict(config.inputs)),
-        warnings=tuple(dict.fromkeys([*code.warnings, *limit_warnings])), local=local,
+        warnings=_warnings([*code.warnings, *limit_warnings], local), local=local,
     )
+
+
+def _warnings(warnings: list[str], local: bool) -> tuple[str, ...]:
+    """Each warning once; a local plan's checkpoints go to local mode's own S3 endpoint, not lost."""
+    if local:
+        warnings = [w.replace(preflight.NO_CHECKPOINT_URI, "no checkpoint_s3_uri: local mode syncs checkpoints to "
+                              f"its own S3 endpoint (s3://{LOCAL_BUCKET}/<job>/run/checkpoints)") for w in warnings]
+    return tuple(dict.fromkeys(warnings))
 
 
 def _session_factory(config: LaunchConfig, session: Any) -> Callable[[], Any]:

@@ -42,6 +42,8 @@ HP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,255}")
 MAX_HYPERPARAMETERS = 100
 MAX_HP_VALUE_CHARS = 2500
 MAX_ENVIRONMENT = 100
+#: The warning of a plan without a checkpoint URI (local mode replaces it: it syncs to its own endpoint).
+NO_CHECKPOINT_URI = "no checkpoint_s3_uri: checkpoints stay on the instances and are lost when the job ends"
 #: Environment keys sm_dist sets itself.
 RESERVED_ENV = re.compile(r"^(SM_DIST_.*|PYTHONPATH|TORCH_DISABLE_SHARE_RDZV_TCP_STORE)$")
 
@@ -107,7 +109,7 @@ def check_checkpointing(spot: bool, mode: str, uri: str | None) -> list[str]:
     if mode in ("s3", "sagemaker-sync") and not uri:
         raise ConfigError("checkpoint_s3_uri", uri, f'checkpoint_mode "{mode}" needs an s3://bucket/prefix')
     if not uri and mode != "off":
-        return ["no checkpoint_s3_uri: checkpoints stay on the instances and are lost when the job ends"]
+        return [NO_CHECKPOINT_URI]
     return []
 
 

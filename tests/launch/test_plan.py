@@ -126,6 +126,8 @@ def test_local_plan_needs_no_aws_setting_and_calls_nothing(source_dir: Path, mon
     assert (plan.region, plan.instance_type) == (LOCAL_DEFAULTS["region"], LOCAL_DEFAULTS["instance_type"])
     assert plan.role_arn == LOCAL_ROLE_ARN and plan.default_bucket is None
     assert plan.code_s3_uri.startswith(f"s3://{LOCAL_BUCKET}/") and plan.to_dict()["local"] is True
+    assert any("local mode syncs checkpoints" in w for w in plan.warnings)
+    assert not any("lost when the job ends" in w for w in plan.warnings)
     given = sm_dist.plan("train.py", source_dir=str(source_dir), local=True, region="eu-west-1",
                          instance_type="ml.g5.12xlarge")
     assert (given.region, given.instance_type) == ("eu-west-1", "ml.g5.12xlarge")  # given values win
