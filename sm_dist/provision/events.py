@@ -32,7 +32,7 @@ def is_final(status: str) -> bool:
 
 def format_event(event: Mapping[str, Any]) -> str:
     """One line: time, logical id, resource type, status and (if any) the reason."""
-    stamp = event.get("Timestamp")
+    stamp: Any = event.get("Timestamp")
     when = stamp.strftime("%H:%M:%S") if hasattr(stamp, "strftime") else str(stamp or "")
     line = f"{when} {event.get('LogicalResourceId', '?')} ({event.get('ResourceType', '?')}) {event.get('ResourceStatus', '?')}"
     reason = event.get("ResourceStatusReason")

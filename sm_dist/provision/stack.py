@@ -69,7 +69,7 @@ def _update_parameters(stack: Mapping[str, Any], values: Mapping[str, str], decl
     A previous value equal to the template default is left out (CloudFormation then applies
     the default, the same value) rather than sent as UsePreviousValue, which moto mishandles.
     """
-    result = [{"ParameterKey": k, "ParameterValue": v} for k, v in values.items()]
+    result: list[dict[str, Any]] = [{"ParameterKey": k, "ParameterValue": v} for k, v in values.items()]
     for previous in stack.get("Parameters") or []:
         key = previous["ParameterKey"]
         if key in values or key not in declared:
