@@ -1,0 +1,94 @@
+"""The SageMaker PyTorch image table (docs/PLATFORM.md §6): lookups, refusals, and the data's own shape."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from sm_dist.catalog import images
+from sm_dist.catalog.images import default_version, known_regions, known_versions, training_image
+from sm_dist.errors import CatalogError, ConfigError
+
+DATA = Path(images.__file__).with_name("images.json")
+
+
+def test_new_pytorch_repository_for_213_gpu_in_us_east_1():
+    ref = training_image("2.13", "us-east-1", gpu=True)
+    assert ref.uri == "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch:2.13-cu133-amzn2023-sagemaker"
+    assert (ref.full_version, ref.python, ref.cuda, ref.ga, ref.end_of_patch) == (
+        "2.13.0", "py312", "cu133", "2026-07-20", "2027-07-20")
+
+
+def test_older_versions_come_from_pytorch_training():
+    ref = training_image("2.8", "eu-west-1", gpu=True)
+    assert ref.uri == "763104351884.dkr.ecr.eu-west-1.amazonaws.com/pytorch-training:2.8-gpu-py312"
+    assert ref.past_end_of_patch("2026-11-23") and not ref.past_end_of_patch("2026-08-06")
+
+
+def test_cpu_image_has_no_cuda():
+    ref = training_image("2.12", "us-west-2", gpu=False)
+    assert ref.tag == "2.12-cpu-amzn2023-sagemaker" and ref.cuda == "" and not ref.gpu
+
+
+def test_default_is_the_declared_newest_tested_version():
+    assert training_image(None, "us-east-1", gpu=True).torch_version == default_version() == "2.13"
+
+
+@pytest.mark.parametrize("region, account", [("eu-central-1", "763104351884"), ("af-south-1", "626614931356"),
+                                             ("me-central-1", "914824155844")])
+def test_region_picks_its_registry_account(region, account):
+    ref = training_image("2.13", region, gpu=True)
+    assert ref.account == account and ref.uri.startswith(f"{account}.dkr.ecr.{region}.amazonaws.com/")
+
+
+def test_china_regions_use_the_cn_domain():
+    assert ".amazonaws.com.cn/" in training_image("2.13", "cn-north-1", gpu=True).uri
+
+
+@pytest.mark.parametrize("asked", ["2.13.0", "2.13.0+cu133", " 2.13 "])
+def test_full_versions_map_to_their_minor(asked):
+    assert training_image(asked, "us-east-1", gpu=True).torch_version == "2.13"
+
+
+def test_unknown_version_is_refused_with_the_known_list():
+    with pytest.raises(CatalogError) as info:
+        training_image("2.5", "us-east-1", gpu=True)
+    assert isinstance(info.value, ConfigError) and info.value.field == "torch_version"
+    assert "2.6" in str(info.value) and "2.13" in str(info.value)
+
+
+@pytest.mark.parametrize("asked", ["2.13.4", "latest", "2", "2.x"])
+def test_bad_or_mismatched_versions_are_refused(asked):
+    with pytest.raises(CatalogError, match="torch_version"):
+        training_image(asked, "us-east-1", gpu=True)
+
+
+def test_unknown_region_is_refused_with_the_known_list():
+    with pytest.raises(CatalogError) as info:
+        training_image("2.13", "mars-north-1", gpu=True)
+    assert info.value.field == "region" and "eu-west-1" in str(info.value)
+
+
+def test_every_row_is_complete_dated_and_sourced():
+    data = json.loads(DATA.read_text())
+    assert data["default"] in known_versions()
+    for row in data["images"]:
+        for key in ("torch", "full_version", "repository", "python", "os", "ga", "end_of_patch"):
+            assert row[key], (row["torch"], key)
+        assert row["full_version"].startswith(row["torch"] + ".")
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d", row["ga"]) and row["ga"] < row["end_of_patch"]
+        for flavour in ("gpu", "cpu"):
+            assert re.search(r"@ [0-9a-f]{40}$", row[flavour]["source"]), row[flavour]["source"]
+            assert row[flavour]["tag"].startswith(row["torch"] + "-")
+        assert re.fullmatch(r"cu\d{3}", row["gpu"]["cuda"])
+    assert all(re.fullmatch(r"\d{12}", account) for account in data["accounts"].values())
+
+
+def test_versions_and_regions_are_listed_in_order():
+    versions = known_versions()
+    assert versions == sorted(versions, key=lambda v: tuple(map(int, v.split("."))))
+    assert versions[0] == "2.6" and "2.10" in versions and versions.index("2.10") > versions.index("2.9")
+    assert "us-east-1" in known_regions() and "eu-west-1" in known_regions()
