@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 
 from sm_dist.catalog import images
-from sm_dist.catalog.images import default_version, known_regions, known_versions, training_image
+from sm_dist.catalog.images import (
+    default_version,
+    known_regions,
+    known_versions,
+    training_image,
+)
 from sm_dist.errors import CatalogError, ConfigError
 
 DATA = Path(images.__file__).with_name("images.json")
