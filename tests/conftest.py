@@ -1,39 +1,68 @@
 """Fixtures shared by the whole suite. Each yields one thing.
 
-Area-specific fixtures live in the conftest.py of that area's folder (tests/runtime/, ...).
+Area-specific fixtures live in the conftest.py of that area's folder (tests/runtime/, ...). The
+multi-process helpers (ports, child environments, launching ranks) are in tests/_harness.py.
 """
 
 from __future__ import annotations
 
 import os
-import re
-import socket
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-# Variables from the developer's machine that would change what sm_dist detects or talks to.
-_STRIP = re.compile(
-    r"^(AWS_.*|SM_.*|SLURM_.*|SAGEMAKER_.*|TRAINING_JOB_.*|TORCHELASTIC_.*|PET_.*|"
-    r"RANK|LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|GROUP_RANK|GROUP_WORLD_SIZE|ROLE_RANK|"
-    r"ROLE_WORLD_SIZE|ROLE_NAME|MASTER_ADDR|MASTER_PORT|SM_DIST_.*)$"
-)
+_TESTS = str(Path(__file__).resolve().parent)
+if _TESTS not in sys.path:  # the shared harness (tests/_harness.py) is imported by module name
+    sys.path.insert(0, _TESTS)
+
+from _harness import LAUNCHER_VARS, free_port  # (found through the path above)
+
+#: Prefixes of variables from the developer's machine that would change what sm_dist reads or talks to:
+#: AWS settings and profiles, sm_dist's own settings, and every launcher's variables (LAUNCHER_VARS).
+_STRIP_PREFIXES = ("AWS_", "SM_", "SAGEMAKER_", "XDG_")
+
+
+def _isolate(patch: pytest.MonkeyPatch, home: Path) -> None:
+    """Strip the machine's variables and point every home sm_dist, AWS or XDG reads at `home`."""
+    for key in list(os.environ):
+        if key.startswith(_STRIP_PREFIXES) or LAUNCHER_VARS.match(key):
+            patch.delenv(key, raising=False)
+    aws = home / ".aws"
+    aws.mkdir(parents=True, exist_ok=True)
+    for name in ("config", "credentials"):
+        (aws / name).touch()
+    patch.setenv("HOME", str(home))
+    patch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    patch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    patch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    patch.setenv("SM_DIST_CONFIG_HOME", str(home / ".config" / "sm_dist"))
+    patch.setenv("SM_DIST_CACHE_HOME", str(home / ".cache" / "sm_dist"))
+    patch.setenv("AWS_CONFIG_FILE", str(aws / "config"))
+    patch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(aws / "credentials"))
+    patch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no credential lookup on 169.254.169.254
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Isolation for session- and module-scoped fixtures (set up before any function fixture); yields HOME."""
+    home = tmp_path_factory.mktemp("session_home")
+    with pytest.MonkeyPatch.context() as patch:
+        _isolate(patch, home)
+        yield home
 
 
 @pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Strip AWS_*, SM_*, SLURM_*, torchrun-style variables so tests never see this machine."""
-    for key in list(os.environ):
-        if _STRIP.match(key):
-            monkeypatch.delenv(key, raising=False)
-    yield
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A fresh empty HOME (and config, cache and AWS files in it) per test, with the machine's
+    AWS_*, SM_*, SLURM_*, torchrun-style variables stripped, so tests never see this machine; yields HOME.
 
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (never assume 29500 is)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    Tests that talk to moto set fake credentials themselves (the `aws_credentials` fixture).
+    """
+    home = tmp_path_factory.mktemp("home")
+    _isolate(monkeypatch, home)
+    yield home
 
 
 @pytest.fixture

@@ -3,82 +3,47 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _harness import (
+    Group,
+    child_env,
+    free_port,
+    rank_env,
+    start,
+    start_ranks,
+    torchrun_argv,
+)
 
 SCRIPT = Path(__file__).with_name("train_script.py")
-#: Guard against a hung run (never a speed assertion): far above the ~10 s a run takes.
-HANG_GUARD_S = 300
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _env(extra: dict[str, str] | None) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update({"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
-    env.update(extra or {})
-    return env
-
-
-class Run:
-    """Processes of one run; `wait()` returns their exit codes and keeps their output."""
-
-    def __init__(self, procs: list[subprocess.Popen]) -> None:
-        self.procs = procs
-        self.output = ""
-
-    def wait(self) -> list[int]:
-        codes = [p.wait(timeout=HANG_GUARD_S) for p in self.procs]
-        self.output = "".join(p.stdout.read() for p in self.procs if p.stdout)
-        return codes
-
-    def kill(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGKILL)
-            p.wait()
 
 
 class Kit:
-    """Starts runs of train_script.py (kills leftovers at teardown) and reads rank 0's events."""
+    """Starts runs of train_script.py (kills leftovers at teardown) and reads rank 0's events.
+
+    A run is a `_harness.Group`: `procs`, `wait()` -> exit codes, `output`, `kill()`.
+    """
 
     script = SCRIPT
 
     def __init__(self) -> None:
-        self.runs: list[Run] = []
+        self.runs: list[Group] = []
 
-    def spawn(self, nprocs: int, args: list[str], env: dict[str, str] | None = None) -> Run:
+    def spawn(self, nprocs: int, args: list[str], env: dict[str, str] | None = None) -> Group:
         """`nprocs` ranks joined through a TCPStore on 127.0.0.1 (no torchrun)."""
-        port = str(_free_port())
-        procs = []
-        for rank in range(nprocs):
-            rank_env = _env(env)
-            rank_env.update({"RANK": str(rank), "WORLD_SIZE": str(nprocs), "LOCAL_RANK": str(rank),
-                             "LOCAL_WORLD_SIZE": str(nprocs), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port})
-            procs.append(subprocess.Popen([sys.executable, str(SCRIPT), *args], env=rank_env,
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-        self.runs.append(Run(procs))
+        port = free_port()
+        envs = [child_env({**(env or {}), **rank_env(rank, nprocs, port)}) for rank in range(nprocs)]
+        self.runs.append(start_ranks([sys.executable, str(SCRIPT), *args], envs))
         return self.runs[-1]
 
-    def torchrun(self, nprocs: int, args: list[str], *, max_restarts: int, env: dict[str, str] | None = None) -> Run:
+    def torchrun(self, nprocs: int, args: list[str], *, max_restarts: int, env: dict[str, str] | None = None) -> Group:
         """torchrun with c10d rendezvous on a free 127.0.0.1 port, unshared store (docs/PLATFORM.md §2.3)."""
         extra = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", **(env or {})}
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc-per-node={nprocs}",
-               f"--max-restarts={max_restarts}", "--rdzv-backend=c10d",
-               f"--rdzv-endpoint=127.0.0.1:{_free_port()}", "--monitor-interval=0.2", str(SCRIPT), *args]
-        proc = subprocess.Popen(cmd, env=_env(extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.runs.append(Run([proc]))
+        argv = torchrun_argv(free_port(), nprocs, SCRIPT, *args, max_restarts=max_restarts, monitor_interval=0.2)
+        self.runs.append(start(argv, child_env(extra)))
         return self.runs[-1]
 
     @staticmethod

@@ -3,24 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from rt_spawn import PROCESS_TIMEOUT_S, free_port, run_ranks
+from _harness import child_env, start, torchrun_argv
+from rt_spawn import free_port, run_ranks
 
 HERE = Path(__file__).parent
 
 
 def test_under_torchrun(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "SLURM_", "TORCHELASTIC_", "PET_"))}
-    env.update(OMP_NUM_THREADS="1", TRAINING_JOB_NAME="job-7")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc-per-node=2",
-           "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{free_port()}",
-           str(HERE / "rt_torchrun_script.py"), str(tmp_path / "out")]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=PROCESS_TIMEOUT_S)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    argv = torchrun_argv(free_port(), 2, HERE / "rt_torchrun_script.py", str(tmp_path / "out"))
+    run = start(argv, child_env({"TRAINING_JOB_NAME": "job-7"}))
+    assert run.wait() == [0], run.report()
     results = [json.loads((tmp_path / f"out.{rank}").read_text()) for rank in range(2)]
     for rank, result in enumerate(results):
         assert result == {"rank": rank, "launcher": "torchrun", "job_name": "job-7", "same_weights": True}

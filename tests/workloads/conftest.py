@@ -1,24 +1,26 @@
-"""Fixtures for the workload tests: run an entrypoint under torchrun (real processes, gloo, CPU)."""
+"""Fixtures for the workload tests: run an entrypoint under torchrun (real processes, gloo, CPU).
+
+Ports, child environments and launching come from the suite's harness (tests/_harness.py);
+`worker_env`, `torchrun_argv` and `HANG_GUARD_S` are re-exported for the test modules here.
+"""
 
 from __future__ import annotations
 
-import os
 import re
-import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from _harness import HANG_GUARD_S, free_port, start, torchrun_argv
+from _harness import child_env as worker_env
 
 from sm_dist._resources import resource_dir
 
+__all__ = ["ENTRYPOINTS", "HANG_GUARD_S", "Run", "parse_run", "torchrun_argv", "worker_env"]
+
 ENTRYPOINTS = resource_dir("entrypoints")
-FINAL = re.compile(r"^\[sm_dist\] final step=(\d+) model_sha256=([0-9a-f]{64})$", re.M)
-#: Guard against a hung process group only; never a speed assertion (STYLE.md point 13).
-HANG_GUARD_S = 600
+FINAL = re.compile(r"^\[sm_dist\] final step=(\d+) model_sha256=([0-9a-f]{64})$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -29,17 +31,6 @@ class Run:
     out: str
     step: int | None
     sha: str | None
-
-
-def torchrun_argv(port: int, nproc: int, script: str, *args: str) -> list[str]:
-    """`python -m torch.distributed.run` on a free c10d port (never the default 29500/29400)."""
-    return [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
-            "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", str(script), *args]
-
-
-def worker_env() -> dict[str, str]:
-    """The (already stripped) environment, one thread per worker: 2 cores shared by many ranks."""
-    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 
 
 def parse_run(returncode: int, out: str) -> Run:
@@ -53,21 +44,14 @@ def torchrun(port_factory) -> Iterator[object]:
     """Yields run(script_name, *args, nproc=2, cwd=None) -> Run, for an entrypoint under torchrun."""
 
     def run(script: str, *args: str, nproc: int = 2, cwd: Path | None = None) -> Run:
-        argv = torchrun_argv(port_factory(), nproc, ENTRYPOINTS / script, *args)
-        proc = subprocess.run(argv, capture_output=True, text=True, env=worker_env(), cwd=cwd,
-                              timeout=HANG_GUARD_S, check=False)
-        return parse_run(proc.returncode, proc.stdout + proc.stderr)
+        group = start(torchrun_argv(port_factory(), nproc, ENTRYPOINTS / script, *args), worker_env(), cwd)
+        (code,) = group.wait()
+        return parse_run(code, group.output)
 
     yield run
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def port_factory_module() -> Iterator[object]:
     """Like the root port_factory, for module-scoped fixtures (which cannot use function fixtures)."""
-    yield _free_port
+    yield free_port
