@@ -218,6 +218,23 @@ def test_the_walk_sees_function_level_literal_and_package_imports() -> None:
     ]
 
 
+def test_the_container_world_in_either_location() -> None:
+    """The PID-1 code is stdlib + core, whether still in sm_dist.runtime or in sm_dist.container."""
+    modules = {"sm_dist.runtime.launcher": "import torch\nfrom sm_dist.errors import LaunchFailure\n",
+               "sm_dist.container.env": "from sm_dist.runtime import context\nimport json\n",
+               "sm_dist.runtime.context": "import torch\nfrom sm_dist.container import env\n",
+               "sm_dist.launch.local_run": "def f():\n    from sm_dist.runtime import launcher\n",
+               "sm_dist.runtime": "", "sm_dist.container": ""}
+    assert sorted(violations(modules)) == [
+        ("sm_dist.container.env:1: container module imports sm_dist.runtime.context (runtime world); container may "
+         "import container, core"),
+        ("sm_dist.launch.local_run:2: launch module imports sm_dist.runtime.launcher (container world); launch may "
+         "import core, launch"),
+        ("sm_dist.runtime.launcher:1: container module imports third-party torch at import time; not allowed for the "
+         "container world"),
+    ]
+
+
 def test_import_sm_dist_and_estimate_cost_load_no_heavy_package() -> None:
     """What the static walk cannot see (lazy exports, the CLI's command table, package __init__s),
     in one fresh interpreter: `import sm_dist`, `sm-dist estimate-cost`, every command's --help,
