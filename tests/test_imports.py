@@ -109,7 +109,7 @@ class _Collector(ast.NodeVisitor):
         self.depth = 0
         self.edges: list[Edge] = []
 
-    def _add(self, imported: str, node: ast.AST) -> None:
+    def _add(self, imported: str, node: ast.stmt | ast.expr) -> None:
         self.edges.append(Edge(importer=self.module, imported=imported, line=node.lineno, in_function=self.depth > 0))
 
     def _deferred(self, node: ast.AST) -> None:
