@@ -86,7 +86,7 @@ def resolve_mode(config: CheckpointConfig, env_or_ctx: Any) -> str:
 
 def _container_path(path: str, environ: Mapping[str, str] | None) -> str:
     """A job-spec path like /opt/ml/checkpoints, moved under $SM_DIST_OPT_ML in local mode."""
-    from sm_dist.runtime.env import DEFAULT_OPT_ML, OPT_ML_ENV, remap
+    from sm_dist.container.env import DEFAULT_OPT_ML, OPT_ML_ENV, remap
 
     env = os.environ if environ is None else environ
     return remap(path, env.get(OPT_ML_ENV) or DEFAULT_OPT_ML)
