@@ -23,8 +23,8 @@ def _error_classes() -> list[type[errors.SmDistError]]:
 
 
 def test_every_public_error_is_in_the_tree_and_exported() -> None:
+    from sm_dist.container import launcher_env
     from sm_dist.provision import aws
-    from sm_dist.runtime import launcher_env
 
     assert all(issubclass(cls, errors.SmDistError) for cls in _error_classes())
     assert aws.InfraError is errors.InfraError and launcher_env.LaunchFailure is errors.LaunchFailure

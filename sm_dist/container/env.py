@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+from sm_dist.container import slurm_nodes
 from sm_dist.errors import RuntimeEnvError
-from sm_dist.runtime import slurm_nodes
 
 #: Container root; local mode points it at an emulated host's folder (docs/ARCHITECTURE.md).
 OPT_ML_ENV = "SM_DIST_OPT_ML"

@@ -1,6 +1,6 @@
 """PID 1 of an sm_dist training container: start torchrun, forward signals, report the outcome.
 
-Run as ``python3 -m sm_dist.runtime.launcher`` with the code channel on PYTHONPATH. SageMaker's
+Run as ``python3 -m sm_dist.container.launcher`` with the code channel on PYTHONPATH. SageMaker's
 own entrypoint (``bash -c … sm_train.sh``) was seen to drop SIGTERM, so the training script
 never hears a stop or a spot interruption (docs/PLATFORM.md §1.3). This launcher instead:
 
@@ -33,8 +33,7 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
-from sm_dist.jobspec import EXIT_INTERRUPTED, JOB_SPEC_FILENAME, JobSpec
-from sm_dist.runtime.launcher_env import (
+from sm_dist.container.launcher_env import (
     DEFAULT_OPT_ML,
     LaunchFailure,
     count_gpus,
@@ -43,6 +42,7 @@ from sm_dist.runtime.launcher_env import (
     wait_for_host,
     worker_env,
 )
+from sm_dist.jobspec import EXIT_INTERRUPTED, JOB_SPEC_FILENAME, JobSpec
 
 _log = logging.getLogger("sm_dist.launcher")
 

@@ -23,8 +23,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sm_dist._resources import resource_dir
-from sm_dist.errors import LaunchFailure  # reported via output/failure; part of the one error tree
-from sm_dist.jobspec import INTERRUPT_MARKER_ENV, JOB_SPEC_ENV, JOB_SPEC_FILENAME, JobSpec, entry_is_function
+from sm_dist.errors import (
+    LaunchFailure,  # reported via output/failure; part of the one error tree
+)
+from sm_dist.jobspec import (
+    INTERRUPT_MARKER_ENV,
+    JOB_SPEC_ENV,
+    JOB_SPEC_FILENAME,
+    JobSpec,
+    entry_is_function,
+)
 
 _log = logging.getLogger("sm_dist.launcher")
 

@@ -28,7 +28,7 @@ from sm_dist.errors import ConfigError, LaunchError, SdkError
 _log = logging.getLogger(__name__)
 
 #: PID 1 of the job (docs/ARCHITECTURE.md "container command"); the code channel is on PYTHONPATH.
-LAUNCHER_COMMAND = ("python3", "-m", "sm_dist.runtime.launcher")
+LAUNCHER_COMMAND = ("python3", "-m", "sm_dist.container.launcher")
 CODE_CHANNEL = "code"
 CODE_DIR = "/opt/ml/input/data/code"
 CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"

@@ -1,7 +1,7 @@
 """What runs inside the training job: environment, process group, strategies, data, metrics.
 
-Nothing is imported eagerly (PEP 562): `sm_dist.runtime.env` and `sm_dist.runtime.launcher`
-run in the container before torch is loaded and must stay importable without it. Public names
+Nothing is imported eagerly (PEP 562). `detect_env`/`RunEnv` are re-exported from `sm_dist.container.env`
+(the PID-1 package, standard library only). Public names
 resolve on first access, e.g. `from sm_dist import runtime; runtime.init(...)`.
 """
 
@@ -11,8 +11,8 @@ from sm_dist._lazy import lazy_exports
 
 # public name -> "module:attribute", imported on first access
 _LAZY = {
-    "detect_env": "sm_dist.runtime.env:detect_env",
-    "RunEnv": "sm_dist.runtime.env:RunEnv",
+    "detect_env": "sm_dist.container.env:detect_env",
+    "RunEnv": "sm_dist.container.env:RunEnv",
     "init": "sm_dist.runtime.context:init",
     "shutdown": "sm_dist.runtime.context:shutdown",
     "RunContext": "sm_dist.runtime.context:RunContext",

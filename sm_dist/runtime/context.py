@@ -21,9 +21,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from sm_dist.container.env import RunEnv, detect_env
 from sm_dist.errors import ConfigError, RuntimeEnvError
 from sm_dist.jobspec import load_job_spec
-from sm_dist.runtime.env import RunEnv, detect_env
 from sm_dist.runtime.precision import PrecisionPlugin
 from sm_dist.runtime.strategies import get_strategy
 from sm_dist.vocab import Precision, Strategy, parse_enum

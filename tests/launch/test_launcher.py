@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from sm_dist.container import launcher, launcher_env
 from sm_dist.jobspec import EXIT_INTERRUPTED, JobSpec
-from sm_dist.runtime import launcher, launcher_env
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -64,7 +64,7 @@ def start(root: Path, port: int, out: Path, mode: str = "exit") -> subprocess.Po
         OUT_DIR=str(out), MODE=mode, PYTHONPATH=str(REPO), SM_NUM_GPUS="0",
     )
     return subprocess.Popen(
-        [sys.executable, "-m", "sm_dist.runtime.launcher"], env=env, text=True,
+        [sys.executable, "-m", "sm_dist.container.launcher"], env=env, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
 

@@ -28,7 +28,7 @@ SPEC = {
 def test_request_has_every_setting(aws: str) -> None:
     req = request_mod.build_request(SPEC)
     algo = req["AlgorithmSpecification"]
-    assert algo["ContainerEntrypoint"] == ["python3", "-m", "sm_dist.runtime.launcher"]
+    assert algo["ContainerEntrypoint"] == ["python3", "-m", "sm_dist.container.launcher"]
     assert "ContainerArguments" not in algo
     assert req["TrainingJobName"] == "sm-dist-test-1"
     assert req["ResourceConfig"] == {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "VolumeSizeInGB": 50,

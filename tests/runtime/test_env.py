@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from sm_dist.container import slurm_nodes
+from sm_dist.container.env import detect_env, natural_key, remap
 from sm_dist.errors import RuntimeEnvError
-from sm_dist.runtime import slurm_nodes
-from sm_dist.runtime.env import detect_env, natural_key, remap
 
 TORCHRUN = {
     "RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1",
@@ -148,8 +148,8 @@ def test_detect_env_reads_os_environ_by_default(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_env_and_runtime_package_import_without_torch() -> None:
-    code = ("import sys, sm_dist.runtime, sm_dist.runtime.env, sm_dist.metric_format\n"
-            "sm_dist.runtime.env.detect_env({})\n"
+    code = ("import sys, sm_dist.runtime, sm_dist.container.env, sm_dist.metric_format\n"
+            "sm_dist.container.env.detect_env({})\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'numpy')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
