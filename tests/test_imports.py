@@ -39,10 +39,6 @@ PREFIXES = {
     "sm_dist.runtime": World.RUNTIME,
     "entrypoints": World.RUNTIME,
 }
-#: The PID-1 modules while they still live in sm_dist.runtime (they move to sm_dist.container);
-#: a name here that no longer exists has no effect.
-PID1_IN_RUNTIME = ("sm_dist.runtime.env", "sm_dist.runtime.launcher", "sm_dist.runtime.launcher_env",
-                   "sm_dist.runtime.slurm_nodes")
 
 #: Which worlds a world may import. Launch and runtime never import each other.
 ALLOWED = {
@@ -94,8 +90,6 @@ def source_modules() -> dict[str, Path]:
 
 def world_of(module: str) -> World | None:
     """The world of an sm_dist or entrypoints module; None for anything else."""
-    if module in PID1_IN_RUNTIME:
-        return World.CONTAINER
     matches = [prefix for prefix in PREFIXES if module == prefix or module.startswith(prefix + ".")]
     return PREFIXES[max(matches, key=len)] if matches else None
 
@@ -218,20 +212,20 @@ def test_the_walk_sees_function_level_literal_and_package_imports() -> None:
     ]
 
 
-def test_the_container_world_in_either_location() -> None:
-    """The PID-1 code is stdlib + core, whether still in sm_dist.runtime or in sm_dist.container."""
-    modules = {"sm_dist.runtime.launcher": "import torch\nfrom sm_dist.errors import LaunchFailure\n",
+def test_the_container_world() -> None:
+    """The PID-1 code is stdlib + core; the runtime may use it, launch may not."""
+    modules = {"sm_dist.container.launcher": "import torch\nfrom sm_dist.errors import LaunchFailure\n",
                "sm_dist.container.env": "from sm_dist.runtime import context\nimport json\n",
                "sm_dist.runtime.context": "import torch\nfrom sm_dist.container import env\n",
-               "sm_dist.launch.local_run": "def f():\n    from sm_dist.runtime import launcher\n",
+               "sm_dist.launch.local_run": "def f():\n    from sm_dist.container import launcher\n",
                "sm_dist.runtime": "", "sm_dist.container": ""}
     assert sorted(violations(modules)) == [
         ("sm_dist.container.env:1: container module imports sm_dist.runtime.context (runtime world); container may "
          "import container, core"),
-        ("sm_dist.launch.local_run:2: launch module imports sm_dist.runtime.launcher (container world); launch may "
+        ("sm_dist.container.launcher:1: container module imports third-party torch at import time; not allowed for "
+         "the container world"),
+        ("sm_dist.launch.local_run:2: launch module imports sm_dist.container.launcher (container world); launch may "
          "import core, launch"),
-        ("sm_dist.runtime.launcher:1: container module imports third-party torch at import time; not allowed for the "
-         "container world"),
     ]
 
 
