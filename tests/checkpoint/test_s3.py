@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import uuid
@@ -158,3 +159,70 @@ def test_an_altered_object_in_the_bucket_is_skipped_with_a_warning(bucket, caplo
     with caplog.at_level("WARNING"):
         assert _resumed(bucket)[0].step == 1
     assert "rng/rank-00000.pt: sha256 differs" in caplog.text
+
+
+class _ShardedPlain:
+    """Strategy stand-in that takes the DCP (sharded) path without a process group."""
+
+    sharded = True
+    name = "test-sharded"
+
+    def state_dict(self, model, optimizer):
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        model_sd, optim_sd = get_state_dict(model, optimizer)
+        return {"model": model_sd, "optim": optim_sd}
+
+    def load_state_dict(self, model, optimizer, state):
+        from torch.distributed.checkpoint.state_dict import set_state_dict
+
+        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+
+
+def _sharded_step(bucket: str) -> tuple[S3Storage, object, str, bytes]:
+    """A DCP checkpoint of step 1 in S3: (storage, manifest, data file, its bytes)."""
+    from sm_dist.runtime.checkpoint.manifest import Manifest
+
+    model, optimizer = _model()
+    with Checkpointer(storage=_storage(bucket), strategy=_ShardedPlain()) as ckpt:
+        ckpt.save(1, model=model, optimizer=optimizer)
+    storage = _storage(bucket)
+    manifest = Manifest.from_json(storage.read_manifest(1), where="test")
+    rel = "model/__0_0.distcp"
+    assert rel + ".blocks.json" in manifest.files
+    data = boto3.client("s3").get_object(Bucket=bucket, Key=f"run/{step_dirname(1)}/{rel}")["Body"].read()
+    return storage, manifest, rel, data
+
+
+def test_ranged_fetch_reads_only_the_covering_blocks_and_leaves_holes(bucket):
+    storage, manifest, rel, data = _sharded_step(bucket)
+    block = json.loads((storage.local_copy(1, manifest, [rel + ".blocks.json"]) / (rel + ".blocks.json"))
+                       .read_text())["block_size"]
+    span = (3 * block + 10, 100)
+    folder = storage.fetch_ranges(1, manifest, rel, [span])
+    local = (folder / rel).read_bytes()
+    assert len(local) == len(data)
+    assert local[3 * block:4 * block] == data[3 * block:4 * block]  # the covering block, exact
+    assert local[:3 * block] == bytes(3 * block)  # never fetched: a hole
+    storage.release(1)
+
+
+def test_a_corrupted_block_is_refused_before_anything_reads_it(bucket):
+    storage, manifest, rel, data = _sharded_step(bucket)
+    altered = bytearray(data)
+    altered[len(data) // 2] ^= 0xFF  # same size, other bytes
+    boto3.client("s3").put_object(Bucket=bucket, Key=f"run/{step_dirname(1)}/{rel}", Body=bytes(altered))
+    with pytest.raises(CheckpointError, match="differs from its index"):
+        storage.fetch_ranges(1, manifest, rel, [(len(data) // 2, 1)])
+    storage.release(1)
+
+
+def test_the_size_check_at_selection_downloads_nothing(bucket):
+    storage, manifest, _, _ = _sharded_step(bucket)
+    client = storage.client
+    gets: list[str] = []
+    client.meta.events.register("before-call.s3.GetObject", lambda **kw: gets.append("get"))
+    assert storage.verify(1, manifest) == []
+    assert gets == []
+    boto3.client("s3").delete_object(Bucket=bucket, Key=f"run/{step_dirname(1)}/rng/rank-00000.pt")
+    assert storage.verify(1, manifest) == ["rng/rank-00000.pt: missing"]

@@ -118,3 +118,18 @@ def test_crafted_torch_files_are_refused(tmp_path, monkeypatch, rel, force_unsaf
     with pytest.raises(CheckpointError, match="refused to unpickle"):
         _resume(tmp_path / "ckpt")
     assert not flag.exists()
+
+
+def test_reader_uses_no_private_torch_api(tmp_path):
+    """torch 2.8's FileSystemReader has no `_get_metadata_path`: the reader must work without it."""
+    import inspect
+
+    from sm_dist.runtime.checkpoint import safe_load
+
+    assert "._" not in inspect.getsource(safe_load.SafeFileSystemReader).replace("self._", "")
+    folder = _save(tmp_path / "ckpt", _ShardedPlain())
+    reader = safe_load.SafeFileSystemReader(folder / "model")
+    for name in ("_get_metadata_path",):  # as on torch 2.8
+        setattr(reader, name, None)
+    metadata = reader.read_metadata()
+    assert metadata.state_dict_metadata and metadata.storage_meta is not None

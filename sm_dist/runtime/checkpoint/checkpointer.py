@@ -19,8 +19,7 @@ import torch.distributed as dist
 from sm_dist.errors import CheckpointError
 from sm_dist.runtime.checkpoint.config import CheckpointConfig, open_storage, run_identity
 from sm_dist.runtime.checkpoint.faults import FaultHook, parse_faults
-from sm_dist.runtime.checkpoint.load import (ResumeState, load_model_state, needed_files, restore_common,
-                                             select_checkpoint)
+from sm_dist.runtime.checkpoint.load import ResumeState, fetch_checkpoint, load_model_state, restore_common
 from sm_dist.runtime.checkpoint.manifest import Manifest
 from sm_dist.runtime.checkpoint.payload import collect_payload
 from sm_dist.runtime.checkpoint.save import Group, write_checkpoint
@@ -232,24 +231,15 @@ class Checkpointer:
         if self.storage is None:
             return None
         self.wait()
-        choice: list[Any] = [None]
-        if self.rank == 0:
-            try:
-                choice = [select_checkpoint(self.storage)]
-            except CheckpointError as exc:  # e.g. S3 unreachable: every rank must hear of it
-                choice = [str(exc)]
-        if self._group.pg is not None:
-            dist.broadcast_object_list(choice, src=0, group=self._group.pg)
-        if isinstance(choice[0], str):
-            raise CheckpointError(f"cannot look for checkpoints in {self.storage.uri}: {choice[0]}")
-        if choice[0] is None:
+        fetched = fetch_checkpoint(self.storage, rank=self.rank, world_size=self.world_size, pg=self._group.pg,
+                                   template=lambda: self._strategy.state_dict(model, optimizer))
+        if fetched is None:
             _log.info("no committed checkpoint in %s; starting from scratch", self.storage.uri)
             return None
-        step, text = choice[0]
-        manifest = Manifest.from_json(text, where=str(step))
-        folder = self.storage.local_copy(step, manifest, needed_files(manifest, self.rank, self.world_size))
+        step, manifest, folder = fetched.step, fetched.manifest, fetched.folder
         sharded_now = bool(getattr(self._strategy, "sharded", False)) or has_dtensor(dict(model.state_dict()))
-        load_model_state(folder, manifest, self._strategy, sharded_now, model, optimizer, self._group)
+        load_model_state(folder, manifest, self._strategy, sharded_now, model, optimizer, self._group,
+                         fetched.template)
         extras = restore_common(folder, manifest, self.rank, self.world_size, scheduler=scheduler,
                                 scaler=scaler, sampler=sampler)
         self.storage.release(step)

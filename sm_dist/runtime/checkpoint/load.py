@@ -1,18 +1,23 @@
 """Finding the newest good checkpoint and restoring everything from it.
 
-Rank 0 walks the step folders newest first; a folder without a manifest, with a malformed
-one, or whose files differ from it (missing, truncated, other sha256) is skipped with a
-warning. Every rank then verifies the files it will read against the manifest again (they
-may come from a download) before any byte is unpickled, and loads through ``safe_load``.
+Rank 0 walks the step folders newest first and checks what is cheap to check: a manifest that
+parses and names the step, and stored files of the manifest's sizes (a listing, for S3). Then
+every rank fetches only what it reads — the DCP ``.metadata``, the DCP files its own load plan
+names (its share at this run's sharding), the common state and its RNG file — and checks each
+against the manifest's sha256 before any byte is unpickled. So the sha256 pass is split across
+ranks, not repeated on each. If any rank finds a problem, all agree to skip that step with a
+warning and rank 0 offers the next older one. Loading goes through ``safe_load``.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
@@ -20,8 +25,8 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_
 from sm_dist.errors import CheckpointError
 from sm_dist.runtime.checkpoint.manifest import Manifest, step_dirname
 from sm_dist.runtime.checkpoint.rng import restore_rng
-from sm_dist.runtime.checkpoint.safe_load import (SafeFileSystemReader, SafeLoadPlanner, load_dcp_metadata,
-                                                  safe_torch_load)
+from sm_dist.runtime.checkpoint.safe_load import (METADATA_NAME, SafeFileSystemReader, SafeLoadPlanner,
+                                                  load_dcp_metadata, planned_reads, safe_torch_load)
 from sm_dist.runtime.checkpoint.save import COMMON_FILE, FULL_FILE, MODEL_DIR, Group, rng_file
 from sm_dist.runtime.checkpoint.storage import Storage
 
@@ -44,9 +49,12 @@ class ResumeState:
     """World size that wrote it (RNG states are restored only when it equals the current one)."""
 
 
-def select_checkpoint(storage: Storage) -> tuple[int, str] | None:
-    """(step, manifest text) of the newest committed checkpoint that verifies; rank 0 only."""
+def select_checkpoint(storage: Storage, below: int | None = None) -> tuple[int, str] | None:
+    """(step, manifest text) of the newest committed checkpoint (older than `below`) whose stored
+    files pass the storage's check; rank 0 only. The sha256 check is each rank's, in :func:`fetch_checkpoint`."""
     for step in reversed(storage.list_steps()):
+        if below is not None and step >= below:
+            continue
         where = f"{storage.uri}/{step_dirname(step)}"
         raw = storage.read_manifest(step)
         if raw is None:
@@ -67,11 +75,9 @@ def select_checkpoint(storage: Storage) -> tuple[int, str] | None:
 
 
 def needed_files(manifest: Manifest, rank: int, world_size: int) -> list[str]:
-    """Files this rank reads: model data, common state, its own RNG file when world sizes match."""
-    if manifest.sharded:
-        rels = [rel for rel in manifest.files if rel.startswith(MODEL_DIR + "/")]
-    else:
-        rels = [FULL_FILE]
+    """Files this rank reads besides DCP data files: the DCP metadata (or the one full copy),
+    common state, its own RNG file when world sizes match. DCP data: :func:`dcp_reads`."""
+    rels = [f"{MODEL_DIR}/{METADATA_NAME}"] if manifest.sharded else [FULL_FILE]
     if COMMON_FILE in manifest.files:
         rels.append(COMMON_FILE)
     if manifest.world_size == world_size and rng_file(rank) in manifest.files:
@@ -79,11 +85,97 @@ def needed_files(manifest: Manifest, rank: int, world_size: int) -> list[str]:
     return rels
 
 
+def dcp_reads(folder: Path, template: dict[str, Any]) -> dict[str, list[tuple[int, int]]]:
+    """Step-relative DCP file -> (offset, length) spans this rank's load plan reads for `template`."""
+    metadata = load_dcp_metadata(folder / MODEL_DIR / METADATA_NAME)
+    return {f"{MODEL_DIR}/{rel}": spans for rel, spans in planned_reads(template, metadata).items()}
+
+
+def _fetch_dcp_data(storage: Storage, step: int, manifest: Manifest, reads: dict[str, list[tuple[int, int]]]) -> None:
+    """Whole files where this rank reads most of one; verified blocks of the others (storages that can)."""
+    fetch_ranges = getattr(storage, "fetch_ranges", None)
+    whole = []
+    for rel, spans in sorted(reads.items()):
+        needed = sum(length for _, length in spans)
+        if fetch_ranges is None or rel not in manifest.files or 2 * needed >= manifest.files[rel].size:
+            whole.append(rel)
+        else:
+            fetch_ranges(step, manifest, rel, spans)
+    storage.local_copy(step, manifest, whole)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fetched:
+    """A checkpoint step whose files this rank needs are local and verified."""
+
+    step: int
+    manifest: Manifest
+    folder: Path
+    template: dict[str, Any] | None
+    """The strategy's state dict with this run's sharding (sharded checkpoints), to load into."""
+
+
+def fetch_checkpoint(storage: Storage, *, rank: int, world_size: int, pg: Any,
+                     template: Callable[[], dict[str, Any]]) -> Fetched | None:
+    """Choose a step (rank 0), fetch and verify each rank's files, agree, fall back (collective)."""
+    below: int | None = None
+    while True:
+        choice: list[Any] = [None]
+        if rank == 0:
+            try:
+                choice = [select_checkpoint(storage, below)]
+            except CheckpointError as exc:  # e.g. S3 unreachable: every rank must hear of it
+                choice = [str(exc)]
+        if pg is not None:
+            dist.broadcast_object_list(choice, src=0, group=pg)
+        if isinstance(choice[0], str):
+            raise CheckpointError(f"cannot look for checkpoints in {storage.uri}: {choice[0]}")
+        if choice[0] is None:
+            return None
+        step, text = choice[0]
+        manifest = Manifest.from_json(text, where=f"{storage.uri}/{step_dirname(step)}")
+        state = template() if manifest.sharded else None  # every rank, same order (may be collective)
+        problems, refused, folder = _fetch_own(storage, step, manifest, rank, world_size, state)
+        everyone: list[Any] = [(problems, refused)]
+        if pg is not None:
+            everyone = [None] * world_size
+            dist.all_gather_object(everyone, (problems, refused), group=pg)
+        found = [problem for part, _ in everyone for problem in part]
+        refusals = [text for _, text in everyone if text]
+        if refusals:  # content that would run code: an error, never a silent older step or fresh start
+            raise CheckpointError(refusals[0])
+        if not found and folder is not None:
+            return Fetched(step=step, manifest=manifest, folder=folder, template=state)
+        storage.release(step)
+        if rank == 0:
+            _log.warning("skipping %s/%s: %s", storage.uri, step_dirname(step), "; ".join(found))
+        below = step
+
+
+def _fetch_own(storage: Storage, step: int, manifest: Manifest, rank: int, world_size: int,
+               state: dict[str, Any] | None) -> tuple[list[str], str, Path | None]:
+    """Fetch and verify this rank's files of `step`: (problems, refusal, folder)."""
+    try:
+        folder = storage.local_copy(step, manifest, needed_files(manifest, rank, world_size))
+    except CheckpointError as exc:
+        return [str(exc)], "", None
+    try:
+        reads = dcp_reads(folder, state) if state is not None else {}
+    except CheckpointError as exc:  # verified, yet refused by the allow-list unpickler
+        return [], str(exc), None
+    try:
+        _fetch_dcp_data(storage, step, manifest, reads)
+    except CheckpointError as exc:
+        return [str(exc)], "", None
+    return [], "", folder
+
+
 def load_model_state(folder: Path, manifest: Manifest, strategy: Any, sharded_now: bool, model: Any,
-                     optimizer: Any, group: Group) -> None:
+                     optimizer: Any, group: Group, template: dict[str, Any] | None = None) -> None:
     """Model and optimizer: DCP (resharded to this world size) or the one full copy."""
     if manifest.sharded:
-        state = strategy.state_dict(model, optimizer)  # templates with this run's sharding
+        # templates with this run's sharding (the one the files were fetched for, when given)
+        state = template if template is not None else strategy.state_dict(model, optimizer)
         _check_optimizer_template(folder, state, optimizer)
         reader = SafeFileSystemReader(folder / MODEL_DIR)
         try:
@@ -104,7 +196,7 @@ def load_model_state(folder: Path, manifest: Manifest, strategy: Any, sharded_no
 
 def _check_optimizer_template(folder: Path, state: dict[str, Any], optimizer: Any) -> None:
     """DCP loads only keys the template has: an empty optimizer template would load nothing."""
-    metadata = load_dcp_metadata(folder / MODEL_DIR / ".metadata")
+    metadata = load_dcp_metadata(folder / MODEL_DIR / METADATA_NAME)
     saved = any(key.startswith("optim.state.") for key in metadata.state_dict_metadata)
     if saved and optimizer is not None and not state.get("optim", {}).get("state"):
         raise CheckpointError("the optimizer has no state to load into (DCP loads into existing state); "
@@ -132,4 +224,5 @@ def restore_common(folder: Path, manifest: Manifest, rank: int, world_size: int,
     return dict(common.get("extras") or {})
 
 
-__all__ = ["ResumeState", "load_model_state", "needed_files", "restore_common", "select_checkpoint"]
+__all__ = ["Fetched", "ResumeState", "dcp_reads", "fetch_checkpoint", "load_model_state", "needed_files",
+           "restore_common", "select_checkpoint"]

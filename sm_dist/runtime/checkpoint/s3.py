@@ -17,6 +17,7 @@ the functions that use it.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -175,16 +176,22 @@ class S3Storage(Storage):
         return folder
 
     def verify(self, step: int, manifest: Manifest) -> list[str]:
-        """Downloads the whole step (kept for :meth:`local_copy`) and checks every sha256."""
+        """Every file of the manifest is stored with its size: one listing, nothing downloaded.
+        Each rank checks the sha256 of the files it reads when it fetches them (:meth:`local_copy`)."""
         try:
-            problems = verify_files(self._download(step, sorted(manifest.files)), manifest)
+            sizes = self.sizes(step)
         except CheckpointError as exc:
-            problems = [str(exc)]
-        if problems:
-            self.release(step)
+            return [str(exc)]
+        problems = []
+        for rel, entry in manifest.files.items():
+            if rel not in sizes:
+                problems.append(f"{rel}: missing")
+            elif sizes[rel] != entry.size:
+                problems.append(f"{rel}: {sizes[rel]} bytes, manifest says {entry.size}")
         return problems
 
     def local_copy(self, step: int, manifest: Manifest, rels: list[str]) -> Path:
+        """Download `rels` (only those not already here and intact) and check their sha256."""
         folder = self._local / f"rank{self._rank:05d}" / step_dirname(step)
         missing = [rel for rel in rels if verify_files(folder, manifest, [rel])]
         if missing:
@@ -193,6 +200,48 @@ class S3Storage(Storage):
         if problems:
             raise CheckpointError(f"{self.uri}/{step_dirname(step)}: {'; '.join(problems)}")
         return folder
+
+    def fetch_ranges(self, step: int, manifest: Manifest, rel: str, spans: list[tuple[int, int]]) -> Path:
+        """Fetch only the blocks of `rel` that cover `spans` ((offset, length) pairs), each checked
+        against the file's block index (itself checked against the manifest); the rest of the
+        local file stays a hole. Without an index the whole file is fetched."""
+        from sm_dist.runtime.checkpoint.save import BLOCKS_SUFFIX
+
+        index_rel = rel + BLOCKS_SUFFIX
+        if index_rel not in manifest.files:
+            return self.local_copy(step, manifest, [rel])
+        folder = self.local_copy(step, manifest, [index_rel])
+        index = json.loads((folder / index_rel).read_text(encoding="utf-8"))
+        size, block, digests = int(index["size"]), int(index["block_size"]), list(index["sha256"])
+        if size != manifest.files[rel].size:
+            raise CheckpointError(f"{self.uri}/{step_dirname(step)}/{index_rel}: size {size}, manifest says "
+                                  f"{manifest.files[rel].size}")
+        wanted = sorted({b for offset, length in spans for b in range(offset // block, (offset + max(length, 1) - 1)
+                                                                          // block + 1)})
+        dest = folder / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with open(dest, "wb") as handle:
+            handle.truncate(size)
+            for first, last in _runs(wanted):
+                start, end = first * block, min(size, (last + 1) * block)
+                data = self._get_range(step, rel, start, end)
+                for b in range(first, last + 1):
+                    chunk = data[(b - first) * block:(b - first + 1) * block]
+                    if b >= len(digests) or hashlib.sha256(chunk).hexdigest() != digests[b]:
+                        raise CheckpointError(f"{self.uri}/{step_dirname(step)}/{rel}: block {b} differs from "
+                                              "its index (corrupted)")
+                handle.seek(start)
+                handle.write(data)
+        return folder
+
+    def _get_range(self, step: int, rel: str, start: int, end: int) -> bytes:
+        key = self._key(step, rel)
+        response = self._call(f"download of s3://{self.bucket}/{key}", self.client.get_object, Bucket=self.bucket,
+                              Key=key, Range=f"bytes={start}-{end - 1}")
+        data: bytes = self._call(f"download of s3://{self.bucket}/{key}", response["Body"].read)
+        if len(data) != end - start:
+            raise CheckpointError(f"s3://{self.bucket}/{key}: asked for {end - start} bytes at {start}, got {len(data)}")
+        return data
 
     def release(self, step: int) -> None:
         """Drop this rank's downloaded copy of `step` (after it was loaded)."""
@@ -217,6 +266,17 @@ class S3Storage(Storage):
     def check_access(self) -> None:
         self._call(f"access check of bucket {self.bucket!r} (does it exist, may this role write to it?)",
                    self.client.head_bucket, Bucket=self.bucket)
+
+
+def _runs(blocks: list[int]) -> list[tuple[int, int]]:
+    """Consecutive block numbers as (first, last) runs: one ranged GET each."""
+    runs: list[tuple[int, int]] = []
+    for b in blocks:
+        if runs and runs[-1][1] == b - 1:
+            runs[-1] = (runs[-1][0], b)
+        else:
+            runs.append((b, b))
+    return runs
 
 
 __all__ = ["S3Storage", "make_client", "parse_s3_uri"]

@@ -61,11 +61,21 @@ def load_dcp_metadata(path: Path) -> Metadata:
     return metadata
 
 
+#: The global metadata file DCP's coordinator writes last (docs/PLATFORM.md §3.1).
+METADATA_NAME = ".metadata"
+
+
 class SafeFileSystemReader(FileSystemReader):
-    """DCP's file reader with ``.metadata`` read by :func:`load_dcp_metadata`."""
+    """DCP's file reader with ``.metadata`` read by :func:`load_dcp_metadata`.
+
+    Only public reader API is used (the folder is the ``path`` every torch release sets; the
+    private ``_get_metadata_path`` does not exist in torch 2.8). Only the global ``.metadata`` is
+    read: sm_dist never writes DCP's rank-local ``__<rank>.metadata`` files, so a request for one
+    (``rank=``) reads the global file again, which fails the same way.
+    """
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
-        metadata = load_dcp_metadata(Path(self._get_metadata_path(kwargs.get("rank"))))
+        metadata = load_dcp_metadata(Path(str(self.path)) / METADATA_NAME)
         if getattr(metadata, "storage_meta", None) is None:
             metadata.storage_meta = StorageMeta()
         metadata.storage_meta.load_id = self.load_id
@@ -94,4 +104,21 @@ def safe_torch_load(source: Any, *, what: str) -> Any:
         raise CheckpointError(f"{what}: unreadable ({exc})") from None
 
 
-__all__ = ["SafeFileSystemReader", "SafeLoadPlanner", "load_dcp_metadata", "safe_torch_load"]
+def planned_reads(state: dict[str, Any], metadata: Metadata) -> dict[str, list[tuple[int, int]]]:
+    """DCP file (relative to the checkpoint folder) -> (offset, length) spans loading `state` reads.
+
+    The same local plan ``dcp.load`` makes first (``create_local_plan`` is local, no collective):
+    each read item names the file, offset and length of its saved chunk in ``metadata.storage_data``.
+    A state with this run's sharding therefore names this rank's share, at any world size.
+    """
+    planner = SafeLoadPlanner()
+    planner.set_up_planner(state, metadata, False)
+    reads: dict[str, list[tuple[int, int]]] = {}
+    for item in planner.create_local_plan().items:
+        info = metadata.storage_data[item.storage_index]
+        reads.setdefault(info.relative_path, []).append((int(info.offset), int(info.length)))
+    return reads
+
+
+__all__ = ["METADATA_NAME", "SafeFileSystemReader", "SafeLoadPlanner", "load_dcp_metadata", "planned_reads",
+           "safe_torch_load"]
