@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from sm_dist.contract.checkpoint import CheckpointSettings
 from sm_dist.errors import ConfigError
 from sm_dist.vocab import Precision, Strategy, parse_enum
 
@@ -34,9 +35,6 @@ INTERRUPT_MARKER_ENV = "SM_DIST_INTERRUPT_MARKER"
 #: committing a checkpoint: resumable, not a failure. 128 + SIGTERM(15), the shell convention
 #: for "terminated by SIGTERM"; a process *killed* by the signal reports -15 to Popen instead.
 EXIT_INTERRUPTED = 143
-
-#: Checkpoint modes: "auto" lets the runtime choose (s3 if a URI is known, else local).
-CHECKPOINT_MODES = ("auto", "local", "s3", "sagemaker-sync", "off")
 
 
 def entry_is_function(entry: str) -> bool:
@@ -55,33 +53,18 @@ def _check_positive(name: str, value: object, allow_none: bool = False, minimum:
 
 
 @dataclass(frozen=True, kw_only=True)
-class CheckpointSpec:
-    """Where and how often the runtime checkpoints. None means "the checkpointer's default"."""
+class CheckpointSpec(CheckpointSettings):
+    """The job's checkpoint settings (the contract's record); the uri, when given, is S3.
 
-    mode: str = "auto"
-    """One of CHECKPOINT_MODES."""
-    uri: str | None = None
-    """s3://bucket/prefix of the job's checkpoints (also what a resumed job reads)."""
-    local_path: str | None = None
-    """Local folder for checkpoints (e.g. /opt/ml/checkpoints for "sagemaker-sync")."""
-    interval_steps: int | None = None
-    """Save every N optimizer steps."""
+    keep=None here means "the checkpointer's default" (DEFAULT_KEEP); keep=1 is refused as everywhere.
+    """
+
     keep: int | None = None
-    """Committed checkpoints kept; older ones are deleted after a newer one commits."""
-    async_save: bool = False
-    """Write in the background while training continues."""
 
     def __post_init__(self) -> None:
-        if self.mode not in CHECKPOINT_MODES:
-            raise ConfigError("checkpoint.mode", self.mode, f"expected one of {', '.join(CHECKPOINT_MODES)}")
-        if self.uri is not None and not (isinstance(self.uri, str) and self.uri.startswith("s3://")):
+        super().__post_init__()
+        if self.uri is not None and not self.uri.startswith("s3://"):
             raise ConfigError("checkpoint.uri", self.uri, "expected s3://bucket/prefix")
-        if self.mode == "s3" and not self.uri:
-            raise ConfigError("checkpoint.uri", self.uri, 'mode "s3" needs an s3://bucket/prefix')
-        _check_positive("checkpoint.interval_steps", self.interval_steps, allow_none=True)
-        _check_positive("checkpoint.keep", self.keep, allow_none=True)
-        if not isinstance(self.async_save, bool):
-            raise ConfigError("checkpoint.async_save", self.async_save, "expected true or false")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -193,7 +176,6 @@ def load_job_spec(environ: Mapping[str, str] | None = None) -> JobSpec | None:
 
 
 __all__ = [
-    "CHECKPOINT_MODES",
     "EXIT_INTERRUPTED",
     "INTERRUPT_MARKER_ENV",
     "JOB_SPEC_ENV",

@@ -16,18 +16,23 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
 from sm_dist.container import slurm_nodes
+from sm_dist.contract.container import (
+    CHECKPOINT_CONFIG,
+    INPUT_CONFIG_DIR,
+    OPT_ML_ENV,
+    natural_key,
+    opt_ml_root,
+    read_resource_config,
+    remap,
+)
 from sm_dist.errors import RuntimeEnvError
 
-#: Container root; local mode points it at an emulated host's folder (docs/ARCHITECTURE.md).
-OPT_ML_ENV = "SM_DIST_OPT_ML"
-DEFAULT_OPT_ML = "/opt/ml"
 #: Local mode's override of the rendezvous host (every emulated "host" is this machine); the
 #: same variable the launcher honours (docs/ARCHITECTURE.md, launcher details).
 RDZV_HOST_ENV = "SM_DIST_RDZV_HOST"
@@ -105,11 +110,6 @@ class RunEnv:
         return self.rank == 0
 
 
-def natural_key(name: str) -> tuple[object, ...]:
-    """Sort key that orders embedded numbers numerically: algo-2 < algo-10."""
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
-
-
 def detect_env(environ: Mapping[str, str] | None = None, *, num_gpus: int | None = None) -> RunEnv:
     """Describe the run from `environ` (default: os.environ).
 
@@ -117,7 +117,7 @@ def detect_env(environ: Mapping[str, str] | None = None, *, num_gpus: int | None
     function stays pure and uses SM_NUM_GPUS, or 0.
     """
     env: Mapping[str, str] = os.environ if environ is None else environ
-    root = env.get(OPT_ML_ENV) or DEFAULT_OPT_ML
+    root = opt_ml_root(env)
     sm = _sagemaker_facts(env, root)
     gpus = num_gpus if num_gpus is not None else _int(env, "SM_NUM_GPUS", 0)
     if "RANK" in env or "WORLD_SIZE" in env:
@@ -164,13 +164,6 @@ def _int(env: Mapping[str, str], key: str, default: int | None = None) -> int:
         raise RuntimeEnvError(f"{key}={raw!r}: expected an integer") from None
 
 
-def remap(path: str, root: str) -> str:
-    """Map a container path under /opt/ml to the same path under `root` (local mode)."""
-    if root != DEFAULT_OPT_ML and (path == DEFAULT_OPT_ML or path.startswith(DEFAULT_OPT_ML + "/")):
-        return root + path[len(DEFAULT_OPT_ML):]
-    return path
-
-
 def _read_json(path: Path) -> dict | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -185,20 +178,20 @@ def _read_json(path: Path) -> dict | None:
 
 def _sagemaker_facts(env: Mapping[str, str], root: str) -> dict:
     """Hosts, directories and channels from SageMaker's env vars and config files."""
-    config = Path(root) / "input" / "config"
-    resource = _read_json(config / "resourceconfig.json") or {}
-    on_sm = bool(resource) or "SM_CURRENT_HOST" in env or "TRAINING_JOB_NAME" in env or OPT_ML_ENV in env
-    hosts = resource.get("hosts")
+    resource = read_resource_config(root)
+    on_sm = resource is not None or "SM_CURRENT_HOST" in env or "TRAINING_JOB_NAME" in env or OPT_ML_ENV in env
+    hosts = list(resource.hosts) if resource is not None else None
     if hosts is None and env.get("SM_HOSTS"):
         try:
             hosts = json.loads(env["SM_HOSTS"])
         except ValueError:
             raise RuntimeEnvError(f"SM_HOSTS={env['SM_HOSTS']!r}: expected a JSON list of host names") from None
     hosts = sorted(hosts or (), key=natural_key)
-    current = resource.get("current_host") or env.get("SM_CURRENT_HOST")
+    current = resource.current_host if resource is not None else env.get("SM_CURRENT_HOST")
     if current and hosts and current not in hosts:
         raise RuntimeEnvError(f"current host {current!r} is not among the hosts {hosts}")
-    ckpt = (_read_json(config / "checkpointconfig.json") or {}).get("LocalPath") if on_sm else None
+    config = Path(remap(INPUT_CONFIG_DIR, root))
+    ckpt = (_read_json(config / CHECKPOINT_CONFIG) or {}).get("LocalPath") if on_sm else None
     base = root if on_sm else "."
     channels = {
         key[len("SM_CHANNEL_"):].lower(): remap(value, root)
@@ -303,4 +296,4 @@ def _check_ranks(launcher: str, r: dict) -> None:
             raise RuntimeEnvError(f"inconsistent {launcher} environment: {message}")
 
 
-__all__ = ["LAUNCHERS", "RunEnv", "detect_env", "natural_key", "remap"]
+__all__ = ["LAUNCHERS", "RunEnv", "detect_env"]

@@ -34,7 +34,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sm_dist.container.launcher_env import (
-    DEFAULT_OPT_ML,
     LaunchFailure,
     count_gpus,
     read_topology,
@@ -42,6 +41,7 @@ from sm_dist.container.launcher_env import (
     wait_for_host,
     worker_env,
 )
+from sm_dist.contract.container import CODE_DIR, opt_ml_root, remap
 from sm_dist.jobspec import EXIT_INTERRUPTED, JOB_SPEC_FILENAME, JobSpec
 
 _log = logging.getLogger("sm_dist.launcher")
@@ -156,8 +156,8 @@ def outcome(code: int, signals: list[int], marker: Path, host: str, tail: list[s
 def launch(env: Mapping[str, str] | None = None) -> int:
     """Run the job on this host; returns the process exit code."""
     env = dict(os.environ if env is None else env)
-    root = Path(env.get("SM_DIST_OPT_ML") or DEFAULT_OPT_ML)
-    code_dir = root / "input" / "data" / "code"
+    root = Path(opt_ml_root(env))
+    code_dir = Path(remap(CODE_DIR, root))
     try:
         spec = JobSpec.from_json((code_dir / JOB_SPEC_FILENAME).read_text(encoding="utf-8"))
         topo = read_topology(root, env, spec, int(env.get("SM_NUM_GPUS") or count_gpus()))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -23,8 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sm_dist._resources import resource_dir
-from sm_dist.errors import (
-    LaunchFailure,  # reported via output/failure; part of the one error tree
+from sm_dist.contract.container import (
+    EFA_RDMA_TYPES,
+    EFA_TYPES,
+    INPUT_DATA_CONFIG,
+    read_resource_config,
+    resource_config_path,
+)
+from sm_dist.errors import (  # LaunchFailure: reported via output/failure
+    LaunchFailure,
+    RuntimeEnvError,
 )
 from sm_dist.jobspec import (
     INTERRUPT_MARKER_ENV,
@@ -36,7 +43,6 @@ from sm_dist.jobspec import (
 
 _log = logging.getLogger("sm_dist.launcher")
 
-DEFAULT_OPT_ML = "/opt/ml"
 #: torchrun's own default port for c10d rendezvous (torch/distributed/run.py docs).
 DEFAULT_RDZV_PORT = 29400
 #: SageMaker sends SIGKILL 120 s after SIGTERM (docs/PLATFORM.md §1.3); torchrun waits this long for
@@ -45,11 +51,6 @@ SHUTDOWN_TIMEOUT_S = 100
 #: "Hostname information may not be immediately available" (docs/PLATFORM.md §1.1): retry resolution.
 HOST_RESOLVE_TIMEOUT_S = 600
 HOST_RESOLVE_INTERVAL_S = 2.0
-#: What SageMaker's own torchrun driver sets for EFA (docs/PLATFORM.md §1.2, torchrun_driver.setup_env):
-#: FI_PROVIDER=efa on these types, plus FI_EFA_USE_DEVICE_RDMA=1 and RDMAV_FORK_SAFE=1 on the RDMA ones.
-EFA_TYPES = ("ml.g4dn.8xlarge", "ml.g4dn.12xlarge", "ml.g5.48xlarge", "ml.p3dn.24xlarge", "ml.p4d.24xlarge",
-             "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.trn1.32xlarge")
-RDMA_TYPES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.trn1.32xlarge")
 
 
 @dataclass(frozen=True)
@@ -74,11 +75,6 @@ class Topology:
         return len(self.hosts)
 
 
-def natural_key(name: str) -> tuple[object, ...]:
-    """Sort key ordering embedded numbers numerically: algo-2 < algo-10."""
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
-
-
 def count_gpus() -> int:
     """GPUs on this host, counted as SageMaker's own driver does (`nvidia-smi --list-gpus`)."""
     exe = shutil.which("nvidia-smi")
@@ -93,15 +89,13 @@ def count_gpus() -> int:
 
 def read_topology(root: Path, env: Mapping[str, str], spec: JobSpec, num_gpus: int) -> Topology:
     """Hosts, rank and rendezvous endpoint of this host."""
-    path = root / "input" / "config" / "resourceconfig.json"
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-        hosts = tuple(sorted(config["hosts"], key=natural_key))
-        current = config["current_host"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise LaunchFailure(f"cannot read {path}: {exc}") from None
-    if current not in hosts:
-        raise LaunchFailure(f"current_host {current!r} is not in hosts {list(hosts)} ({path})")
+        config = read_resource_config(root)
+    except RuntimeEnvError as exc:
+        raise LaunchFailure(f"cannot read {exc}") from None
+    if config is None:
+        raise LaunchFailure(f"cannot read {resource_config_path(root)}: no such file")
+    hosts, current = config.hosts, config.current_host
     nproc = env.get("SM_DIST_NPROC_PER_NODE") or spec.nproc_per_node or num_gpus or 1
     rdzv_override = env.get("SM_DIST_RDZV_HOST")  # local mode: every "host" is this machine
     node_rank = hosts.index(current)
@@ -110,7 +104,7 @@ def read_topology(root: Path, env: Mapping[str, str], spec: JobSpec, num_gpus: i
         rdzv_host=rdzv_override or hosts[0], rdzv_port=int(env.get("SM_DIST_RDZV_PORT") or DEFAULT_RDZV_PORT),
         nproc_per_node=int(nproc), num_gpus=num_gpus,
         local_addr=env.get("SM_DIST_LOCAL_ADDR") or _emulated_addr(rdzv_override, node_rank) or current,
-        instance_type=config.get("current_instance_type"), interface=config.get("network_interface_name"),
+        instance_type=config.instance_type, interface=config.network_interface,
     )
 
 
@@ -190,7 +184,7 @@ def worker_env(env: Mapping[str, str], topo: Topology, root: Path, code_dir: Pat
         out.setdefault("NCCL_SOCKET_IFNAME", topo.interface)
     if topo.instance_type in EFA_TYPES:
         out.setdefault("FI_PROVIDER", "efa")
-    if topo.instance_type in RDMA_TYPES:
+    if topo.instance_type in EFA_RDMA_TYPES:
         out.setdefault("FI_EFA_USE_DEVICE_RDMA", "1")
         out.setdefault("RDMAV_FORK_SAFE", "1")
     channels = _channels(root)
@@ -203,7 +197,7 @@ def worker_env(env: Mapping[str, str], topo: Topology, root: Path, code_dir: Pat
 
 def _channels(root: Path) -> list[str]:
     try:
-        data = json.loads((root / "input" / "config" / "inputdataconfig.json").read_text(encoding="utf-8"))
+        data = json.loads((root / "input" / "config" / INPUT_DATA_CONFIG).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []
     return sorted(data) if isinstance(data, dict) else []

@@ -13,8 +13,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from sm_dist.contract.checkpoint import (
+    CheckpointMode,
+    check_interval,
+    check_keep,
+    parse_mode,
+)
 from sm_dist.errors import ConfigError
-from sm_dist.jobspec import CHECKPOINT_MODES, entry_is_function
+from sm_dist.jobspec import entry_is_function
 from sm_dist.vocab import Precision, Strategy, parse_enum
 
 #: The PyTorch training image used unless image_uri= is given: the AWS Deep Learning Container
@@ -67,7 +73,7 @@ class LaunchConfig:
     """torchrun restarts of all workers after a worker failure (resume from the checkpoint)."""
     checkpoint_s3_uri: str | None = None
     """s3://bucket/prefix for checkpoints; required with spot."""
-    checkpoint_mode: str = "auto"
+    checkpoint_mode: CheckpointMode = CheckpointMode.AUTO
     checkpoint_interval_steps: int | None = None
     checkpoint_keep: int | None = None
     async_checkpoint: bool = False
@@ -123,8 +129,7 @@ class LaunchConfig:
         self._check_numbers()
         self._check_s3()
         self._check_mappings()
-        if self.checkpoint_mode not in CHECKPOINT_MODES:
-            raise ConfigError("checkpoint_mode", self.checkpoint_mode, f"expected one of {', '.join(CHECKPOINT_MODES)}")
+        object.__setattr__(self, "checkpoint_mode", parse_mode(self.checkpoint_mode, "checkpoint_mode"))
         if sum(x is not None for x in (self.params, self.model, self.hf_config)) > 1:
             raise ConfigError("params", self.params, "give only one of params=, model=, hf_config=")
         if self.job_name is not None and not re.fullmatch(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}", self.job_name):
@@ -142,9 +147,9 @@ class LaunchConfig:
             _check_int("seq_len", self.seq_len, 1)
         if self.tokens is not None and not (isinstance(self.tokens, (int, float)) and self.tokens > 0):
             raise ConfigError("tokens", self.tokens, "expected a positive number of training tokens, e.g. 2e12")
-        if self.checkpoint_keep is not None:  # the checkpointer keeps >= 2: one may still be uploading
-            _check_int("checkpoint_keep", self.checkpoint_keep, 2)
-        for name in ("nproc_per_node", "checkpoint_interval_steps", "max_runtime_s", "max_wait_s"):
+        check_keep(self.checkpoint_keep, "checkpoint_keep")  # the contract's rule, as in the spec and runtime
+        check_interval(self.checkpoint_interval_steps, "checkpoint_interval_steps")
+        for name in ("nproc_per_node", "max_runtime_s", "max_wait_s"):
             if getattr(self, name) is not None:
                 _check_int(name, getattr(self, name), 1)
         if self.retry_attempts is not None:

@@ -23,15 +23,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from sm_dist.contract.container import CHECKPOINT_LOCAL_PATH, CODE_CHANNEL, CODE_DIR
 from sm_dist.errors import ConfigError, LaunchError, SdkError
 
 _log = logging.getLogger(__name__)
 
 #: PID 1 of the job (docs/ARCHITECTURE.md "container command"); the code channel is on PYTHONPATH.
 LAUNCHER_COMMAND = ("python3", "-m", "sm_dist.container.launcher")
-CODE_CHANNEL = "code"
-CODE_DIR = "/opt/ml/input/data/code"
-CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"
 
 
 def default_image(region: str, torch_version: str, py_version: str, instance_type: str) -> str:
@@ -49,7 +47,13 @@ def default_image(region: str, torch_version: str, py_version: str, instance_typ
 
 def _trainer(spec: Mapping[str, Any], session: Any, training_mode: Any = None) -> Any:
     from sagemaker.core.shapes import MetricDefinition, RetryStrategy, StoppingCondition
-    from sagemaker.core.training.configs import CheckpointConfig, Compute, InputData, Networking, OutputDataConfig
+    from sagemaker.core.training.configs import (
+        CheckpointConfig,
+        Compute,
+        InputData,
+        Networking,
+        OutputDataConfig,
+    )
     from sagemaker.train.model_trainer import Mode, ModelTrainer
 
     networking = None

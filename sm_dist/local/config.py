@@ -12,12 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sm_dist.contract.container import CHECKPOINT_LOCAL_PATH, OPT_ML
 from sm_dist.errors import ConfigError
 
-#: Where SageMaker mounts everything inside a training container (docs/PLATFORM.md §1.1).
-OPT_ML = "/opt/ml"
-#: CheckpointConfig.LocalPath default (docs/PLATFORM.md §1.4).
-DEFAULT_CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"
 #: SageMaker's grace between SIGTERM and SIGKILL on StopTrainingJob (docs/PLATFORM.md §1.3, `docker stop -t 120`).
 SAGEMAKER_GRACE_SECONDS = 120.0
 #: Channel names SageMaker accepts: [A-Za-z0-9\.\-_]+ (API `Channel.ChannelName`).
@@ -46,7 +43,7 @@ class LocalJobConfig:
     """Number of emulated hosts (algo-1 ... algo-N)."""
     checkpoint_uri: str | None = None
     """CheckpointConfig.S3Uri: s3://bucket/prefix (local endpoint), a local folder, or None (no sync)."""
-    checkpoint_local_path: str = DEFAULT_CHECKPOINT_LOCAL_PATH
+    checkpoint_local_path: str = CHECKPOINT_LOCAL_PATH
     """CheckpointConfig.LocalPath inside the container."""
 
     def __post_init__(self) -> None:

@@ -13,8 +13,9 @@ import os
 import re
 from collections.abc import Mapping
 
+from sm_dist.contract.container import OPT_ML_ENV, SM_DIR_VARIABLES, remap
 from sm_dist.local.config import LocalJobConfig
-from sm_dist.local.layout import HostRoot, channel_names, remap, resource_config
+from sm_dist.local.layout import HostRoot, channel_names, resource_config
 
 #: Variables of the caller's machine that must not leak into an emulated container: they would
 #: change what the runtime detects (the same list the test suite strips), or, for AWS_*, let a
@@ -59,22 +60,13 @@ def sagemaker_env(config: LocalJobConfig, layout: HostRoot, master_port: int) ->
         "SM_CHANNELS": json.dumps(channels),
         "SM_RESOURCE_CONFIG": json.dumps(resource_config(config, layout.host)),
         "SM_LOG_LEVEL": "20",
-        "SM_DIST_OPT_ML": str(root),
+        OPT_ML_ENV: str(root),
     }
     for key, value in config.hyperparameters.items():
         env["SM_HP_" + key.replace("-", "_").upper()] = value
     for name in channels:
         env["SM_CHANNEL_" + name.upper()] = str(layout.channel_dir(name))
-    dirs = {
-        "SM_MODEL_DIR": "/opt/ml/model",
-        "SM_INPUT_DIR": "/opt/ml/input",
-        "SM_INPUT_DATA_DIR": "/opt/ml/input/data",
-        "SM_INPUT_CONFIG_DIR": "/opt/ml/input/config",
-        "SM_OUTPUT_DIR": "/opt/ml/output",
-        "SM_OUTPUT_DATA_DIR": "/opt/ml/output/data",
-        "SM_OUTPUT_FAILURE": "/opt/ml/output/failure",
-    }
-    env.update({key: remap(path, root) for key, path in dirs.items()})
+    env.update({key: remap(path, root) for key, path in SM_DIR_VARIABLES.items()})
     return env
 
 

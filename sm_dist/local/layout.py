@@ -14,7 +14,14 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from sm_dist.local.config import OPT_ML, LocalJobConfig
+from sm_dist.contract.container import (
+    CHECKPOINT_CONFIG,
+    HYPERPARAMETERS,
+    INPUT_DATA_CONFIG,
+    RESOURCE_CONFIG,
+    remap,
+)
+from sm_dist.local.config import LocalJobConfig
 
 #: SageMaker's name for the only instance group of a homogeneous cluster (resourceconfig.json).
 HOMOGENEOUS_GROUP = "homogeneousCluster"
@@ -49,16 +56,6 @@ class HostRoot:
 
     def channel_dir(self, name: str) -> Path:
         return self.root / "input" / "data" / name
-
-
-def remap(text: str, root: Path) -> str:
-    """Replace a leading /opt/ml (or one after '=' or ':', as in PYTHONPATH) with `root`."""
-    if text == OPT_ML or text.startswith(OPT_ML + "/"):
-        return str(root) + text[len(OPT_ML):]
-    for sep in ("=", ":"):
-        if sep in text and OPT_ML in text:
-            return sep.join(remap(part, root) for part in text.split(sep))
-    return text
 
 
 def resource_config(config: LocalJobConfig, host: str) -> dict[str, object]:
@@ -96,12 +93,12 @@ def create_host_root(config: LocalJobConfig, host: str, root: Path, checkpoint_u
     for name, source in sources.items():
         # Each instance downloads its own copy of every channel (File mode), so copy, not link.
         shutil.copytree(source, layout.channel_dir(name), symlinks=False)
-    _write_json(layout.config_dir / "resourceconfig.json", resource_config(config, host))
-    _write_json(layout.config_dir / "hyperparameters.json", dict(config.hyperparameters))
-    _write_json(layout.config_dir / "inputdataconfig.json", {n: dict(_CHANNEL_CONFIG) for n in channel_names(config)})
+    _write_json(layout.config_dir / RESOURCE_CONFIG, resource_config(config, host))
+    _write_json(layout.config_dir / HYPERPARAMETERS, dict(config.hyperparameters))
+    _write_json(layout.config_dir / INPUT_DATA_CONFIG, {n: dict(_CHANNEL_CONFIG) for n in channel_names(config)})
     if checkpoint_uri is not None:
         _write_json(
-            layout.config_dir / "checkpointconfig.json",
+            layout.config_dir / CHECKPOINT_CONFIG,
             {"LocalPath": config.checkpoint_local_path, "S3Uri": checkpoint_uri},
         )
     return layout

@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 import pytest
 from botocore.stub import Stubber
 
+from sm_dist.contract.checkpoint import FileEntry, Manifest
 from sm_dist.errors import ConfigError
 from sm_dist.launch.job import TAG_ESTIMATE, Job
 from sm_dist.launch.logs import LOG_GROUP, iter_log_lines
@@ -124,14 +125,20 @@ def test_checkpoints_newest_first(aws: str, sagemaker) -> None:
     client, stub = sagemaker
     s3 = boto3.client("s3")
     s3.create_bucket(Bucket="ckpts")
-    manifest = {"step": 0, "world_size": 4, "strategy": "fsdp", "files": {"model/__0_0.distcp": {"size": 100, "sha256": "0" * 64}}}
-    for step, committed in ((5, True), (10, True), (20, False)):
+    files = {"model/__0_0.distcp": FileEntry(size=100, sha256="0" * 64)}
+    # 15: a manifest that is there but does not parse (a foreign or truncated file) is not a commit,
+    # exactly as the runtime's loader sees it.
+    manifests = {5: Manifest(step=5, epoch=0, world_size=4, sharded=True, strategy="fsdp", files=files).to_json(),
+                 10: Manifest(step=10, epoch=0, world_size=4, sharded=True, strategy="fsdp", files=files).to_json(),
+                 15: json.dumps({"step": 15, "world_size": 4, "files": {}}), 20: None}
+    for step, text in manifests.items():
         s3.put_object(Bucket="ckpts", Key=f"run/step-{step:09d}/model/__0_0.distcp", Body=b"x" * 100)
-        if committed:
-            s3.put_object(Bucket="ckpts", Key=f"run/step-{step:09d}/manifest.json", Body=json.dumps({**manifest, "step": step}))
+        if text is not None:
+            s3.put_object(Bucket="ckpts", Key=f"run/step-{step:09d}/manifest.json", Body=text)
     s3.put_object(Bucket="ckpts", Key="run/notes.txt", Body=b"x")
     stub.add_response("describe_training_job", describe("Completed", "Completed", CheckpointConfig={"S3Uri": "s3://ckpts/run"}),
                       {"TrainingJobName": NAME})
     found = Job(NAME, clients={"sagemaker": client, "s3": s3}).checkpoints()
-    assert [(c.step, c.committed) for c in found] == [(20, False), (10, True), (5, True)]
+    assert [(c.step, c.committed) for c in found] == [(20, False), (15, False), (10, True), (5, True)]
+    found = found[1:]
     assert found[1].total_bytes == 100 and found[1].world_size == 4 and found[1].uri == "s3://ckpts/run/step-000000010/"

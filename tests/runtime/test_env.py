@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from sm_dist.container import slurm_nodes
-from sm_dist.container.env import detect_env, natural_key, remap
+from sm_dist.container.env import detect_env
+from sm_dist.contract.container import natural_key, remap
 from sm_dist.errors import RuntimeEnvError
 
 TORCHRUN = {

@@ -7,51 +7,16 @@ local path (the platform restores and uploads it), else "s3" when an s3:// URI i
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from sm_dist.contract.checkpoint import CheckpointMode, CheckpointSettings
+from sm_dist.contract.container import CHECKPOINT_LOCAL_PATH, opt_ml_root, remap
 from sm_dist.errors import ConfigError
-from sm_dist.runtime.checkpoint.retention import MIN_KEEP
 from sm_dist.runtime.checkpoint.storage import LocalStorage, Storage
 
-MODES = ("auto", "local", "s3", "sagemaker-sync", "off")
-#: CheckpointConfig.LocalPath when the job did not set one (docs/PLATFORM.md §1.4).
-SAGEMAKER_DEFAULT_LOCAL_PATH = "/opt/ml/checkpoints"
-
-
-@dataclass(frozen=True, kw_only=True)
-class CheckpointConfig:
-    """What the user (or the job spec) asked for."""
-
-    mode: str = "auto"
-    """One of MODES."""
-    uri: str | None = None
-    """s3://bucket/prefix, or a local folder for mode "local"."""
-    local_path: str | None = None
-    """Local folder ("local" and "sagemaker-sync")."""
-    keep: int | None = 2
-    """Committed checkpoints kept (>= 2); None keeps all."""
-    interval_steps: int | None = None
-    """maybe_save() saves every N steps; None: only on stop and explicit save()."""
-    async_save: bool = False
-    """maybe_save() writes in the background."""
-
-    def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ConfigError("checkpoint.mode", self.mode, f"expected one of {', '.join(MODES)}")
-        if self.keep is not None and (isinstance(self.keep, bool) or not isinstance(self.keep, int)
-                                      or self.keep < MIN_KEEP):
-            raise ConfigError("checkpoint.keep", self.keep,
-                              f"keep at least {MIN_KEEP} (one may be unreadable), or None to keep all")
-        if self.interval_steps is not None and (isinstance(self.interval_steps, bool)
-                                                or not isinstance(self.interval_steps, int) or self.interval_steps < 1):
-            raise ConfigError("checkpoint.interval_steps", self.interval_steps, "expected an integer >= 1 or None")
-        if self.mode == "s3" and not (self.uri or "").startswith("s3://"):
-            raise ConfigError("checkpoint.uri", self.uri, 'mode "s3" needs uri="s3://bucket/prefix"')
-        if not isinstance(self.async_save, bool):
-            raise ConfigError("checkpoint.async_save", self.async_save, "expected True or False")
+#: The runtime's checkpoint settings are the contract's record (sm_dist.contract.checkpoint).
+CheckpointConfig = CheckpointSettings
 
 
 def run_identity(env_or_ctx: Any) -> tuple[int, int]:
@@ -86,10 +51,7 @@ def resolve_mode(config: CheckpointConfig, env_or_ctx: Any) -> str:
 
 def _container_path(path: str, environ: Mapping[str, str] | None) -> str:
     """A job-spec path like /opt/ml/checkpoints, moved under $SM_DIST_OPT_ML in local mode."""
-    from sm_dist.container.env import DEFAULT_OPT_ML, OPT_ML_ENV, remap
-
-    env = os.environ if environ is None else environ
-    return remap(path, env.get(OPT_ML_ENV) or DEFAULT_OPT_ML)
+    return remap(path, opt_ml_root(environ))
 
 
 def open_storage(config: CheckpointConfig, env_or_ctx: Any, rank: int,
@@ -106,7 +68,7 @@ def open_storage(config: CheckpointConfig, env_or_ctx: Any, rank: int,
     if mode == "sagemaker-sync":
         from sm_dist.runtime.checkpoint.sagemaker_sync import SageMakerSyncStorage
 
-        path = config.local_path or getattr(env, "checkpoint_dir", None) or SAGEMAKER_DEFAULT_LOCAL_PATH
+        path = config.local_path or getattr(env, "checkpoint_dir", None) or CHECKPOINT_LOCAL_PATH
         s3_uri = config.uri if config.uri and config.uri.startswith("s3://") else None
         return SageMakerSyncStorage(_container_path(path, environ), s3_uri=s3_uri, rank=rank)
     folder = config.local_path or config.uri or getattr(env, "checkpoint_dir", None)
@@ -115,4 +77,4 @@ def open_storage(config: CheckpointConfig, env_or_ctx: Any, rank: int,
     return LocalStorage(_container_path(str(folder).removeprefix("file://"), environ))
 
 
-__all__ = ["MODES", "CheckpointConfig", "open_storage", "resolve_mode", "run_identity"]
+__all__ = ["CheckpointConfig", "CheckpointMode", "open_storage", "resolve_mode", "run_identity"]

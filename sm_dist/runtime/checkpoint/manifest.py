@@ -1,132 +1,15 @@
-"""The commit manifest: the JSON file whose presence makes a step folder a checkpoint.
+"""The commit manifest, defined in the checkpoint contract (sm_dist.contract.checkpoint)."""
 
-A checkpoint is one folder ``step-000000120/``. Every rank writes and publishes its files first;
-rank 0 writes ``manifest.json`` last. The manifest lists every file with its size and sha256,
-so a loader can prove that what it is about to read is exactly what was written, before it
-unpickles a single byte. A folder without a manifest, or whose files do not match it, is not a
-checkpoint. Standard library only: the launch side may read manifests without torch.
-"""
+from sm_dist.contract.checkpoint import (
+    FORMAT,
+    MANIFEST_NAME,
+    FileEntry,
+    Manifest,
+    committed_manifest,
+    parse_step,
+    sha256_file,
+    step_dirname,
+)
 
-from __future__ import annotations
-
-import hashlib
-import json
-import re
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any
-
-from sm_dist.errors import CheckpointError
-
-#: Name of the commit file inside a step folder.
-MANIFEST_NAME = "manifest.json"
-#: Format tag; bump when the layout changes incompatibly.
-FORMAT = "sm_dist.checkpoint/1"
-#: Step folders are zero-padded so lexical order is numeric order in any listing (S3 too).
-_STEP_RE = re.compile(r"^step-(\d{9,})$")
-_HASH_CHUNK = 8 << 20  # read files in 8 MiB blocks: large enough to keep hashlib off the GIL
-
-
-def step_dirname(step: int) -> str:
-    """Folder name of a step's checkpoint, e.g. ``step-000000120``."""
-    return f"step-{step:09d}"
-
-
-def parse_step(name: str) -> int | None:
-    """The step of a folder name from :func:`step_dirname`, or None for anything else."""
-    match = _STEP_RE.match(name.rstrip("/"))
-    return int(match.group(1)) if match else None
-
-
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(_HASH_CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-@dataclass(frozen=True, kw_only=True)
-class FileEntry:
-    """One file of a checkpoint, relative to the step folder."""
-
-    size: int
-    """Bytes."""
-    sha256: str
-    """Hex digest of the bytes."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Manifest:
-    """Everything needed to verify and restore one checkpoint (written as JSON)."""
-
-    step: int
-    """Optimizer steps completed when the checkpoint was taken."""
-    epoch: int
-    """Epoch at that step (what the training loop passed to save)."""
-    world_size: int
-    """Processes that wrote it; a sharded checkpoint loads at any other world size too."""
-    sharded: bool
-    """True: model/optimizer in DCP format under ``model/``; False: one copy in ``model/full.pt``."""
-    strategy: str | None = None
-    """Strategy name of the run that wrote it (informational)."""
-    precision: str | None = None
-    """Precision of that run (informational)."""
-    sampler: dict[str, int] | None = None
-    """Sampler state ({"seed", "epoch", "consumed"}) or None."""
-    rng_files: dict[str, str] = field(default_factory=dict)
-    """Rank (as text) -> file with that rank's RNG states (python, numpy, torch CPU/CUDA)."""
-    files: dict[str, FileEntry] = field(default_factory=dict)
-    """Every file of the checkpoint (relative path -> size and sha256)."""
-    has: dict[str, bool] = field(default_factory=dict)
-    """Which optional parts were saved: scheduler, scaler, extras."""
-    sm_dist_version: str = ""
-    torch_version: str = ""
-    created_unix: float = 0.0
-    format: str = FORMAT
-
-    def to_json(self) -> str:
-        """Canonical JSON text (sorted keys) of this manifest."""
-        data = asdict(self)
-        return json.dumps(data, sort_keys=True, indent=1) + "\n"
-
-    @classmethod
-    def from_json(cls, text: str | bytes, *, where: str) -> Manifest:
-        """Parse a manifest; CheckpointError (naming `where`) for anything malformed."""
-        try:
-            data = json.loads(text)
-            if not isinstance(data, dict) or data.get("format") != FORMAT:
-                raise ValueError(f"format is not {FORMAT!r}")
-            files = {str(k): FileEntry(**v) for k, v in data.pop("files").items()}
-            manifest = cls(files=files, **data)
-            _check_types(manifest)
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise CheckpointError(f"{where}: malformed manifest ({exc}); not a usable checkpoint") from None
-        return manifest
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict (JSON types only)."""
-        return asdict(self)
-
-
-def _check_types(m: Manifest) -> None:
-    ints = (m.step, m.epoch, m.world_size)
-    if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in ints) or m.world_size < 1:
-        raise ValueError("step, epoch and world_size must be non-negative integers")
-    for rel, entry in m.files.items():
-        if not _safe_relpath(rel):
-            raise ValueError(f"file name {rel!r} leaves the step folder")
-        if not isinstance(entry.size, int) or not re.fullmatch(r"[0-9a-f]{64}", str(entry.sha256)):
-            raise ValueError(f"bad entry for {rel!r}")
-    if any(rel not in m.files for rel in m.rng_files.values()):
-        raise ValueError("an RNG file is not in the file list")
-
-
-def _safe_relpath(rel: str) -> bool:
-    """True for a plain relative path inside the step folder (no '..', no absolute path)."""
-    parts = rel.split("/")
-    return bool(rel) and not rel.startswith("/") and all(p not in ("", ".", "..") for p in parts)
-
-
-__all__ = ["FORMAT", "MANIFEST_NAME", "FileEntry", "Manifest", "parse_step", "sha256_file", "step_dirname"]
+__all__ = ["FORMAT", "MANIFEST_NAME", "FileEntry", "Manifest", "committed_manifest", "parse_step", "sha256_file",
+           "step_dirname"]

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import logging
 
-from sm_dist.runtime.checkpoint.manifest import step_dirname
+from sm_dist.contract.checkpoint import MIN_KEEP, committed_manifest, step_dirname
 from sm_dist.runtime.checkpoint.storage import Storage
 
 _log = logging.getLogger(__name__)
 
-#: Fewest committed checkpoints kept: one can be unreadable (bad disk, partial sync) and the
-#: other still restores.
-MIN_KEEP = 2
 
 
 def plan_deletions(steps: list[int], committed: set[int], keep: int, newest: int) -> list[int]:
@@ -27,13 +24,18 @@ def plan_deletions(steps: list[int], committed: set[int], keep: int, newest: int
     return [s for s in steps if s < newest and s not in kept]
 
 
+def _committed(storage: Storage, step: int) -> bool:
+    """The contract's rule: a manifest that is there and parses (an unparsable one is debris)."""
+    return committed_manifest(storage.read_manifest(step), where=f"{storage.uri}/{step_dirname(step)}") is not None
+
+
 def apply_retention(storage: Storage, keep: int | None, *, newest: int) -> list[int]:
     """Delete what :func:`plan_deletions` selects; returns the steps deleted."""
     if keep is None:
         return []
     try:
         steps = storage.list_steps()
-        committed = {s for s in steps if storage.read_manifest(s) is not None}
+        committed = {s for s in steps if _committed(storage, s)}
         if not plan_deletions(steps, committed, keep, newest):
             return []
         # Count from the newest commit that is durable (sagemaker-sync: already in S3), so a

@@ -1,0 +1,128 @@
+"""The SageMaker training container's layout, as sm_dist relies on it (docs/PLATFORM.md §1.1, §1.4).
+
+Every path the cloud job sees lives under `OPT_ML`. Local mode runs the same code in a folder per
+emulated host and says where with `$SM_DIST_OPT_ML`; :func:`remap` is the one place that moves a
+container path there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from sm_dist.errors import RuntimeEnvError
+
+#: Where SageMaker mounts everything inside a training container.
+OPT_ML = "/opt/ml"
+#: Local mode's container root (an emulated host's folder); unset in the cloud.
+OPT_ML_ENV = "SM_DIST_OPT_ML"
+
+MODEL_DIR = f"{OPT_ML}/model"
+OUTPUT_DIR = f"{OPT_ML}/output"
+OUTPUT_DATA_DIR = f"{OUTPUT_DIR}/data"
+#: Its first 1024 characters become DescribeTrainingJob.FailureReason (docs/PLATFORM.md §1.1).
+FAILURE_FILE = f"{OUTPUT_DIR}/failure"
+INPUT_DIR = f"{OPT_ML}/input"
+INPUT_DATA_DIR = f"{INPUT_DIR}/data"
+INPUT_CONFIG_DIR = f"{INPUT_DIR}/config"
+#: The channel that carries the code bundle; on PYTHONPATH in the container.
+CODE_CHANNEL = "code"
+CODE_DIR = f"{INPUT_DATA_DIR}/{CODE_CHANNEL}"
+#: CheckpointConfig.LocalPath when a job does not set one (docs/PLATFORM.md §1.4).
+CHECKPOINT_LOCAL_PATH = f"{OPT_ML}/checkpoints"
+
+#: Files SageMaker writes to INPUT_CONFIG_DIR (checkpointconfig.json only with a CheckpointConfig).
+RESOURCE_CONFIG = "resourceconfig.json"
+HYPERPARAMETERS = "hyperparameters.json"
+INPUT_DATA_CONFIG = "inputdataconfig.json"
+CHECKPOINT_CONFIG = "checkpointconfig.json"
+
+#: The directory variables SageMaker's environment exports (docs/PLATFORM.md §1.2).
+SM_DIR_VARIABLES = {
+    "SM_MODEL_DIR": MODEL_DIR,
+    "SM_INPUT_DIR": INPUT_DIR,
+    "SM_INPUT_DATA_DIR": INPUT_DATA_DIR,
+    "SM_INPUT_CONFIG_DIR": INPUT_CONFIG_DIR,
+    "SM_OUTPUT_DIR": OUTPUT_DIR,
+    "SM_OUTPUT_DATA_DIR": OUTPUT_DATA_DIR,
+    "SM_OUTPUT_FAILURE": FAILURE_FILE,
+}
+
+#: What SageMaker's own torchrun driver treats as EFA types (docs/PLATFORM.md §1.2): FI_PROVIDER=efa
+#: on these, FI_EFA_USE_DEVICE_RDMA=1 and RDMAV_FORK_SAFE=1 also on the RDMA ones.
+_DRIVER_EFA_TYPES = ("ml.g4dn.8xlarge", "ml.g4dn.12xlarge", "ml.g5.48xlarge", "ml.p3dn.24xlarge")
+_DRIVER_RDMA_TYPES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.trn1.32xlarge")
+#: GPUDirect-RDMA EFA types newer than the driver's lists (docs/PLATFORM.md §1.2: "p5en, p6-b200 are
+#: not in its lists"); the instance catalog marks them EFA, so sm_dist treats them like p5.
+_NEWER_RDMA_TYPES = ("ml.p5en.48xlarge", "ml.p6-b200.48xlarge")
+EFA_RDMA_TYPES = frozenset(_DRIVER_RDMA_TYPES + _NEWER_RDMA_TYPES)
+EFA_TYPES = frozenset(_DRIVER_EFA_TYPES) | EFA_RDMA_TYPES
+
+
+def opt_ml_root(environ: Mapping[str, str] | None = None) -> str:
+    """The container root this process sees: `$SM_DIST_OPT_ML` in local mode, else /opt/ml."""
+    env = os.environ if environ is None else environ
+    return env.get(OPT_ML_ENV) or OPT_ML
+
+
+def remap(text: str, root: str | os.PathLike[str]) -> str:
+    """Move a container path (or each one in an '='/':'-separated value such as PYTHONPATH) under `root`."""
+    root = str(root)
+    if root == OPT_ML:
+        return text
+    if text == OPT_ML or text.startswith(OPT_ML + "/"):
+        return root + text[len(OPT_ML):]
+    for sep in ("=", ":"):
+        if sep in text and OPT_ML in text:
+            return sep.join(remap(part, root) for part in text.split(sep))
+    return text
+
+
+def natural_key(name: str) -> tuple[object, ...]:
+    """Sort key ordering embedded numbers numerically: algo-2 < algo-10 (SageMaker sorts as text)."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResourceConfig:
+    """input/config/resourceconfig.json: this host and its peers, hosts in natural order."""
+
+    current_host: str
+    hosts: tuple[str, ...]
+    instance_type: str | None = None
+    network_interface: str | None = None
+
+
+def resource_config_path(root: str | os.PathLike[str]) -> Path:
+    """Where resourceconfig.json lies under a container root."""
+    return Path(root) / "input" / "config" / RESOURCE_CONFIG
+
+
+def read_resource_config(root: str | os.PathLike[str]) -> ResourceConfig | None:
+    """resourceconfig.json under `root`; None when absent; RuntimeEnvError when malformed."""
+    path = resource_config_path(root)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise RuntimeEnvError(f"{path}: unreadable SageMaker config ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("hosts"), list) or not data.get("current_host"):
+        raise RuntimeEnvError(f"{path}: expected a JSON object with 'hosts' (a list) and 'current_host'")
+    hosts = tuple(sorted((str(h) for h in data["hosts"]), key=natural_key))
+    current = str(data["current_host"])
+    if current not in hosts:
+        raise RuntimeEnvError(f"{path}: current_host {current!r} is not among the hosts {list(hosts)}")
+    return ResourceConfig(current_host=current, hosts=hosts, instance_type=data.get("current_instance_type"),
+                          network_interface=data.get("network_interface_name"))
+
+
+__all__ = [
+    "CHECKPOINT_LOCAL_PATH", "CODE_DIR", "EFA_RDMA_TYPES", "EFA_TYPES", "FAILURE_FILE", "MODEL_DIR", "OPT_ML",
+    "OPT_ML_ENV", "RESOURCE_CONFIG", "SM_DIR_VARIABLES", "ResourceConfig", "natural_key", "opt_ml_root",
+    "read_resource_config", "remap",
+]
