@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from io import BufferedReader
 from pathlib import Path
+from typing import cast
 
 from sm_dist.errors import LaunchError
 from sm_dist.local import procs
@@ -63,12 +66,21 @@ class HostAgent:
         _log.debug("%s: started pid %d: %s", self.host, self._proc.pid, " ".join(self._argv))
 
     def _pump(self) -> None:
+        """Copy the output to the log as it comes; hand on lines ended by a newline or a carriage
+        return (a progress bar redraws its line after a CR: each redraw is a line here; the log
+        keeps the bytes as written)."""
         assert self._proc is not None and self._proc.stdout is not None  # set by start()
+        stream = cast(BufferedReader, self._proc.stdout)  # Popen(stdout=PIPE) without text: buffered
+        pending = b""
         with open(self._log_path, "ab") as log:
-            for raw in iter(self._proc.stdout.readline, b""):
-                log.write(raw)
+            for chunk in iter(lambda: stream.read1(65536), b""):
+                log.write(chunk)
                 log.flush()
-                self._on_line(self.host, raw.decode("utf-8", errors="replace").rstrip("\r\n"))
+                *lines, pending = re.split(rb"\r\n|\r|\n", pending + chunk)
+                for raw in lines:
+                    self._on_line(self.host, raw.decode("utf-8", errors="replace"))
+            if pending:
+                self._on_line(self.host, pending.decode("utf-8", errors="replace"))
 
     def poll(self) -> int | None:
         """Exit code of the first process, or None while it runs."""

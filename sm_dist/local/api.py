@@ -14,12 +14,13 @@ import logging
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from sm_dist.errors import ConfigError
 from sm_dist.launch.profile import without_missing_profile
-from sm_dist.local import from_plan
+from sm_dist.local import from_plan, verify
 from sm_dist.local.chaos import Fault, parse_faults
 from sm_dist.local.ckpt_sync import DEFAULT_INTERVAL
 from sm_dist.local.config import SAGEMAKER_GRACE_SECONDS, LocalJobConfig
@@ -31,6 +32,8 @@ from sm_dist.local.runner import (
     print_line,
 )
 from sm_dist.local.stores import Store, open_store
+from sm_dist.local.verify import Verification
+from sm_dist.local.view import ProgressView
 
 if TYPE_CHECKING:
     from sm_dist.launch.plan import Plan
@@ -106,10 +109,19 @@ def _one_run(plan: Plan, root: Path, label: str, faults: tuple[Fault, ...], endp
         nproc_per_host=plan.job_spec.nproc_per_node,
         s3_fault_switch=endpoint.fail_for if endpoint is not None and endpoint.server.url != endpoint.server.moto_url else None,
     )
+    view = None
+    if options["view"]:
+        view = ProgressView(options["view_stream"] or sys.stdout, "" if label == "run" else label)
+        settings = replace(settings, on_tick=view.tick)
+        print(f"{label}: {config.instance_count} hosts; logs in {root / 'logs'} (--logs streams them)",
+              file=options["view_stream"] or sys.stdout, flush=True)
     runner = LocalRunner(config, settings)
     outcome = runner.run()
+    if view is not None:
+        view.tick(runner, final=True)
     record = RunRecord(outcome, runner.progress, runner.chaos.in_job_restarts, runner.chaos.fired, root,
-                       events=runner.chaos.events, checkpoint_keys=store_keys(store))
+                       events=runner.chaos.events, checkpoint_keys=store_keys(store),
+                       warnings=runner.chaos.group.warnings())
     return record, config, listed_uri
 
 
@@ -138,18 +150,21 @@ def run(
     plan: Plan, *, chaos: Iterable[str | Fault] = (), verify: bool = False, root: str | Path | None = None,
     checkpoint_uri: str | None = None, grace_seconds: float = SAGEMAKER_GRACE_SECONDS,
     sync_interval: float = DEFAULT_INTERVAL, echo: bool = True, echo_stream: TextIO | None = None,
+    view: bool = False,
     nproc_per_node: int | None = None,
     max_job_restarts: int = DEFAULT_MAX_JOB_RESTARTS, max_runtime_s: float | None = None,
 ) -> LocalJob:
     """Run `plan` (from `sm_dist.plan(..., local=True)`) locally; return the finished `LocalJob`.
 
     chaos: "kill:STEP", "sigterm:STEP", "crash-in-save:STEP", "s3-faults[:SECONDS]" (combinable).
-    verify: run the job again without chaos and compare the final model's sha256.
+    verify: run the job again without chaos and compare the final models (sm_dist's model hash, else
+        the weight files every host left in its model folder, tensor by tensor).
     root: where the hosts' /opt/ml folders and logs go (default: a folder under the temp dir).
     checkpoint_uri: the emulated CheckpointConfig.S3Uri — s3://... (local endpoint) or a folder.
     grace_seconds: SIGTERM-to-SIGKILL grace of a stop (SageMaker: 120).
     max_runtime_s: stop the run after this long (default: the plan's MaxRuntimeInSeconds).
     echo / echo_stream: stream every host's log lines, prefixed by host (default: stdout).
+    view: print a compact live progress line instead (to echo_stream); the logs stay in files.
     """
     faults = parse_faults(chaos)
     if grace_seconds <= 0:
@@ -159,7 +174,7 @@ def run(
         raise ConfigError("root", str(base), "expected a new or empty folder")
     env = {"SM_DIST_NPROC_PER_NODE": str(nproc_per_node)} if nproc_per_node else {}
     options = {"grace_seconds": grace_seconds, "sync_interval": sync_interval, "env": env,
-               "echo": _echo(echo, echo_stream),
+               "echo": _echo(echo and not view, echo_stream), "view": view, "view_stream": echo_stream,
                "max_job_restarts": max_job_restarts,
                "max_runtime_s": max_runtime_s if max_runtime_s is not None else _plan_max_runtime(plan)}
     options["bundle"] = from_plan.write_code(plan, base / "bundle")
@@ -188,7 +203,16 @@ def _run_job(plan: Plan, base: Path, faults: tuple[Fault, ...], checkpoint_uri: 
     extra = {"s3_requests": stats["requests"], "s3_faults_injected": stats["injected"]} if endpoint else {}
     return LocalJob(config=config, run=record, chaos=tuple(str(f) for f in faults), verify_run=checked,
                     processes_per_host=options["nproc"], estimate_usd=plan.sizing.expected_usd(),
-                    checkpoint_uri=listed_uri, extra=extra)
+                    checkpoint_uri=listed_uri, verification=_verification(record, checked, config.hosts),
+                    extra=extra)
+
+
+def _verification(record: RunRecord, checked: RunRecord | None, hosts: Iterable[str]) -> Verification | None:
+    """sm_dist's model hashes when both runs printed one, else the weight files in the model folders."""
+    if checked is None:
+        return None
+    return (verify.by_hash(record.progress.model_sha256, checked.progress.model_sha256)
+            or verify.compare_hosts(record.root / "hosts", checked.root / "hosts", list(hosts)))
 
 
 #: The name `sm_dist.local.run_local` had before the backends became peers.

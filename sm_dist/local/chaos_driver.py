@@ -1,11 +1,13 @@
 """Apply chaos faults to a running attempt, and watch torchrun's in-job restarts.
 
 The log readers report steps (`on_step`, any thread) and fire a due fault at once: SIGKILL to
-one random worker, or SIGTERM to every host's first process (spot). The attempt's main loop
-calls `tick()` a few times a second, which retries a kill that found no worker and reports a
-spot interruption, so the runner waits out the grace period and restarts the job. The same loop samples TORCHELASTIC_RESTART_COUNT of the live
-workers: the largest value seen on any host is the number of in-job restarts (torchrun counts
-per agent; a host restarted by a membership change keeps 0 — docs/PLATFORM.md §2.3).
+one random worker, or SIGTERM to every host's first process (spot). Timed faults (`kill:20s`)
+fall due that many seconds after the job's first worker process was seen. The attempt's main
+loop calls `tick()` a few times a second, which fires timed faults, retries a kill that found no
+worker and reports a spot interruption, so the runner waits out the grace period and restarts
+the job. The same loop samples the live workers: the largest TORCHELASTIC_RESTART_COUNT seen on
+any host is the number of in-job restarts (torchrun counts per agent; a host restarted by a
+membership change keeps 0 — docs/PLATFORM.md §2.3), and `pgwatch` notes which joined a process group.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ import os
 import random
 import signal
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 from sm_dist.local import procs
 from sm_dist.local.agent import HostAgent
 from sm_dist.local.chaos import Fault
+from sm_dist.local.pgwatch import GroupWatch
 
 _log = logging.getLogger(__name__)
 
@@ -29,7 +33,11 @@ class ChaosDriver:
 
     def __init__(self, faults: Sequence[Fault], rng: random.Random | None = None,
                  s3_fault_switch: Callable[[float], None] | None = None) -> None:
-        self._pending = [f for f in faults if f.kind in ("kill", "sigterm")]
+        self._pending = [f for f in faults if f.kind in ("kill", "sigterm") and not f.timed]
+        self._timed = [f for f in faults if f.timed]
+        self.workers_started: float | None = None  # monotonic time the first worker was seen
+        self.group = GroupWatch()
+        self.live: dict[str, int] = {}  # host -> its workers at the last tick
         # s3-faults start with training (the first step line), so they overlap checkpoint uploads
         self._s3 = [f for f in faults if f.kind == "s3-faults"] if s3_fault_switch else []
         self._s3_switch = s3_fault_switch
@@ -84,16 +92,23 @@ class ChaosDriver:
 
     def tick(self, agents: Sequence[HostAgent]) -> bool:
         """Fire due faults; return True when the whole job must be interrupted (spot)."""
+        self._sample_workers(agents)
         with self._lock:
+            if self.workers_started is not None:
+                elapsed = time.monotonic() - self.workers_started
+                timed = [f for f in self._timed if elapsed >= (f.at_seconds or 0.0)]
+                self._timed = [f for f in self._timed if f not in timed]
+                self._due.extend(timed)
             due, self._due = self._due, []
         interrupt = False
         for fault in due:
             if fault.kind == "kill":
                 self._kill_one(agents, fault)
             else:
+                for agent in agents:
+                    agent.terminate()
                 self._fire(fault, "spot interruption: SIGTERM to every host's first process")
                 interrupt = True
-        self._sample_restarts(agents)
         return interrupt
 
     def _kill_one(self, agents: Sequence[HostAgent], fault: Fault) -> None:
@@ -112,9 +127,14 @@ class ChaosDriver:
             return
         self._fire(fault, f"SIGKILL to rank {worker.env.get('RANK')} (pid {worker.pid}) on {host}")
 
-    def _sample_restarts(self, agents: Sequence[HostAgent]) -> None:
+    def _sample_workers(self, agents: Sequence[HostAgent]) -> None:
         for agent in agents:
-            for worker in procs.workers(agent.token):
+            found = procs.workers(agent.token)
+            self.live[agent.host] = len(found)
+            for worker in found:
+                if self.workers_started is None:
+                    self.workers_started = time.monotonic()
                 count = worker.env.get("TORCHELASTIC_RESTART_COUNT", "0")
                 if count.isdigit():
                     self._this_attempt = max(self._this_attempt, int(count))
+                self.group.sample(agent.host, worker)

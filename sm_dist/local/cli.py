@@ -22,12 +22,16 @@ if TYPE_CHECKING:
 
 
 def add_local_flags(parser: argparse.ArgumentParser) -> None:
-    """--chaos, --verify, --local-root, --local-checkpoints, --grace-seconds (with --local)."""
+    """--chaos, --verify, --logs, --local-root, --local-checkpoints, --grace-seconds (with --local)."""
     group = parser.add_argument_group("local mode (with --local)")
     group.add_argument("--chaos", action="append", default=[], metavar="FAULT",
-                       help="kill:STEP, sigterm:STEP, crash-in-save:STEP or s3-faults[:SECONDS]; repeatable")
+                       help="kill:STEP, kill:SECONDSs, sigterm:STEP, sigterm:SECONDSs, crash-in-save:STEP or "
+                            "s3-faults[:SECONDS]; repeatable")
     group.add_argument("--verify", action="store_true",
-                       help="run the job again without chaos and compare the final model's sha256")
+                       help="run the job again without chaos and compare the final models (sm_dist's model hash, "
+                            "else the weight files in each host's model folder, tensor by tensor)")
+    group.add_argument("--logs", action="store_true",
+                       help="stream every host's output, prefixed [algo-N], instead of the compact progress view")
     group.add_argument("--local-root", metavar="DIR", help="folder for the hosts' /opt/ml and logs (default: temp)")
     group.add_argument("--local-checkpoints", metavar="DIR",
                        help="a folder standing in for the checkpoint S3 URI; a later run given the same folder "
@@ -39,7 +43,8 @@ def add_local_flags(parser: argparse.ArgumentParser) -> None:
 def check_local_flags(args: argparse.Namespace) -> None:
     """Refuse local-mode flags without --local."""
     if not getattr(args, "local", False):
-        given = (("--chaos", args.chaos), ("--verify", args.verify), ("--local-root", args.local_root),
+        given = (("--chaos", args.chaos), ("--verify", args.verify), ("--logs", args.logs),
+                 ("--local-root", args.local_root),
                  ("--local-checkpoints", args.local_checkpoints), ("--grace-seconds", args.grace_seconds))
         for flag, value in given:
             if value:
@@ -48,12 +53,13 @@ def check_local_flags(args: argparse.Namespace) -> None:
 
 def run_options(args: argparse.Namespace) -> dict[str, Any]:
     """The keyword arguments of `sm_dist.local.run` the flags ask for."""
-    options: dict[str, Any] = {"chaos": tuple(args.chaos), "verify": args.verify, "root": args.local_root}
+    options: dict[str, Any] = {"chaos": tuple(args.chaos), "verify": args.verify, "root": args.local_root,
+                               "view": not args.logs}
     if args.local_checkpoints:
         options["checkpoint_uri"] = str(Path(args.local_checkpoints).expanduser().resolve())
     if args.grace_seconds is not None:
         options["grace_seconds"] = args.grace_seconds
-    if args.json:  # keep stdout for the one JSON object; the hosts' logs go to stderr
+    if args.json:  # keep stdout for the one JSON object; the view or the hosts' logs go to stderr
         options["echo_stream"] = sys.stderr
     return options
 

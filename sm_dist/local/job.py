@@ -17,6 +17,7 @@ from sm_dist.local.config import LocalJobConfig
 from sm_dist.local.cost import LocalCost, local_cost
 from sm_dist.local.progress import Progress
 from sm_dist.local.runner import Outcome
+from sm_dist.local.verify import Verification
 
 #: A checkpoint step folder (checkpoint contract: step-000000120).
 _STEP_DIR = re.compile(r"^step-\d{9,}$")
@@ -34,6 +35,8 @@ class RunRecord:
     events: list[str] = field(default_factory=list)
     checkpoint_keys: dict[str, int] = field(default_factory=dict)
     """Files at the checkpoint URI when the run ended -> size (the local endpoint stops with the run)."""
+    warnings: list[str] = field(default_factory=list)
+    """What this run could not prove (pgwatch: world size, process group)."""
 
     @property
     def seconds(self) -> float:
@@ -51,6 +54,7 @@ class LocalJob:
     processes_per_host: int | None = None
     estimate_usd: float | None = None
     checkpoint_uri: str | None = None
+    verification: Verification | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -110,16 +114,21 @@ class LocalJob:
 
     @property
     def verified(self) -> bool | None:
-        """Whether the final model equals the chaos-free run's (None: not verified)."""
-        if self.verify_run is None:
-            return None
-        sha = self.run.progress.model_sha256
-        return sha is not None and sha == self.verify_run.progress.model_sha256
+        """Whether the final model equals the chaos-free run's (None: not verified, or nothing to compare)."""
+        return None if self.verification is None else self.verification.verified
+
+    @property
+    def chaos_missed(self) -> list[str]:
+        """Chaos specs given that never fired: the run proved nothing about them."""
+        return [c for c in self.chaos if c not in self.run.fired]
 
     @property
     def exit_code(self) -> int:
-        """0 when the job completed (and, if verified, matched the chaos-free run), else 1."""
-        return 0 if self.run.outcome.status == "Completed" and self.verified is not False else 1
+        """0 when the job completed, every chaos fault fired and, with --verify, the final model
+        matched the chaos-free run's; else 1."""
+        if self.run.outcome.status != "Completed" or self.chaos_missed:
+            return 1
+        return 0 if self.verify_run is None or self.verified is True else 1
 
     def __str__(self) -> str:
         from sm_dist.local.summary import render_summary
@@ -134,22 +143,29 @@ class LocalJob:
             "status": self.run.outcome.status,
             "hosts": self.config.instance_count,
             "processes_per_host": self.processes_per_host,
-            "steps": progress.final_step if progress.final_step is not None else progress.max_step,
+            "steps": progress.steps,
             "restarts": run.outcome.job_restarts + run.in_job_restarts,
             "job_restarts": run.outcome.job_restarts,
             "in_job_restarts": run.in_job_restarts,
             "resumed_from": list(progress.resumed_from),
+            "steps_went_back": [{"host": h, "from": a, "to": b} for h, a, b in progress.went_back],
             "model_sha256": progress.model_sha256,
             "verified": self.verified,
+            "verify_result": self.verification.result if self.verification else None,
+            "verify_detail": self.verification.detail if self.verification else None,
             "verify_model_sha256": self.verify_run.progress.model_sha256 if self.verify_run else None,
             "chaos": list(self.chaos),
             "chaos_fired": run.fired,
+            "chaos_missed": self.chaos_missed,
             "chaos_events": run.events,
             "checkpoint_uri": self.checkpoint_uri,
             "checkpoint_files": len(run.checkpoint_keys),
             "checkpoints_committed": [c.step for c in self.checkpoints() if c.committed],
             "wall_seconds": round(run.seconds, 1),
             "failures": dict(run.outcome.failures),
+            "error": run.outcome.error,
+            "logs": str(run.root / "logs"),
+            "warnings": list(run.warnings),
             "stopped_reason": run.outcome.stopped_reason,
             "root": str(run.root),
             "cost": self.cost().to_dict(),

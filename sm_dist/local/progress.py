@@ -1,8 +1,15 @@
-"""Follow a job's progress from its log lines (the metric-line contract, ARCHITECTURE.md).
+"""Follow a job's progress from its log lines, whatever script runs.
 
-Rank 0 prints `[sm_dist] step=N ...` per logged step and, at the end,
-`[sm_dist] final step=N model_sha256=<hex>`. Local mode needs nothing else from the workload:
-a step number lower than or equal to one already seen means the run resumed from a checkpoint.
+sm_dist's own entrypoints print `[sm_dist] step=N ...` per logged step, `[sm_dist] resumed
+step=N` after a restore and `[sm_dist] final step=N model_sha256=<hex>` at the end (the
+metric-line contract, ARCHITECTURE.md). Other scripts print none of these, so two common loggers
+are read too, cheaply and per host:
+- a tqdm bar (`…| 12/100 [00:03<…`), which Hugging Face's Trainer also draws for its steps. The
+  first bar total a host shows is taken as the training bar; bars of other totals (evaluation,
+  downloads) are ignored;
+- Hugging Face Trainer's log dicts (`{'loss': 0.69, ..., 'epoch': 0.5}`): the last loss and epoch.
+What is not seen stays unknown (None): no figure is guessed. A host whose step goes backwards
+resumed (or restarted from scratch): both steps are recorded.
 """
 
 from __future__ import annotations
@@ -16,17 +23,34 @@ STEP_RE = re.compile(r"\[sm_dist\] step=(\d+)\b")
 FINAL_RE = re.compile(r"\[sm_dist\] final step=(\d+) model_sha256=([0-9a-f]{64})")
 #: Printed by rank 0 after a restore: "[sm_dist] resumed step=N epoch=E" (sm_dist/runtime/train.py).
 RESUME_RE = re.compile(r"\[sm_dist\] resumed(?: from)? step=(\d+)")
+#: tqdm's default bar: "{desc}: {percentage}|{bar}| {n}/{total} [{elapsed}<{remaining}, {rate}]".
+TQDM_RE = re.compile(r"\|\s*(\d+)/(\d+)\s+\[")
+#: Hugging Face Trainer's printed log dict, e.g. {'loss': 0.6931, 'grad_norm': 1.2, 'epoch': 0.5}.
+HF_LOG_RE = re.compile(r"^\s*\{'loss': (?P<loss>[-0-9.eE+na]+),.*'epoch': (?P<epoch>[0-9.eE+-]+)\}\s*$")
+
+
+@dataclass
+class HostProgress:
+    """What one host's log said so far."""
+
+    step: int | None = None
+    bar_total: int | None = None
+    loss: str | None = None
+    epoch: str | None = None
 
 
 @dataclass
 class Progress:
     """What the logs said so far. Thread-safe: every host's reader thread feeds it."""
 
-    last_step: int = 0
-    max_step: int = 0
+    last_step: int | None = None
+    max_step: int | None = None
     final_step: int | None = None
     model_sha256: str | None = None
     resumed_from: list[int] = field(default_factory=list)
+    went_back: list[tuple[str, int, int]] = field(default_factory=list)
+    """(host, step before, step after) each time a host's step went backwards."""
+    hosts: dict[str, HostProgress] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _listeners: list[Callable[[int], None]] = field(default_factory=list, repr=False)
 
@@ -34,8 +58,8 @@ class Progress:
         """Call `listener(step)` for every step line (from the reader threads)."""
         self._listeners.append(listener)
 
-    def feed(self, line: str) -> None:
-        """Consume one log line of any host."""
+    def feed(self, line: str, host: str = "") -> None:
+        """Consume one log line of `host`."""
         final = FINAL_RE.search(line)
         if final:
             with self._lock:
@@ -46,15 +70,42 @@ class Progress:
             with self._lock:
                 self.resumed_from.append(int(resumed.group(1)))
             return
+        step = self._step_of(line, host)
+        if step is not None:
+            self._record(host, step)
+
+    def _step_of(self, line: str, host: str) -> int | None:
         match = STEP_RE.search(line)
-        if match is None:
-            return
-        step = int(match.group(1))
+        if match:
+            return int(match.group(1))
         with self._lock:
+            state = self.hosts.setdefault(host, HostProgress())
+            bar = TQDM_RE.search(line)
+            if bar:
+                total = int(bar.group(2))
+                if state.bar_total is None:
+                    state.bar_total = total
+                return int(bar.group(1)) if total == state.bar_total and int(bar.group(1)) > 0 else None
+            hf = HF_LOG_RE.match(line)
+            if hf:
+                state.loss, state.epoch = hf.group("loss"), hf.group("epoch")
+        return None
+
+    def _record(self, host: str, step: int) -> None:
+        with self._lock:
+            state = self.hosts.setdefault(host, HostProgress())
+            if state.step is not None and step < state.step:
+                self.went_back.append((host, state.step, step))
+            state.step = step
             self.last_step = step
-            self.max_step = max(self.max_step, step)
+            self.max_step = step if self.max_step is None else max(self.max_step, step)
         for listener in list(self._listeners):
             listener(step)
+
+    @property
+    def steps(self) -> int | None:
+        """The job's last step: the final line's, else the largest seen; None when no step was seen."""
+        return self.final_step if self.final_step is not None else self.max_step
 
     def new_attempt(self) -> None:
         """A whole-job restart: the final line of an earlier attempt no longer counts."""

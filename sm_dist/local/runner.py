@@ -26,6 +26,7 @@ from sm_dist.local.chaos import Fault
 from sm_dist.local.chaos_driver import ChaosDriver
 from sm_dist.local.ckpt_sync import CheckpointSync
 from sm_dist.local.config import LocalJobConfig
+from sm_dist.local.failure import real_error
 from sm_dist.local.hostenv import host_environment
 from sm_dist.local.layout import HostRoot, create_host_root, remap
 from sm_dist.local.progress import Progress
@@ -66,6 +67,7 @@ class Outcome:
     failures: dict[str, str] = field(default_factory=dict)  # host -> output/failure
     restored_files: list[int] = field(default_factory=list)  # per attempt
     stopped_reason: str | None = None  # "MaxRuntimeExceeded" when the time limit stopped it
+    error: str | None = None  # the failing worker's own error line, host and rank (from the logs)
     started: float = field(default_factory=time.time)
     ended: float | None = None
 
@@ -85,6 +87,7 @@ class RunSettings:
     s3_fault_switch: Callable[[float], None] | None = None  # fail the endpoint for N seconds
     max_runtime_s: float | None = None  # StoppingCondition.MaxRuntimeInSeconds, over all attempts
     nproc_per_host: int | None = None  # worker processes per host, when known (thread budget)
+    on_tick: Callable[[LocalRunner], None] | None = None  # the live view, called every supervise tick
 
 
 class LocalRunner:
@@ -95,6 +98,7 @@ class LocalRunner:
         self.settings = settings
         self.progress = Progress()
         self.chaos = ChaosDriver(settings.faults, s3_fault_switch=settings.s3_fault_switch)
+        self.chaos.group.expected_world_size = self._workers()
         self.progress.on_step(self.chaos.on_step)
         self.outcome = Outcome()
         self.agents: list[HostAgent] = []
@@ -105,7 +109,7 @@ class LocalRunner:
         if hook:  # the checkpointer's SM_DIST_FAULT hook fired (chaos crash-in-save)
             self.chaos.fired.append(hook.group(1))
             self.chaos.events.append(f"{hook.group(1)}: the checkpointer's fault hook killed a rank on {host}")
-        self.progress.feed(line)
+        self.progress.feed(line, host)
         self.settings.on_line(host, line)
 
     def run(self) -> Outcome:
@@ -135,6 +139,9 @@ class LocalRunner:
                 self.outcome.failures[layout.host] = text[:FAILURE_CHARS]
         if not ok and not self.outcome.failures:
             self.outcome.failures = {h: f"exit code {c}" for h, c in last.items() if c != 0}
+        if not ok:
+            found = real_error({layout.host: self.log_path(layout.host) for layout in self.layouts})
+            self.outcome.error = found.line() if found else None
         self.outcome.ended = time.time()
 
     def _attempt(self, attempt: int) -> tuple[dict[str, int], bool]:
@@ -152,7 +159,7 @@ class LocalRunner:
             codes = self._stop_all(self.settings.grace_seconds)
             if sync is not None:
                 sync.stop(flush=True)
-        _log.info("attempt %d ended: %s%s", attempt, codes, " (interrupted)" if interrupted else "")
+        _log.debug("attempt %d ended: %s%s", attempt, codes, " (interrupted)" if interrupted else "")
         return codes, interrupted
 
     def _start_sync(self, attempt: int) -> CheckpointSync | None:
@@ -180,7 +187,6 @@ class LocalRunner:
         if crash and attempt == 0:
             extra["SM_DIST_FAULT"] = str(crash[0])
         master_port = free_port()
-        log_dir = self.settings.job_root / "logs"
         agents = []
         for layout in self.layouts:
             env = host_environment(self.config, layout, master_port, extra)
@@ -189,9 +195,13 @@ class LocalRunner:
                     for a in self.config.container_command]
             code_dir = layout.channel_dir("code")
             cwd = code_dir if code_dir.is_dir() else layout.root
-            agents.append(HostAgent(layout.host, argv, env, cwd=cwd, log_path=log_dir / f"{layout.host}.log",
+            agents.append(HostAgent(layout.host, argv, env, cwd=cwd, log_path=self.log_path(layout.host),
                                     on_line=self._on_line))
         return agents
+
+    def log_path(self, host: str) -> Path:
+        """Where a host's output goes (every attempt appends)."""
+        return self.settings.job_root / "logs" / f"{host}.log"
 
     def _workers(self) -> int:
         per_host = self.settings.extra_env.get("SM_DIST_NPROC_PER_NODE") or self.settings.nproc_per_host or 1
@@ -202,6 +212,8 @@ class LocalRunner:
         while True:
             if self.chaos.tick(self.agents):
                 return True
+            if self.settings.on_tick is not None:
+                self.settings.on_tick(self)
             codes = [agent.poll() for agent in self.agents]
             if all(code is not None for code in codes):
                 return False

@@ -17,7 +17,15 @@ def test_parse_all_kinds() -> None:
     assert str(faults[2]) == "crash-in-save:4"
 
 
-@pytest.mark.parametrize("bad", ["kil:5", "kill", "kill:0", "kill:x", "sigterm:-1", "s3-faults:0", ""])
+def test_timed_faults() -> None:
+    kill, spot = parse_faults(["kill:20s", "SIGTERM:1.5s"])
+    assert kill == Fault("kill", at_seconds=20.0) and kill.timed and str(kill) == "kill:20s"
+    assert spot == Fault("sigterm", at_seconds=1.5) and str(spot) == "sigterm:1.5s"
+    assert not parse_faults(["kill:20"])[0].timed
+
+
+@pytest.mark.parametrize("bad", ["kil:5", "kill", "kill:0", "kill:x", "sigterm:-1", "s3-faults:0", "",
+                                 "kill:0s", "kill:1.2.3s", "kill:s", "crash-in-save:3s", "s3-faults:2s"])
 def test_bad_specs_name_the_fix(bad: str) -> None:
     with pytest.raises(ConfigError, match="chaos"):
         parse_faults([bad])

@@ -1,0 +1,77 @@
+"""`--verify`: does the chaos run end with the same model as the uninterrupted run?
+
+Two sources, best first: sm_dist's own `[sm_dist] final step=N model_sha256=H` line (both runs
+printed one), else the weight files each host left in its model folder (`/opt/ml/model`),
+compared tensor by tensor by `python -m sm_dist.runtime.weights_compare` — a subprocess, because
+reading tensors needs torch and local mode (launch world) never imports it. Nothing to compare
+is "cannot compare", never a difference.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+IDENTICAL, DIFFERS, CANNOT = "identical", "differs", "cannot compare"
+#: The runtime-world module that loads and compares the tensors.
+COMPARE_MODULE = "sm_dist.runtime.weights_compare"
+_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verification:
+    """The answer of --verify."""
+
+    result: str  # identical | differs | cannot compare
+    detail: str
+
+    @property
+    def verified(self) -> bool | None:
+        return {IDENTICAL: True, DIFFERS: False}.get(self.result)
+
+
+def _has_weights(folder: Path) -> bool:
+    return folder.is_dir() and any(p.suffix in _SUFFIXES for p in folder.rglob("*") if p.is_file())
+
+
+def by_hash(sha_run: str | None, sha_verify: str | None) -> Verification | None:
+    """From sm_dist's model hash lines; None when either run printed none."""
+    if sha_run is None or sha_verify is None:
+        return None
+    if sha_run == sha_verify:
+        return Verification(result=IDENTICAL, detail=f"model sha256 {sha_run[:12]}… in both runs")
+    return Verification(result=DIFFERS, detail=f"model sha256 {sha_run[:12]}… vs {sha_verify[:12]}…")
+
+
+def compare_dirs(run_dir: Path, verify_dir: Path) -> Verification:
+    """Compare two model folders through the runtime module (a subprocess with this interpreter)."""
+    proc = subprocess.run([sys.executable, "-m", COMPARE_MODULE, str(run_dir), str(verify_dir)],
+                          capture_output=True, text=True, check=False)
+    try:
+        answer = json.loads(proc.stdout.strip().splitlines()[-1])
+        return Verification(result=answer["result"], detail=answer["detail"])
+    except (IndexError, ValueError, KeyError):
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return Verification(result=CANNOT, detail=f"the weight comparison failed: {last}")
+
+
+def compare_hosts(run_hosts: Path, verify_hosts: Path, hosts: list[str]) -> Verification:
+    """Every host's model folder of both runs; hosts with weights in neither run are skipped."""
+    answers = []
+    for host in hosts:
+        a, b = run_hosts / host / "model", verify_hosts / host / "model"
+        if not _has_weights(a) and not _has_weights(b):
+            continue
+        answer = compare_dirs(a, b)
+        answers.append(Verification(result=answer.result, detail=f"{host}: {answer.detail}"))
+    if not answers:
+        return Verification(result=CANNOT, detail="no weight file (.safetensors, .pt, .pth, .bin) in any host's "
+                                                  "model folder and no sm_dist model hash")
+    for result in (DIFFERS, CANNOT):
+        worst = [a for a in answers if a.result == result]
+        if worst:
+            return worst[0]
+    return Verification(result=IDENTICAL, detail="; ".join(a.detail for a in answers))

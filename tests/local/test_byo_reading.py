@@ -1,0 +1,154 @@
+"""What local mode reads from a script it did not write: steps, errors, weights, process groups.
+
+Sample lines are the shapes the loggers print (tqdm's bar, Hugging Face Trainer's log dict,
+torchrun's `[rankN]:` prefixed traceback, argparse's usage error).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from sm_dist.local.failure import errors_in, real_error
+from sm_dist.local.pgwatch import GroupWatch
+from sm_dist.local.procs import ProcInfo
+from sm_dist.local.progress import Progress
+from sm_dist.local.verify import CANNOT, DIFFERS, IDENTICAL, by_hash, compare_hosts
+
+
+def test_tqdm_bar_steps_and_going_back() -> None:
+    progress = Progress()
+    seen: list[int] = []
+    progress.on_step(seen.append)
+    for line in ["  0%|          | 0/40 [00:00<?, ?it/s]", " 10%|█         | 4/40 [00:01<00:09,  3.9it/s]",
+                 "Evaluating: 100%|██████████| 90/90 [00:02<00:00, 40.0it/s]",  # another bar: ignored
+                 " 20%|██        | 8/40 [00:02<00:08,  3.9it/s]"]:
+        progress.feed(line, "algo-1")
+    progress.feed(" 15%|█▌        | 6/40 [00:00<?, ?it/s]", "algo-1")  # restarted from a checkpoint
+    progress.feed(" 10%|█         | 4/40 [00:01<00:09,  3.9it/s]", "algo-2")  # another host: not backwards
+    assert seen == [4, 8, 6, 4] and progress.steps == 8
+    assert progress.went_back == [("algo-1", 8, 6)]
+
+
+def test_hf_log_dict_and_sm_dist_lines() -> None:
+    progress = Progress()
+    progress.feed("{'loss': 1.3862, 'grad_norm': 0.52, 'learning_rate': 4.5e-05, 'epoch': 0.25}", "algo-1")
+    assert progress.hosts["algo-1"].loss == "1.3862" and progress.hosts["algo-1"].epoch == "0.25"
+    assert progress.steps is None  # a log dict names no step: unknown, not 0
+    progress.feed("[sm_dist] step=12 loss=0.5", "algo-1")
+    progress.feed("[sm_dist] resumed step=8 epoch=1", "algo-1")
+    progress.feed("[sm_dist] final step=16 model_sha256=" + "a" * 64, "algo-1")
+    assert progress.steps == 16 and progress.resumed_from == [8] and progress.model_sha256 == "a" * 64
+
+
+TORCHRUN_FAILURE = """\
+[rank1]: Traceback (most recent call last):
+[rank1]:   File "/x/train.py", line 18, in main
+[rank1]:     raise ValueError(f"loss went NaN at step {step}")
+[rank1]: ValueError: loss went NaN at step 3
+E1123 22:48:05.650000 27908 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1)
+Traceback (most recent call last):
+  File "/venv/bin/torchrun", line 8, in <module>
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+Root Cause (first observed failure):
+[0]:
+  rank      : 1 (local_rank: 0)
+  exitcode  : 1 (pid: 27973)
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+"""
+PEER_FAILURE = """\
+[rank0]: Traceback (most recent call last):
+[rank0]:   File "/x/train.py", line 19, in main
+[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:1
+torch.distributed.elastic.rendezvous.api.RendezvousClosedError
+"""
+
+
+def test_the_worker_error_not_torchruns(tmp_path: Path) -> None:
+    (tmp_path / "algo-1.log").write_text(PEER_FAILURE)
+    (tmp_path / "algo-2.log").write_text(TORCHRUN_FAILURE)
+    found = real_error({"algo-1": tmp_path / "algo-1.log", "algo-2": tmp_path / "algo-2.log"})
+    assert found is not None and found.line() == "ValueError: loss went NaN at step 3  (algo-2, rank 1)"
+    only_peer = real_error({"algo-1": tmp_path / "algo-1.log"})
+    assert only_peer is not None and only_peer.collateral and only_peer.text.startswith("RuntimeError: ")
+    assert real_error({"algo-1": tmp_path / "missing.log"}) is None
+
+
+def test_argparse_and_missing_module_lines() -> None:
+    usage = errors_in("algo-1", ["usage: train.py [-h] [--steps STEPS]",
+                                 "train.py: error: unrecognized arguments: --bogus-flag 1"])
+    assert [e.text for e in usage] == ["train.py: error: unrecognized arguments: --bogus-flag 1"]
+    missing = errors_in("algo-1", ["Traceback (most recent call last):", '  File "m.py", line 2, in <module>',
+                                   "    import torchvision", "ModuleNotFoundError: No module named 'torchvision'"])
+    assert [e.text for e in missing] == ["ModuleNotFoundError: No module named 'torchvision'"]
+
+
+def _save_safetensors(path: Path, tensors: dict[str, bytes]) -> None:
+    header, offset = {}, 0
+    for name, data in tensors.items():
+        header[name] = {"dtype": "F32", "shape": [len(data) // 4], "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"".join(tensors.values()))
+
+
+def _model_dir(root: Path, host: str) -> Path:
+    folder = root / host / "model"
+    folder.mkdir(parents=True)
+    return folder
+
+
+def test_verify_compares_weight_files_tensor_by_tensor(tmp_path: Path) -> None:
+    state = {"MODEL_STATE": {"w": torch.arange(6.0).reshape(2, 3), "b": torch.zeros(2)}, "EPOCHS_RUN": 4}
+    run, same, other, empty = (tmp_path / n for n in ("run", "same", "other", "empty"))
+    for root in (run, same, other):
+        torch.save(state, _model_dir(root, "algo-1") / "snapshot.pt")
+        _save_safetensors(_model_dir(root, "algo-2") / "model.safetensors", {"x": struct.pack("<2f", 1.0, 2.0)})
+    changed = {"MODEL_STATE": {**state["MODEL_STATE"], "b": torch.tensor([0.0, 1e-7])}, "EPOCHS_RUN": 4}
+    torch.save(changed, other / "algo-1" / "model" / "snapshot.pt")
+    hosts = ["algo-1", "algo-2"]
+    assert compare_hosts(run, same, hosts).result == IDENTICAL
+    differs = compare_hosts(run, other, hosts)
+    assert differs.result == DIFFERS and "MODEL_STATE.b" in differs.detail and "algo-1" in differs.detail
+    _save_safetensors(other / "algo-2" / "model" / "model.safetensors", {"x": struct.pack("<2f", 1.0, 2.5)})
+    torch.save(state, other / "algo-1" / "model" / "snapshot.pt")
+    assert compare_hosts(run, other, hosts).detail.startswith("algo-2: model.safetensors: 'x'")
+    nothing = compare_hosts(empty, empty, hosts)
+    assert nothing.result == CANNOT and nothing.verified is None
+    _model_dir(empty, "algo-1")
+    assert compare_hosts(run, empty, hosts).result == CANNOT  # weights in one run only: no comparison
+    assert by_hash("a" * 64, "a" * 64).result == IDENTICAL and by_hash("a" * 64, None) is None  # type: ignore[union-attr]
+
+
+@pytest.fixture
+def listener() -> subprocess.Popen[str]:
+    """A child process holding a socket on a free port (stands in for a worker's store connection)."""
+    child = subprocess.Popen([sys.executable, "-c", (
+        "import socket,sys; s=socket.socket(); s.bind(('127.0.0.1',0)); s.listen();"
+        "print(s.getsockname()[1], flush=True); sys.stdin.read()")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True)
+    yield child
+    child.kill()
+    child.wait()
+
+
+def test_group_watch_sees_the_store_socket(listener: subprocess.Popen[str]) -> None:
+    assert listener.stdout is not None
+    port = int(listener.stdout.readline())
+    with socket.socket() as spare:
+        spare.bind(("127.0.0.1", 0))
+        unused = spare.getsockname()[1]
+    watch = GroupWatch(expected_world_size=2)
+    watch.sample("algo-1", ProcInfo(listener.pid, 1, {"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": str(port)}))
+    assert watch.warnings() == []
+    watch.sample("algo-2", ProcInfo(listener.pid, 1, {"RANK": "1", "WORLD_SIZE": "4", "MASTER_PORT": str(unused)}))
+    warnings = watch.warnings()
+    assert len(warnings) == 2 and "WORLD_SIZE=4" in warnings[0] and "rank 1 on algo-2" in warnings[1]
