@@ -24,7 +24,7 @@ from sm_dist.local import from_plan, verify
 from sm_dist.local.chaos import Fault, parse_faults
 from sm_dist.local.ckpt_sync import DEFAULT_INTERVAL
 from sm_dist.local.config import SAGEMAKER_GRACE_SECONDS, LocalJobConfig
-from sm_dist.local.job import LocalJob, RunRecord
+from sm_dist.local.job import LocalJob, RunRecord, store_manifests
 from sm_dist.local.runner import (
     DEFAULT_MAX_JOB_RESTARTS,
     LocalRunner,
@@ -121,6 +121,7 @@ def _one_run(plan: Plan, root: Path, label: str, faults: tuple[Fault, ...], endp
         view.tick(runner, final=True)
     record = RunRecord(outcome, runner.progress, runner.chaos.in_job_restarts, runner.chaos.fired, root,
                        events=runner.chaos.events, checkpoint_keys=store_keys(store),
+                       checkpoint_manifests=store_manifests(store),
                        warnings=runner.chaos.group.warnings())
     return record, config, listed_uri
 

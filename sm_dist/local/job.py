@@ -7,20 +7,21 @@ lines, CheckpointInfo, a cost with `.usd`); summary() is what `sm-dist fit --loc
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator
+import logging
+import tempfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sm_dist.contract.checkpoint import MANIFEST_NAME, committed_manifest, parse_step
 from sm_dist.local.config import LocalJobConfig
 from sm_dist.local.cost import LocalCost, local_cost
 from sm_dist.local.progress import Progress
 from sm_dist.local.runner import Outcome
 from sm_dist.local.verify import Verification
 
-#: A checkpoint step folder (checkpoint contract: step-000000120).
-_STEP_DIR = re.compile(r"^step-\d{9,}$")
+_log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -35,6 +36,8 @@ class RunRecord:
     events: list[str] = field(default_factory=list)
     checkpoint_keys: dict[str, int] = field(default_factory=dict)
     """Files at the checkpoint URI when the run ended -> size (the local endpoint stops with the run)."""
+    checkpoint_manifests: dict[str, bytes] = field(default_factory=dict)
+    """Step folder -> its manifest's bytes when the run ended (what decides "committed")."""
     warnings: list[str] = field(default_factory=list)
     """What this run could not prove (pgwatch: world size, process group)."""
 
@@ -91,22 +94,8 @@ class LocalJob:
 
     def checkpoints(self) -> list[Any]:
         """Step folders at the checkpoint URI when the job ended, newest first, as the cloud
-        `Job.checkpoints()` lists them (`CheckpointInfo`; committed = its manifest is there)."""
-        from sm_dist.launch.checkpoints import MANIFEST_NAME, CheckpointInfo
-
-        steps: dict[str, list[tuple[str, int]]] = {}
-        for key, size in self.run.checkpoint_keys.items():
-            folder, _, rest = key.partition("/")
-            if _STEP_DIR.match(folder) and rest:
-                steps.setdefault(folder, []).append((rest, size))
-        uri = (self.checkpoint_uri or "").rstrip("/")
-        infos = [
-            CheckpointInfo(step=int(folder[len("step-"):]), uri=f"{uri}/{folder}/",
-                           committed=any(name == MANIFEST_NAME for name, _ in files),
-                           total_bytes=sum(size for _, size in files), files=len(files))
-            for folder, files in steps.items()
-        ]
-        return sorted(infos, key=lambda info: info.step, reverse=True)
+        `Job.checkpoints()` lists them (`CheckpointInfo`; committed = its manifest is there and parses)."""
+        return list_checkpoints(self.checkpoint_uri or "", self.run.checkpoint_keys, self.run.checkpoint_manifests)
 
     def cost(self) -> LocalCost:
         """0 $ here, and the same wall-clock time priced on the chosen SageMaker instances."""
@@ -172,3 +161,42 @@ class LocalJob:
             "estimate_usd": self.estimate_usd,
             **self.extra,
         }
+
+
+def list_checkpoints(uri: str, keys: Mapping[str, int], manifests: Mapping[str, bytes]) -> list[Any]:
+    """Step folders among `keys` (relative key -> size), newest first, with the contract's "committed"
+    (`committed_manifest`: the manifest is there and parses), as the cloud listing reports them."""
+    from sm_dist.launch.checkpoints import checkpoint_info
+
+    steps: dict[tuple[int, str], list[int]] = {}
+    for key, size in keys.items():
+        folder, _, rest = key.partition("/")
+        step = parse_step(folder)
+        if step is not None and rest:
+            steps.setdefault((step, folder), []).append(size)
+    base = uri.rstrip("/")
+    infos = [
+        checkpoint_info(step, f"{base}/{folder}/",
+                        committed_manifest(manifests.get(folder), where=f"{base}/{folder}/{MANIFEST_NAME}"),
+                        total_bytes=sum(sizes), files=len(sizes))
+        for (step, folder), sizes in steps.items()
+    ]
+    return sorted(infos, key=lambda info: info.step, reverse=True)
+
+
+def store_manifests(store: Any) -> dict[str, bytes]:
+    """Step folder -> manifest bytes of every step at the store (read before its endpoint stops)."""
+    if store is None:
+        return {}
+    out: dict[str, bytes] = {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="sm-dist-manifests-") as tmp:
+            for key in store.list():
+                folder, _, rest = key.partition("/")
+                if rest == MANIFEST_NAME and parse_step(folder) is not None:
+                    dest = Path(tmp) / folder
+                    store.get(key, dest)
+                    out[folder] = dest.read_bytes()
+    except Exception as exc:  # noqa: BLE001 - a listing failure must not hide the run's result
+        _log.warning("cannot read the manifests at %s: %s", getattr(store, "uri", store), exc)
+    return out
