@@ -18,16 +18,15 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import MappingProxyType
 
 from sm_dist.container import slurm_nodes
 from sm_dist.contract.container import (
     CHECKPOINT_CONFIG,
-    INPUT_CONFIG_DIR,
     OPT_ML_ENV,
     natural_key,
     opt_ml_root,
+    read_config,
     read_resource_config,
     remap,
 )
@@ -164,18 +163,6 @@ def _int(env: Mapping[str, str], key: str, default: int | None = None) -> int:
         raise RuntimeEnvError(f"{key}={raw!r}: expected an integer") from None
 
 
-def _read_json(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise RuntimeEnvError(f"{path}: unreadable SageMaker config ({exc})") from None
-    if not isinstance(data, dict):
-        raise RuntimeEnvError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
-
-
 def _sagemaker_facts(env: Mapping[str, str], root: str) -> dict:
     """Hosts, directories and channels from SageMaker's env vars and config files."""
     resource = read_resource_config(root)
@@ -190,8 +177,7 @@ def _sagemaker_facts(env: Mapping[str, str], root: str) -> dict:
     current = resource.current_host if resource is not None else env.get("SM_CURRENT_HOST")
     if current and hosts and current not in hosts:
         raise RuntimeEnvError(f"current host {current!r} is not among the hosts {hosts}")
-    config = Path(remap(INPUT_CONFIG_DIR, root))
-    ckpt = (_read_json(config / CHECKPOINT_CONFIG) or {}).get("LocalPath") if on_sm else None
+    ckpt = (read_config(root, CHECKPOINT_CONFIG) or {}).get("LocalPath") if on_sm else None
     base = root if on_sm else "."
     channels = {
         key[len("SM_CHANNEL_"):].lower(): remap(value, root)

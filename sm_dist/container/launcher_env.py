@@ -26,8 +26,10 @@ from sm_dist.contract.container import (
     EFA_RDMA_TYPES,
     EFA_TYPES,
     INPUT_DATA_CONFIG,
+    RESOURCE_CONFIG,
+    config_path,
+    read_config,
     read_resource_config,
-    resource_config_path,
 )
 from sm_dist.errors import (  # LaunchFailure: reported via output/failure
     LaunchFailure,
@@ -94,7 +96,7 @@ def read_topology(root: Path, env: Mapping[str, str], spec: JobSpec, num_gpus: i
     except RuntimeEnvError as exc:
         raise LaunchFailure(f"cannot read {exc}") from None
     if config is None:
-        raise LaunchFailure(f"cannot read {resource_config_path(root)}: no such file")
+        raise LaunchFailure(f"cannot read {config_path(root, RESOURCE_CONFIG)}: no such file")
     hosts, current = config.hosts, config.current_host
     nproc = env.get("SM_DIST_NPROC_PER_NODE") or spec.nproc_per_node or num_gpus or 1
     rdzv_override = env.get("SM_DIST_RDZV_HOST")  # local mode: every "host" is this machine
@@ -197,10 +199,10 @@ def worker_env(env: Mapping[str, str], topo: Topology, root: Path, code_dir: Pat
 
 def _channels(root: Path) -> list[str]:
     try:
-        data = json.loads((root / "input" / "config" / INPUT_DATA_CONFIG).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = read_config(root, INPUT_DATA_CONFIG)
+    except RuntimeEnvError:
         return []
-    return sorted(data) if isinstance(data, dict) else []
+    return sorted(data or {})
 
 
 def wait_for_host(host: str, timeout: float = HOST_RESOLVE_TIMEOUT_S) -> None:

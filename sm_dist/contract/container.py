@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sm_dist.errors import RuntimeEnvError
 
@@ -97,21 +98,32 @@ class ResourceConfig:
     network_interface: str | None = None
 
 
-def resource_config_path(root: str | os.PathLike[str]) -> Path:
-    """Where resourceconfig.json lies under a container root."""
-    return Path(root) / "input" / "config" / RESOURCE_CONFIG
+def config_path(root: str | os.PathLike[str], name: str) -> Path:
+    """Where input/config/<name> (e.g. RESOURCE_CONFIG) lies under a container root."""
+    return Path(remap(INPUT_CONFIG_DIR, root)) / name
 
 
-def read_resource_config(root: str | os.PathLike[str]) -> ResourceConfig | None:
-    """resourceconfig.json under `root`; None when absent; RuntimeEnvError when malformed."""
-    path = resource_config_path(root)
+def read_config(root: str | os.PathLike[str], name: str) -> dict[str, Any] | None:
+    """The JSON object in input/config/<name> under `root`; None when absent; RuntimeEnvError when malformed."""
+    path = config_path(root, name)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
         raise RuntimeEnvError(f"{path}: unreadable SageMaker config ({exc})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("hosts"), list) or not data.get("current_host"):
+    if not isinstance(data, dict):
+        raise RuntimeEnvError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def read_resource_config(root: str | os.PathLike[str]) -> ResourceConfig | None:
+    """resourceconfig.json under `root`; None when absent; RuntimeEnvError when malformed."""
+    data = read_config(root, RESOURCE_CONFIG)
+    if data is None:
+        return None
+    path = config_path(root, RESOURCE_CONFIG)
+    if not isinstance(data.get("hosts"), list) or not data.get("current_host"):
         raise RuntimeEnvError(f"{path}: expected a JSON object with 'hosts' (a list) and 'current_host'")
     hosts = tuple(sorted((str(h) for h in data["hosts"]), key=natural_key))
     current = str(data["current_host"])
@@ -123,6 +135,6 @@ def read_resource_config(root: str | os.PathLike[str]) -> ResourceConfig | None:
 
 __all__ = [
     "CHECKPOINT_LOCAL_PATH", "CODE_DIR", "EFA_RDMA_TYPES", "EFA_TYPES", "FAILURE_FILE", "MODEL_DIR", "OPT_ML",
-    "OPT_ML_ENV", "RESOURCE_CONFIG", "SM_DIR_VARIABLES", "ResourceConfig", "natural_key", "opt_ml_root",
-    "read_resource_config", "remap",
+    "OPT_ML_ENV", "RESOURCE_CONFIG", "SM_DIR_VARIABLES", "ResourceConfig", "config_path", "natural_key",
+    "opt_ml_root", "read_config", "read_resource_config", "remap",
 ]
