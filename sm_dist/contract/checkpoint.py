@@ -29,6 +29,17 @@ _STEP_RE = re.compile(r"^step-(\d{9,})$")
 _HASH_CHUNK = 8 << 20  # read files in 8 MiB blocks: large enough to keep hashlib off the GIL
 
 
+#: File names inside a step folder (docs/ARCHITECTURE.md, "Contract: checkpoints").
+MODEL_DIR = "model"  # DCP files of a sharded checkpoint
+FULL_FILE = "model/full.pt"  # one full copy (replicated strategies), written by rank 0
+COMMON_FILE = "common.pt"  # scheduler, grad scaler, extras (same on every rank), rank 0
+
+
+def rng_file(rank: int) -> str:
+    """Per-rank RNG file (rank in the name: all hosts share one S3 prefix)."""
+    return f"rng/rank-{rank:05d}.pt"
+
+
 def step_dirname(step: int) -> str:
     """Folder name of a step's checkpoint, e.g. ``step-000000120``."""
     return f"step-{step:09d}"
@@ -210,7 +221,23 @@ class CheckpointSettings:
 
 
 __all__ = [
-    "DEFAULT_KEEP", "FORMAT", "MANIFEST_NAME", "MIN_KEEP", "CheckpointMode", "CheckpointSettings", "FileEntry",
-    "Manifest", "check_interval", "check_keep", "committed_manifest", "parse_mode", "parse_step", "sha256_file",
+    "COMMON_FILE",
+    "DEFAULT_KEEP",
+    "FORMAT",
+    "FULL_FILE",
+    "MANIFEST_NAME",
+    "MIN_KEEP",
+    "MODEL_DIR",
+    "CheckpointMode",
+    "CheckpointSettings",
+    "FileEntry",
+    "Manifest",
+    "check_interval",
+    "check_keep",
+    "committed_manifest",
+    "parse_mode",
+    "parse_step",
+    "rng_file",
+    "sha256_file",
     "step_dirname",
 ]

@@ -26,19 +26,22 @@ from torch.distributed.checkpoint import DefaultSavePlanner
 from torch.distributed.checkpoint.api import CheckpointException
 
 from sm_dist._version import __version__
+from sm_dist.contract.checkpoint import (
+    COMMON_FILE,
+    FULL_FILE,
+    MODEL_DIR,
+    FileEntry,
+    Manifest,
+    rng_file,
+    sha256_file,
+    step_dirname,
+)
 from sm_dist.errors import CheckpointError
 from sm_dist.runtime.checkpoint.faults import FaultHook
-from sm_dist.runtime.checkpoint.manifest import FileEntry, Manifest, sha256_file, step_dirname
 from sm_dist.runtime.checkpoint.retention import apply_retention
 from sm_dist.runtime.checkpoint.storage import Storage
 
 _log = logging.getLogger(__name__)
-
-#: File names inside a step folder.
-MODEL_DIR = "model"  # DCP files of a sharded checkpoint
-FULL_FILE = "model/full.pt"  # one full copy (replicated strategies), written by rank 0
-COMMON_FILE = "common.pt"  # scheduler, grad scaler, extras (same on every rank), rank 0
-
 
 #: Next to each DCP data file: sha256 of its fixed-size blocks, so a rank that needs a few entries
 #: of another rank's file (replicated values, a reshard) fetches and verifies only those blocks.
@@ -47,11 +50,6 @@ BLOCKS_SUFFIX = ".blocks.json"
 #: holds at most 65536 hashes (~4.4 MB of JSON; a 500 MB shard gets 8 KiB blocks).
 MIN_BLOCK_BYTES = 4 << 10
 MAX_BLOCKS = 65536
-
-
-def rng_file(rank: int) -> str:
-    """Per-rank RNG file (rank in the name: all hosts share one S3 prefix)."""
-    return f"rng/rank-{rank:05d}.pt"
 
 
 @dataclass(kw_only=True)
