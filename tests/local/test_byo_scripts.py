@@ -1,0 +1,84 @@
+"""Scripts nobody on the project wrote, under `sm-dist fit SCRIPT --source-dir DIR --local --instance-count 2`.
+
+The scripts in tests/local/byo/ are written as their communities write them: no sm_dist import,
+no sm_dist log line. Kept tiny (a few epochs of a 2-layer net) for 2 shared cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+BYO = Path(__file__).with_name("byo")
+
+
+def fit(tmp_path: Path, script: str, *flags: str) -> tuple[int, dict, str]:
+    """Run `sm-dist fit --local --json`; (exit code, summary, stderr)."""
+    src = tmp_path / "src"
+    src.mkdir(exist_ok=True)
+    shutil.copy(BYO / script, src / script)
+    argv = [sys.executable, "-m", "sm_dist.cli", "fit", script, "--source-dir", str(src), "--local",
+            "--instance-count", "2", "--instance-type", "ml.g5.xlarge", "--grace-seconds", "30",
+            "--local-root", str(tmp_path / "root"), "--json", *flags]
+    out = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, check=False)
+    try:
+        summary = json.loads(out.stdout)
+    except ValueError:
+        pytest.fail(f"no JSON summary (exit {out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}")
+    return out.returncode, summary, out.stderr
+
+
+def left_running(root: Path) -> list[int]:
+    """Processes still carrying an emulated host's /opt/ml of this job in their environment."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            env = (entry / "environ").read_bytes() if entry.name.isdigit() else b""
+        except OSError:
+            continue
+        if f"SM_DIST_OPT_ML={root}".encode() in env:
+            found.append(int(entry.name))
+    return found
+
+
+def test_ddp_snapshot_script_survives_a_timed_spot_interruption(tmp_path: Path) -> None:
+    """sigterm:12s: the job restarts on fresh hosts with the checkpoint folder restored, the script
+    resumes from its own snapshot, and --verify compares the model.pt both runs left."""
+    code, s, err = fit(tmp_path, "ddp_snapshot.py", "--hp", "total-epochs=10", "--hp", "epoch-sleep=1",
+                       "--env", "SM_CHECKPOINT_DIR=/opt/ml/checkpoints", "--chaos", "sigterm:12s", "--verify")
+    assert code == 0, (s, err[-4000:])
+    assert s["chaos_fired"] == ["sigterm:12s"] and s["job_restarts"] == 1
+    assert s["verify_result"] == "identical" and "algo-1" in s["verify_detail"]
+    assert s["steps"] is None and s["model_sha256"] is None  # it prints neither: unknown, not 0
+    assert s["warnings"] == []  # every worker was seen in the process group
+    logs = (tmp_path / "root" / "run" / "logs" / "algo-1.log").read_text()
+    assert "Resuming training from snapshot" in logs
+    assert left_running(tmp_path / "root" / "run") == []
+
+
+def test_a_fault_that_never_fired_fails_the_run(tmp_path: Path) -> None:
+    code, s, _ = fit(tmp_path, "trains_alone.py", "--hp", "steps=5", "--chaos", "kill:900s")
+    assert code == 1 and s["status"] == "Completed" and s["chaos_missed"] == ["kill:900s"]
+    # it never initialised a process group: the summary says so
+    assert any("never saw a process group" in w for w in s["warnings"]), s["warnings"]
+
+
+@pytest.mark.parametrize(("script", "flags", "expected"), [
+    ("raises_at_step.py", (), "ValueError: loss went NaN at step 3  (algo-2, rank 1)"),
+    ("raises_at_step.py", ("--hp", "bogus-flag=1"), "raises_at_step.py: error: unrecognized arguments: --bogus-flag 1"),
+    ("needs_torchvision.py", (), "ModuleNotFoundError: No module named 'torchvision_not_installed_here'"),
+])
+def test_the_real_error_once(tmp_path: Path, script: str, flags: tuple[str, ...], expected: str) -> None:
+    code, s, _ = fit(tmp_path, script, *flags)
+    assert code != 0 and s["status"] == "Failed"
+    assert s["error"].startswith(expected), s["error"]
+    assert s["logs"] == str(tmp_path / "root" / "run" / "logs")
+    assert left_running(tmp_path / "root" / "run") == []
+    assert os.path.isdir(s["logs"])
