@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from sm_dist.cli import main
+from sm_dist.contract.checkpoint import Manifest
 
 from .conftest import CKPT_BUCKET, ROLE_ARN
 
@@ -61,9 +62,12 @@ def test_launch_then_follow_up_commands(aws: str, source_dir: Path, capsys) -> N
     assert main(["cost", name, "--json"]) == 0
     cost = json.loads(capsys.readouterr().out)
     assert cost["instance_count"] == 2 and cost["spot"] is True and cost["max_cost_usd"] == pytest.approx(200, abs=0.05)
-    boto3.client("s3").put_object(Bucket=CKPT_BUCKET, Key="cli/step-000000007/manifest.json", Body=b"{}")
+    manifest = Manifest(step=7, epoch=0, world_size=2, sharded=False).to_json()
+    boto3.client("s3").put_object(Bucket=CKPT_BUCKET, Key="cli/step-000000007/manifest.json", Body=manifest)
+    boto3.client("s3").put_object(Bucket=CKPT_BUCKET, Key="cli/step-000000009/manifest.json", Body=b"{}")
     assert main(["checkpoints", name]) == 0
-    assert "step         7  committed" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "step         7  committed" in out and "step         9  NOT committed" in out  # {} is no manifest
     assert main(["logs", name]) == 0
     assert main(["status", "no-such-job"]) == 2
     assert "no such training job" in capsys.readouterr().err
