@@ -73,7 +73,8 @@ class LaunchConfig:
     """torchrun restarts of all workers after a worker failure (resume from the checkpoint)."""
     checkpoint_s3_uri: str | None = None
     """s3://bucket/prefix for checkpoints; required with spot."""
-    checkpoint_mode: CheckpointMode = CheckpointMode.AUTO
+    checkpoint_mode: str = CheckpointMode.AUTO
+    """A CheckpointMode once validated (annotated str: the CLI derives flag types from the annotations)."""
     checkpoint_interval_steps: int | None = None
     checkpoint_keep: int | None = None
     async_checkpoint: bool = False

@@ -105,3 +105,15 @@ def test_job_spec_json_keeps_its_shape() -> None:
                     "async_save": False}
     assert JobSpec.from_json(spec.to_json()) == spec
     assert JobSpec.from_dict({"entry": "t.py", "checkpoint": {"keep": None}}).checkpoint.keep is None
+
+
+@pytest.mark.parametrize(("flag", "value", "field"), [("--checkpoint-mode", "cloud", "checkpoint_mode='cloud'"),
+                                                      ("--checkpoint-keep", "1", "checkpoint_keep=1")])
+def test_cli_refuses_what_the_contract_refuses(capsys: pytest.CaptureFixture[str], flag: str, value: str,
+                                               field: str) -> None:
+    from sm_dist.cli import main
+
+    entrypoints = Path(__file__).parents[2] / "entrypoints"
+    assert main(["fit", "cnn.py", "--source-dir", str(entrypoints), "--local", "--dry-run", flag, value]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and field in err[0], err
