@@ -1,6 +1,6 @@
 """The quiet live view of `sm-dist fit --local`: one compact line for all hosts.
 
-Per host: its state (starting, N workers, waiting: its workers are gone but its first process
+Per host: its state (starting, running, waiting: its workers are gone but its first process
 is not, done, exit code), its step when its logs show one, and the newest entry of its
 checkpoint folder; for the job: elapsed time and restarts. (Chaos events are logged as they
 fire, by the chaos driver.) On a terminal the line is redrawn in place; elsewhere (a pipe,
@@ -55,8 +55,7 @@ class ProgressView:
         if workers:
             self._had_workers.add(agent.host)
         idle = "waiting" if agent.host in self._had_workers else "starting"
-        state = ("done" if code == 0 else f"exit {code}") if code is not None else (
-            f"{workers} workers" if workers else idle)
+        state = ("done" if code == 0 else f"exit {code}") if code is not None else ("running" if workers else idle)
         host = runner.progress.hosts.get(agent.host)
         step = f" step {host.step}" if host is not None and host.step is not None else ""
         ckpt = newest_entry(layout.container_path(runner.config.checkpoint_local_path))
@@ -68,7 +67,8 @@ class ProgressView:
             return
         hosts = [self._host_text(runner, i) for i in range(len(runner.agents))]
         restarts = runner.outcome.job_restarts + runner.chaos.in_job_restarts
-        key = (tuple(state for state, _ in hosts), restarts)
+        # "waiting" (between torchrun's restarts, or workers ending one by one) is not worth a line
+        key = (tuple("running" if state == "waiting" else state for state, _ in hosts), restarts)
         elapsed = time.monotonic() - self._started
         line = (f"{self._label}[{elapsed:5.0f} s] " + " | ".join(text for _, text in hosts)
                 + f" | restarts {restarts}")

@@ -152,3 +152,51 @@ def test_group_watch_sees_the_store_socket(listener: subprocess.Popen[str]) -> N
     watch.sample("algo-2", ProcInfo(listener.pid, 1, {"RANK": "1", "WORLD_SIZE": "4", "MASTER_PORT": str(unused)}))
     warnings = watch.warnings()
     assert len(warnings) == 2 and "WORLD_SIZE=4" in warnings[0] and "rank 1 on algo-2" in warnings[1]
+
+
+class _Agent:
+    def __init__(self, host: str, code: int | None) -> None:
+        self.host, self.code = host, code
+
+    def poll(self) -> int | None:
+        return self.code
+
+
+class _Layout:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def container_path(self, path: str) -> Path:
+        return self.root / path.removeprefix("/opt/ml/")
+
+
+def test_progress_view_prints_on_change_only(tmp_path: Path) -> None:
+    """Not a terminal: a line when a host's state or the restarts change, not for every tick."""
+    import io
+    from types import SimpleNamespace
+
+    from sm_dist.local.view import ProgressView
+
+    (tmp_path / "algo-1" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "algo-1" / "checkpoints" / "snapshot.pt").write_bytes(b"x")
+    (tmp_path / "algo-1" / "checkpoints" / "snapshot.pt.sagemaker-uploaded").write_bytes(b"")
+    progress = Progress()
+    progress.feed(" 10%|█         | 4/40 [00:01<00:09,  3.9it/s]", "algo-1")
+    runner = SimpleNamespace(
+        agents=[_Agent("algo-1", None), _Agent("algo-2", None)],
+        layouts=[_Layout(tmp_path / "algo-1"), _Layout(tmp_path / "algo-2")],
+        chaos=SimpleNamespace(live={"algo-1": 1, "algo-2": 0}, in_job_restarts=0),
+        outcome=SimpleNamespace(job_restarts=0), progress=progress,
+        config=SimpleNamespace(checkpoint_local_path="/opt/ml/checkpoints"),
+    )
+    out = io.StringIO()
+    view = ProgressView(out)
+    view.tick(runner)  # type: ignore[arg-type]
+    view.tick(runner)  # type: ignore[arg-type]
+    runner.chaos.live["algo-1"] = 0
+    runner.chaos.in_job_restarts = 1
+    view.tick(runner)  # type: ignore[arg-type]
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2, lines  # the second for the restart, not for "waiting"
+    assert lines[0].endswith("algo-1 running step 4 ckpt snapshot.pt | algo-2 starting | restarts 0")
+    assert lines[1].endswith("algo-1 waiting step 4 ckpt snapshot.pt | algo-2 starting | restarts 1")
