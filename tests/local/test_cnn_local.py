@@ -128,12 +128,12 @@ def test_workloads_with_sharded_strategies(tmp_path: Path, entry: str, strategy:
 
 
 def test_cli_fit_local_json(tmp_path: Path) -> None:
-    """`sm-dist fit --local --json`: one JSON object on stdout, the hosts' logs on stderr."""
+    """`sm-dist fit --local --json --logs`: one JSON object on stdout, the hosts' logs on stderr."""
     src = tmp_path / "src"
     src.mkdir()
     argv = [sys.executable, "-m", "sm_dist.cli", "fit", "cnn.py", "--local", "--json", "--source-dir", str(src),
             "--instance-type", "ml.g5.xlarge", "--instance-count", "2", "--nproc-per-node", "1",
-            "--hp", "steps=2", "--hp", "dataset-size=128", "--local-root", str(tmp_path / "root")]
+            "--hp", "steps=2", "--hp", "dataset-size=128", "--local-root", str(tmp_path / "root"), "--logs"]
     out = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-4000:]
     summary = json.loads(out.stdout)
