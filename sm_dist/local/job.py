@@ -71,7 +71,7 @@ class LocalJob:
         out = self.run.outcome
         restarts = out.job_restarts + self.run.in_job_restarts
         message = f"local: {self.config.instance_count} hosts, {restarts} restart(s)"
-        failure = "; ".join(f"{h}: {t.strip()}" for h, t in sorted(out.failures.items())) or None
+        failure = out.error or "; ".join(f"{h}: {t.strip()}" for h, t in sorted(out.failures.items())) or None
         return JobStatus(self.name, out.status, out.stopped_reason or out.status, message, failure)
 
     @property
