@@ -212,6 +212,9 @@ def _verification(record: RunRecord, checked: RunRecord | None, hosts: Iterable[
     """sm_dist's model hashes when both runs printed one, else the weight files in the model folders."""
     if checked is None:
         return None
+    if checked.outcome.status != "Completed":
+        return Verification(result=verify.CANNOT, detail=f"the uninterrupted run ended {checked.outcome.status}; "
+                                                         f"its logs: {checked.root / 'logs'}")
     return (verify.by_hash(record.progress.model_sha256, checked.progress.model_sha256)
             or verify.compare_hosts(record.root / "hosts", checked.root / "hosts", list(hosts)))
 

@@ -70,6 +70,13 @@ def test_a_fault_that_never_fired_fails_the_run(tmp_path: Path) -> None:
     assert any("never saw a process group" in w for w in s["warnings"]), s["warnings"]
 
 
+def test_a_timed_kill_fires_without_step_lines(tmp_path: Path) -> None:
+    """kill:3s on a script that prints no step: torchrun restarts the killed host's workers."""
+    code, s, _ = fit(tmp_path, "trains_alone.py", "--hp", "steps=80", "--chaos", "kill:3s")
+    assert s["chaos_fired"] == ["kill:3s"] and "SIGKILL to rank" in s["chaos_events"][0], s
+    assert code == 0 and s["in_job_restarts"] >= 1 and s["steps"] is None
+
+
 @pytest.mark.parametrize(("script", "flags", "expected"), [
     ("raises_at_step.py", (), "ValueError: loss went NaN at step 3  (algo-2, rank 1)"),
     ("raises_at_step.py", ("--hp", "bogus-flag=1"), "raises_at_step.py: error: unrecognized arguments: --bogus-flag 1"),
