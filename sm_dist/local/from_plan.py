@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sm_dist.contract.checkpoint import CheckpointMode
 from sm_dist.errors import ConfigError
 from sm_dist.jobspec import JOB_SPEC_FILENAME, JobSpec
 from sm_dist.launch.locations import LOCAL_BUCKET
@@ -63,7 +64,7 @@ def local_spec(plan: Plan, uri: str | None, label: str) -> JobSpec:
     # LocalPath, remapped under SM_DIST_OPT_ML), as in the cloud. A literal "/opt/ml/checkpoints"
     # in the spec would be used as is, outside the emulated host's folder.
     s3_uri = uri if uri.startswith("s3://") else None
-    ckpt = dataclasses.replace(ckpt, mode="sagemaker-sync", uri=s3_uri, local_path=None)
+    ckpt = dataclasses.replace(ckpt, mode=CheckpointMode.SAGEMAKER_SYNC, uri=s3_uri, local_path=None)
     return dataclasses.replace(spec, checkpoint=ckpt)
 
 
