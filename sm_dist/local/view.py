@@ -77,6 +77,8 @@ class ProgressView:
         if final and key == self._last_key and not self._tty:
             return
         if self._tty:
+            if line == self._last_line and not final:
+                return
             self._write(line, newline=final)
         elif due or final:
             self._write(line, newline=True)
