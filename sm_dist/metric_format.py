@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
+from typing import SupportsFloat, cast
 
 from sm_dist.errors import ConfigError
 
@@ -40,7 +41,7 @@ def format_value(value: object) -> str:
     if isinstance(value, int):
         return str(value)
     try:
-        number = float(value)  # also 0-d tensors and numpy scalars
+        number = float(cast("SupportsFloat", value))  # also 0-d tensors and numpy scalars
     except (TypeError, ValueError):
         raise ConfigError("metric value", value, "expected a number") from None
     if math.isnan(number) or math.isinf(number):

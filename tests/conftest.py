@@ -17,7 +17,7 @@ _TESTS = str(Path(__file__).resolve().parent)
 if _TESTS not in sys.path:  # the shared harness (tests/_harness.py) is imported by module name
     sys.path.insert(0, _TESTS)
 
-from _harness import LAUNCHER_VARS, free_port  # (found through the path above)
+from _harness import LAUNCHER_VARS, free_port  # noqa: E402 (found through the path above)
 
 #: Prefixes of variables from the developer's machine that would change what sm_dist reads or talks to:
 #: AWS settings and profiles, sm_dist's own settings, and every launcher's variables (LAUNCHER_VARS).

@@ -93,7 +93,7 @@ def _build(row: dict[str, Any], gpus: dict[str, Any], region: str) -> Instance:
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _by_name(region: str) -> dict[str, Instance]:
     data = _load()
     return {row["name"]: _build(row, data["gpus"], region) for row in data["instances"] if region in row["prices"]}

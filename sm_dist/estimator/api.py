@@ -137,7 +137,7 @@ def estimate(
     limits = {k: _positive(k, v, integer=False) for k, v in (("max_hours", max_hours), ("budget", budget)) if v is not None}
     strats = [parse_enum(Strategy, s, "strategy") for s in (_as_list(strategies) or list(Strategy))]
     instances, live_spot = _instances(instance_types, region, prices, pricing_client, cache_dir, warnings)
-    rows = []
+    rows: list[grid.Row] = []
     counts = _counts(instance_counts)
     for inst in instances:
         inst_mfu = mfu_value or timing.default_mfu(inst)

@@ -14,7 +14,11 @@ from typing import Any, NamedTuple
 from sm_dist.catalog import Instance
 from sm_dist.estimator.activations import activation_bytes
 from sm_dist.estimator.cost import Cost, job_cost, job_hours
-from sm_dist.estimator.memory import MemoryBreakdown, memory_breakdown, not_runnable_reason
+from sm_dist.estimator.memory import (
+    MemoryBreakdown,
+    memory_breakdown,
+    not_runnable_reason,
+)
 from sm_dist.estimator.models import ModelShape
 from sm_dist.estimator.timing import StepTime, step_time
 from sm_dist.vocab import Precision, Strategy
@@ -129,9 +133,9 @@ def evaluate(inst: Instance, count: int, strategy: Strategy, work: Workload, mfu
     if not inst.is_cuda:
         reason = f"{inst.gpu_model} needs the Neuron SDK (torch-neuronx); the sm_dist runtime runs CUDA PyTorch"
         return _not_runnable(inst, count, strategy, work, reason, mfu)
-    reason = not_runnable_reason(strategy, world, inst.gpus)
-    if reason:
-        return _not_runnable(inst, count, strategy, work, reason, mfu)
+    refused = not_runnable_reason(strategy, world, inst.gpus)
+    if refused:
+        return _not_runnable(inst, count, strategy, work, refused, mfu)
     shape = work.shape
     memory = _memory(work, strategy, world, inst.gpus)
     usable = int(inst.gpu_memory_bytes * (1 - SAFETY_MARGIN))

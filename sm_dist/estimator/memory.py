@@ -118,7 +118,7 @@ def not_runnable_reason(strategy: object, world_size: int, gpus_per_instance: in
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def persistent_bytes_per_param(strategy: object, precision: object, optimizer: str = "adamw") -> tuple[float, float, float]:
     """(params, grads, optimizer) bytes per parameter before sharding, as the runtime holds them."""
     strat = parse_enum(Strategy, strategy, "strategy")

@@ -47,6 +47,10 @@ def _grid(rows: list[list[str]]) -> list[str]:
     return out
 
 
+def _memory_total(row: Row) -> int:  # the rows passed in all carry memory
+    return row.memory.total if row.memory is not None else 0
+
+
 def best_per_pair(est: Estimate) -> list[Row]:
     """One row per (instance type, count): its cheapest plan that fits, else the runnable plan
     needing the least memory (shown as not fitting), else the first row (cannot run)."""
@@ -57,7 +61,7 @@ def best_per_pair(est: Estimate) -> list[Row]:
     for rows in groups.values():
         fitting = [r for r in ordered_rows(rows, est.spot) if r.runnable and r.fits]
         runnable = [r for r in rows if r.runnable and r.memory is not None]
-        picked.append(fitting[0] if fitting else (min(runnable, key=lambda r: r.memory.total) if runnable else rows[0]))
+        picked.append(fitting[0] if fitting else (min(runnable, key=_memory_total) if runnable else rows[0]))
     return picked
 
 

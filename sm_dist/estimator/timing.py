@@ -82,7 +82,7 @@ def _collective(kind: str, nbytes: float, inst: Instance, per_node: int, nodes: 
     return seconds
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _comm_plan(strategy: Strategy, precision: Precision) -> tuple[tuple[str, int, int, str, bool], ...]:
     """(collective, tensors of Ψ elements, bytes per element, scope, once per micro-batch?) per
     step, for what the runtime does. Scope: "all" GPUs, inside the "node", or across the "net"."""
@@ -102,7 +102,7 @@ def _comm_plan(strategy: Strategy, precision: Precision) -> tuple[tuple[str, int
             ("all_reduce", 1, grad, "net", False))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def comm_volume_psi(strategy: object, precision: object = Precision.MIXED) -> float:
     """Collective volume per step in units of Ψ elements (ring terms): ddp 2, zero1 3, zero2 2,
     fsdp 3, hsdp 3 inside the instance plus 2 (of the shard) across instances."""

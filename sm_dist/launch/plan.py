@@ -20,6 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from sm_dist.contract.checkpoint import parse_mode
 from sm_dist.errors import ConfigError
 from sm_dist.jobspec import CheckpointSpec, JobSpec
 from sm_dist.launch import bundle as bundle_mod
@@ -125,7 +126,7 @@ def _checkpointing(config: LaunchConfig, infra_base: str | None, job_name: str) 
     if mode == "auto":  # resolved here so the plan shows what the runtime will do
         mode = "s3" if uri else "local"
     return CheckpointSpec(
-        mode=mode, uri=uri if mode != "off" else None,
+        mode=parse_mode(mode), uri=uri if mode != "off" else None,
         local_path=request_mod.CHECKPOINT_LOCAL_PATH if mode in ("local", "sagemaker-sync") else None,
         interval_steps=config.checkpoint_interval_steps, keep=config.checkpoint_keep, async_save=config.async_checkpoint,
     ), warnings

@@ -24,11 +24,12 @@ from sm_dist.errors import SmDistError
 
 _log = logging.getLogger(__name__)
 
-AddFlags = Callable[[argparse.ArgumentParser], None]
+#: Adds a workload's own flags to its argument group (an ArgumentParser works as well).
+AddFlags = Callable[[argparse._ArgumentGroup], None]
 MakeWorkload = Callable[[argparse.Namespace, Any], Any]
 
 
-def build_parser(prog: str, add_flags: AddFlags, *, batch_size: int, lr: float,
+def build_parser(prog: str, add_flags: AddFlags, *, batch_size: int, lr: float | None,
                  description: str | None = None) -> argparse.ArgumentParser:
     """The common flags, the checkpoint flags and the workload's own."""
     from sm_dist.runtime.train_args import add_checkpoint_flags, add_common_flags

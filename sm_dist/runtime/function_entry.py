@@ -87,7 +87,11 @@ def _run(func: Callable[..., Any], argv: list[str]) -> Any:
     from sm_dist import runtime
     from sm_dist.runtime import train
     from sm_dist.runtime.entry import build_parser, make_checkpointer
-    from sm_dist.runtime.train_args import normalize_argv, parse_flags, parse_hyperparameters
+    from sm_dist.runtime.train_args import (
+        normalize_argv,
+        parse_flags,
+        parse_hyperparameters,
+    )
 
     parser = build_parser("run_function", lambda group: None, batch_size=32, lr=None)
     args = parse_flags(parser, argv, allow_unknown=True)

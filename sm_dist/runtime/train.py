@@ -258,7 +258,10 @@ def full_model_state(ctx: Any, model: nn.Module, optimizer: Any = None) -> dict[
     """The complete weights as plain CPU tensors, keys without `module.` (collective; empty off rank 0
     for sharded strategies). For "mixed" on replicated strategies these are the fp32 master weights."""
     if getattr(ctx.strategy, "sharded", False):
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            get_model_state_dict,
+        )
 
         options = StateDictOptions(full_state_dict=True, cpu_offload=True)
         return dict(get_model_state_dict(model, options=options))

@@ -50,7 +50,7 @@ def _time(cmd: list[str]) -> tuple[float, float]:
 
 def main() -> None:
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in COMMANDS}
-    for name, cmd in COMMANDS.items():  # warm the page cache once
+    for cmd in COMMANDS.values():  # warm the page cache once
         _time(cmd)
     for i in range(ROUNDS):
         times["python_pass"].append(_time(COMMANDS["python_pass"]))

@@ -125,7 +125,7 @@ def worker(rounds: int, steps: int, out: str) -> None:
     ctx = runtime.init(strategy="ddp", seed=0)
     total = WARMUP + rounds * steps
     loops = {"raw": raw_loop(total), "runtime": runtime_loop(total)}
-    for name, step in loops.items():
+    for step in loops.values():
         for i in range(WARMUP):
             step(i)
     rows = []

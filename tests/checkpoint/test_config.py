@@ -11,8 +11,17 @@ import pytest
 
 from sm_dist.errors import ConfigError
 from sm_dist.jobspec import CheckpointSpec, JobSpec
-from sm_dist.runtime.checkpoint import Checkpointer, LocalStorage, S3Storage, SageMakerSyncStorage
-from sm_dist.runtime.checkpoint.config import CheckpointConfig, open_storage, resolve_mode
+from sm_dist.runtime.checkpoint import (
+    Checkpointer,
+    LocalStorage,
+    S3Storage,
+    SageMakerSyncStorage,
+)
+from sm_dist.runtime.checkpoint.config import (
+    CheckpointConfig,
+    open_storage,
+    resolve_mode,
+)
 
 
 def _env(**fields: object) -> SimpleNamespace:

@@ -7,7 +7,12 @@ from types import SimpleNamespace
 import pytest
 
 from sm_dist.errors import ConfigError
-from sm_dist.launch.budget import DEFAULT_MAX_RUNTIME_S, MAX_RUNTIME_LIMIT_S, SPOT_WAIT_FACTOR, stopping_limits
+from sm_dist.launch.budget import (
+    DEFAULT_MAX_RUNTIME_S,
+    MAX_RUNTIME_LIMIT_S,
+    SPOT_WAIT_FACTOR,
+    stopping_limits,
+)
 
 
 def cfg(**kw):

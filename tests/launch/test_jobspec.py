@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from sm_dist.errors import ConfigError
-from sm_dist.jobspec import JOB_SPEC_ENV, CheckpointSpec, JobSpec, entry_is_function, load_job_spec
+from sm_dist.jobspec import (
+    JOB_SPEC_ENV,
+    CheckpointSpec,
+    JobSpec,
+    entry_is_function,
+    load_job_spec,
+)
 from sm_dist.vocab import Precision, Strategy
 
 

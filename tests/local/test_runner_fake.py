@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from sm_dist.errors import LaunchError
-
 from sm_dist.local.chaos import parse_faults
 from sm_dist.local.config import LocalJobConfig
 from sm_dist.local.runner import LocalRunner, RunSettings
@@ -17,7 +16,7 @@ from sm_dist.local.stores import FolderStore
 
 def _settings(tmp_path: Path, lines: list[tuple[str, str]], **kw: object) -> RunSettings:
     return RunSettings(job_root=tmp_path / "job", store=FolderStore(tmp_path / "uri"), grace_seconds=10,
-                       sync_interval=0.1, on_line=lambda h, l: lines.append((h, l)), **kw)  # type: ignore[arg-type]
+                       sync_interval=0.1, on_line=lambda h, line: lines.append((h, line)), **kw)  # type: ignore[arg-type]
 
 
 def test_two_hosts_complete(fake_config: LocalJobConfig, tmp_path: Path) -> None:
@@ -26,7 +25,7 @@ def test_two_hosts_complete(fake_config: LocalJobConfig, tmp_path: Path) -> None
     outcome = runner.run()
     assert outcome.status == "Completed", outcome
     assert {h for h, _ in lines} == {"algo-1", "algo-2"}
-    assert any("rank=1" in l for h, l in lines if h == "algo-2")
+    assert any("rank=1" in line for h, line in lines if h == "algo-2")
     assert (tmp_path / "job" / "hosts" / "algo-1" / "model" / "model.txt").is_file()
     assert runner.progress.final_step == 8 and runner.progress.model_sha256
     assert (tmp_path / "job" / "logs" / "algo-2.log").read_text().startswith("host=algo-2")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from rt_spawn import free_port, run_ranks
 from torch.utils.data import TensorDataset
 
-from rt_spawn import free_port, run_ranks
 from sm_dist.errors import ConfigError
 from sm_dist.runtime.data import build_dataloader
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from rt_spawn import free_port, run_ranks
 from rt_workers import Net
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from rt_spawn import free_port, run_ranks
 from rt_workers import reference
+
 from sm_dist.errors import ConfigError
 
 STRATEGIES = ["ddp", "zero1", "zero2", "fsdp", "hsdp"]

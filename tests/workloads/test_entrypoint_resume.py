@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ENTRYPOINTS, HANG_GUARD_S, Run, parse_run, torchrun_argv, worker_env
+from .conftest import (
+    ENTRYPOINTS,
+    HANG_GUARD_S,
+    Run,
+    parse_run,
+    torchrun_argv,
+    worker_env,
+)
 
 pytestmark = pytest.mark.slow
 

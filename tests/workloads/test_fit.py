@@ -17,7 +17,14 @@ from sm_dist.runtime.model_output import load_model, state_dict_sha256
 from sm_dist.runtime.models.cnn import SimpleCNN
 from sm_dist.runtime.models.synthetic import MnistLike
 from sm_dist.runtime.schedules import lr_schedule
-from sm_dist.runtime.train import TrainConfig, Workload, adamw, classification_loss, fit, steps_per_epoch
+from sm_dist.runtime.train import (
+    TrainConfig,
+    Workload,
+    adamw,
+    classification_loss,
+    fit,
+    steps_per_epoch,
+)
 
 FINAL = re.compile(r"^\[sm_dist\] final step=(\d+) model_sha256=([0-9a-f]{64})$", re.M)
 

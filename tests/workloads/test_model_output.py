@@ -6,7 +6,12 @@ from pathlib import Path
 
 import torch
 
-from sm_dist.runtime.model_output import SHA_FILENAME, load_model, state_dict_sha256, write_model
+from sm_dist.runtime.model_output import (
+    SHA_FILENAME,
+    load_model,
+    state_dict_sha256,
+    write_model,
+)
 
 
 def _state(seed: int) -> dict[str, torch.Tensor]:

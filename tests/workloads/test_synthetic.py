@@ -9,7 +9,13 @@ import torch
 
 from sm_dist.errors import ConfigError
 from sm_dist.runtime.models.cnn import SimpleCNN
-from sm_dist.runtime.models.synthetic import ImageNetLike, MnistLike, TokenWindows, synthetic_tokens, text_tokens
+from sm_dist.runtime.models.synthetic import (
+    ImageNetLike,
+    MnistLike,
+    TokenWindows,
+    synthetic_tokens,
+    text_tokens,
+)
 
 
 def _bytes(ds, indices) -> list[bytes]:

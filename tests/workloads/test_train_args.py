@@ -8,7 +8,11 @@ import pytest
 
 from sm_dist.errors import ConfigError
 from sm_dist.runtime.entry import build_parser
-from sm_dist.runtime.train_args import normalize_argv, parse_flags, parse_hyperparameters
+from sm_dist.runtime.train_args import (
+    normalize_argv,
+    parse_flags,
+    parse_hyperparameters,
+)
 
 
 def _parser() -> argparse.ArgumentParser:

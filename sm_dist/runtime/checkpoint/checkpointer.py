@@ -16,15 +16,30 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from sm_dist.contract.checkpoint import parse_mode
 from sm_dist.errors import CheckpointError
-from sm_dist.runtime.checkpoint.config import CheckpointConfig, open_storage, run_identity
+from sm_dist.runtime.checkpoint.config import (
+    CheckpointConfig,
+    open_storage,
+    run_identity,
+)
 from sm_dist.runtime.checkpoint.faults import FaultHook, parse_faults
-from sm_dist.runtime.checkpoint.load import ResumeState, fetch_checkpoint, load_model_state, restore_common
+from sm_dist.runtime.checkpoint.load import (
+    ResumeState,
+    fetch_checkpoint,
+    load_model_state,
+    restore_common,
+)
 from sm_dist.runtime.checkpoint.manifest import Manifest
 from sm_dist.runtime.checkpoint.payload import collect_payload
 from sm_dist.runtime.checkpoint.save import Group, write_checkpoint
-from sm_dist.runtime.checkpoint.signals import StopSignal, final_save_fits, grace_seconds
+from sm_dist.runtime.checkpoint.signals import (
+    StopSignal,
+    final_save_fits,
+    grace_seconds,
+)
 from sm_dist.runtime.checkpoint.state import has_dtensor, resolve_strategy
+from sm_dist.runtime.checkpoint.storage import Storage
 
 _log = logging.getLogger(__name__)
 
@@ -42,7 +57,7 @@ class Checkpointer:
     def __init__(self, env_or_ctx: Any = None, *, uri: str | None = None, mode: str = "auto", keep: int | None = 2,
                  interval_steps: int | None = None, async_save: bool = False, local_path: str | None = None,
                  storage: Any = None, strategy: Any = None, handle_signals: bool = True) -> None:
-        self.config = CheckpointConfig(mode=mode, uri=uri, local_path=local_path, keep=keep,
+        self.config = CheckpointConfig(mode=parse_mode(mode), uri=uri, local_path=local_path, keep=keep,
                                        interval_steps=interval_steps, async_save=async_save)
         self._ctx = env_or_ctx
         self.rank, self.world_size = run_identity(env_or_ctx)
@@ -124,16 +139,16 @@ class Checkpointer:
             self.last_save_seconds = self.last_stall_seconds = time.monotonic() - start
             self.last_step = step
             return manifest
-        self._thread = threading.Thread(target=self._background, args=(payload,), name=f"sm_dist-ckpt-{step}",
+        self._thread = threading.Thread(target=self._background, args=(payload, self.storage), name=f"sm_dist-ckpt-{step}",
                                         daemon=True)
         self._thread.start()
         self.last_stall_seconds = time.monotonic() - start
         return None
 
-    def _background(self, payload: Any) -> None:
+    def _background(self, payload: Any, storage: Storage) -> None:
         start = time.monotonic()
         try:
-            write_checkpoint(payload, self.storage, self._group, self._faults, self.config.keep)
+            write_checkpoint(payload, storage, self._group, self._faults, self.config.keep)
         except BaseException as exc:  # reported by wait(); DCP failures are BaseExceptions
             _log.error("background checkpoint of step %d failed: %s", payload.step, exc)
             self._thread_error = exc

@@ -25,9 +25,21 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_
 from sm_dist.errors import CheckpointError
 from sm_dist.runtime.checkpoint.manifest import Manifest, step_dirname
 from sm_dist.runtime.checkpoint.rng import restore_rng
-from sm_dist.runtime.checkpoint.safe_load import (METADATA_NAME, SafeFileSystemReader, SafeLoadPlanner,
-                                                  load_dcp_metadata, planned_reads, safe_torch_load)
-from sm_dist.runtime.checkpoint.save import COMMON_FILE, FULL_FILE, MODEL_DIR, Group, rng_file
+from sm_dist.runtime.checkpoint.safe_load import (
+    METADATA_NAME,
+    SafeFileSystemReader,
+    SafeLoadPlanner,
+    load_dcp_metadata,
+    planned_reads,
+    safe_torch_load,
+)
+from sm_dist.runtime.checkpoint.save import (
+    COMMON_FILE,
+    FULL_FILE,
+    MODEL_DIR,
+    Group,
+    rng_file,
+)
 from sm_dist.runtime.checkpoint.storage import Storage
 
 _log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ strings: numpy's own state tuple is not loadable with ``weights_only=True`` (doc
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -26,7 +26,7 @@ def capture_rng() -> dict[str, Any]:
         import numpy as np
     except ImportError:
         return state
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    kind, keys, pos, has_gauss, cached = cast("tuple[Any, ...]", np.random.get_state())
     state["numpy"] = {"kind": str(kind), "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
                       "has_gauss": int(has_gauss), "cached": float(cached)}
     return state

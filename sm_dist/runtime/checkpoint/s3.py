@@ -27,7 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from sm_dist.errors import CheckpointError, ConfigError
-from sm_dist.runtime.checkpoint.manifest import MANIFEST_NAME, Manifest, parse_step, step_dirname
+from sm_dist.runtime.checkpoint.manifest import (
+    MANIFEST_NAME,
+    Manifest,
+    parse_step,
+    step_dirname,
+)
 from sm_dist.runtime.checkpoint.storage import Storage, verify_files
 
 _log = logging.getLogger(__name__)

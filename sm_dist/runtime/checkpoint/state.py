@@ -12,7 +12,11 @@ import copy
 from typing import Any
 
 import torch
-from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_state_dict,
+    set_state_dict,
+)
 from torch.distributed.tensor import DTensor
 
 

@@ -80,7 +80,7 @@ class Strategy(ABC):
     # -- state ---------------------------------------------------------------------------------
     def state_dict(self, model: nn.Module, optimizer: torch.optim.Optimizer | None) -> dict[str, Any]:
         """{"model", "optim"}: FQN keys without `module.`. Collective: every rank calls it."""
-        if _is_master(optimizer):
+        if optimizer is not None and _is_master(optimizer):
             return optimizer.full_state_dict()
         options = StateDictOptions(full_state_dict=not self.sharded)
         if optimizer is None:
@@ -90,7 +90,7 @@ class Strategy(ABC):
 
     def load_state_dict(self, model: nn.Module, optimizer: torch.optim.Optimizer | None, state: dict[str, Any]) -> None:
         """Load what state_dict() (of this or another strategy) produced. Collective."""
-        if _is_master(optimizer):
+        if optimizer is not None and _is_master(optimizer):
             optimizer.load_full_state_dict(state)
             return
         options = StateDictOptions(full_state_dict=not self.sharded, strict=True)

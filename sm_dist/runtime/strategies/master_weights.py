@@ -70,7 +70,7 @@ class MasterWeightOptimizer(torch.optim.Optimizer):
                     self.inner.param_groups[0][key] = value
 
     @torch.no_grad()
-    def step(self, closure: Callable[[], float] | None = None) -> None:  # type: ignore[override]
+    def step(self, closure: Callable[[], float] | None = None) -> None:
         """Update the owned fp32 masters, copy to bf16, broadcast from each owner."""
         if closure is not None:
             raise ValueError("closures are not supported with fp32 master weights")

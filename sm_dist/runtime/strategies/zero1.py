@@ -20,7 +20,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, set_model_state_dict
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    set_model_state_dict,
+)
 from torch.distributed.optim import ZeroRedundancyOptimizer
 
 from sm_dist.runtime.strategies.base import any_rank, init_optimizer_state_
@@ -60,7 +64,7 @@ class Zero1Strategy(DDPStrategy):
         optimizer.consolidate_state_dict(to=0)
         box = [optimizer.state_dict() if dist.get_rank() == 0 else None]
         dist.broadcast_object_list(box, src=0)
-        by_index = box[0]
+        by_index: dict[str, Any] = box[0] or {}  # rank 0's consolidated state, broadcast to all
         optim = {
             "state": {names[i]: v for i, v in by_index["state"].items()},
             "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in by_index["param_groups"]],
