@@ -46,7 +46,14 @@ def _shape(params: Any, model: Any, hf_config: Any, warnings: list[str]) -> tupl
             "model", ", ".join(given) or None, "give exactly one of params=N, model=<preset or nn.Module>, hf_config=PATH"
         )
     if hf_config is not None:
-        return models.from_hf_config(hf_config), 0
+        shape = models.from_hf_config(hf_config)
+        if shape.experts:
+            warnings.append(
+                f"{shape.name}: mixture of experts ({shape.experts} experts, {shape.experts_per_token} per token): "
+                f"memory counts every expert ({shape.params / 1e9:.2f}B parameters), time the "
+                f"{shape.flops_params / 1e9:.2f}B a token passes through; sm_dist offers no expert parallelism, "
+                "so the experts are replicated or sharded by the strategy like any other weight")
+        return shape, 0
     if isinstance(model, str):
         return models.preset(model), 0
     if model is not None:

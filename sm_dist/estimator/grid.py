@@ -149,7 +149,7 @@ def evaluate(inst: Instance, count: int, strategy: Strategy, work: Workload, mfu
     global_batch = accumulation * work.micro_batch * world
     steps = max(1, math.ceil(work.tokens / (global_batch * work.seq_len)))
     step = step_time(
-        params=shape.params, tokens_per_micro_batch=work.micro_batch * work.seq_len, accumulation=accumulation,
+        params=shape.flops_params, tokens_per_micro_batch=work.micro_batch * work.seq_len, accumulation=accumulation,
         strategy=strategy, precision=work.precision, inst=inst, count=count, mfu=mfu, checkpointing=work.checkpointing,
     )
     hours = job_hours(steps, step.total)

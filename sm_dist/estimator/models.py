@@ -7,7 +7,6 @@ with the standard library only; no transformers import.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, NamedTuple
 
@@ -21,10 +20,6 @@ DEFAULT_SEQ_LEN = 2048
 #: Touvron 2023); with 12·L·h² parameters per stack this fixes h from Ψ.
 HIDDEN_PER_LAYER = 128
 HEAD_DIM = 128
-
-#: model_type values whose MLP is gated (three matrices: gate, up, down), LLaMA-style.
-_GATED = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "olmo", "olmo2"}
-
 
 # NamedTuple, not a frozen dataclass: immutable all the same and ~7x cheaper to define, which
 # matters for `sm-dist estimate-cost` start-up (tests/bench/bench_cli_startup.py).
@@ -43,10 +38,31 @@ class ModelShape(NamedTuple):
     gated_mlp: bool = False
     tied_embeddings: bool = False
     approximate: bool = False  #: True when the shape was derived from a count, not known
+    norm: str = "rmsnorm"  #: "rmsnorm" or "layernorm" (LayerNorm also saves mean and rstd)
+    activation: str = "silu"  #: the MLP's activation (hidden_act)
+    head_dim: int = 0  #: 0: hidden // heads (Gemma sets its own)
+    experts: int = 0  #: MoE experts per layer (0: dense)
+    experts_per_token: int = 0  #: MoE top-k
+    active_params: int = 0  #: parameters one token passes through (FLOPs); 0: all of them
+    active_ffn: int = 0  #: MLP inner width one token passes through (MoE: top-k experts + shared); 0: ffn
+    block_params: int = 0  #: one block's parameters when known exactly (MoE: every expert); 0: derived
+    max_positions: int = 0  #: the model's maximum context (max_position_embeddings), 0 when unknown
+
+    @property
+    def flops_params(self) -> int:
+        """Parameters per token for FLOPs: the active ones for MoE, all of them otherwise."""
+        return self.active_params or self.params
+
+    @property
+    def mlp_width(self) -> int:
+        """MLP inner width per token (activations): top-k experts plus shared experts for MoE."""
+        return self.active_ffn or self.ffn
 
     @property
     def layer_params(self) -> int:
         """Parameters of one transformer block (the FSDP unit)."""
+        if self.block_params:
+            return self.block_params
         head_dim = self.hidden // self.heads
         attn = 2 * self.hidden * self.hidden + 2 * self.hidden * self.kv_heads * head_dim
         mlp = (3 if self.gated_mlp else 2) * self.hidden * self.ffn
@@ -72,14 +88,16 @@ def gpt2_params(layers: int, hidden: int, vocab: int, positions: int) -> int:
     return vocab * hidden + positions * hidden + layers * block + 2 * hidden
 
 
-def _gpt2(name: str, layers: int, hidden: int, heads: int) -> ModelShape:
-    params = gpt2_params(layers, hidden, 50257, 1024)
-    return ModelShape(name, params, layers, hidden, heads, 50257, 1024, 4 * hidden, heads, tied_embeddings=True)
+def _gpt2(name: str, layers: int, hidden: int, heads: int, positions: int = 1024) -> ModelShape:
+    """GPT-2 (and GPT-3's shape, Brown et al. 2020 Table 2.1: same block, 2048 positions)."""
+    params = gpt2_params(layers, hidden, 50257, positions)
+    return ModelShape(name, params, layers, hidden, heads, 50257, positions, 4 * hidden, heads, tied_embeddings=True,
+                      norm="layernorm", activation="gelu_new", max_positions=positions)
 
 
 def _llama(name: str, layers: int, hidden: int, heads: int, kv: int, ffn: int, vocab: int, seq: int) -> ModelShape:
     params = llama_params(layers, hidden, vocab, ffn, heads, kv)
-    return ModelShape(name, params, layers, hidden, heads, vocab, seq, ffn, kv, gated_mlp=True)
+    return ModelShape(name, params, layers, hidden, heads, vocab, seq, ffn, kv, gated_mlp=True, max_positions=seq)
 
 
 #: Shapes from the models' published config.json files (Hugging Face hub).
@@ -96,6 +114,7 @@ PRESETS: dict[str, ModelShape] = {
         _llama("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192),
         _llama("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192),
         _llama("mistral-7b", 32, 4096, 32, 8, 14336, 32000, 8192),
+        _gpt2("gpt3-175b", 96, 12288, 96, positions=2048),
     )
 }
 
@@ -132,58 +151,11 @@ def _short(params: float) -> str:
     return str(int(params))
 
 
-def _first(config: dict[str, Any], keys: tuple[str, ...], path: str, default: Any = None) -> Any:
-    for key in keys:
-        if config.get(key) is not None:
-            return config[key]
-    if default is not None:
-        return default
-    raise ConfigError("hf_config", path, f"config.json has none of {', '.join(keys)}; is it a decoder-only transformer config?")
+def from_hf_config(path: str | os.PathLike[str], seq_len: int | None = None) -> ModelShape:
+    """Read a Hugging Face `config.json` (decoder-only) without transformers: see hf_config.py."""
+    from sm_dist.estimator import hf_config
 
-
-def from_hf_config(path: str | os.PathLike[str]) -> ModelShape:
-    """Read a Hugging Face `config.json` (decoder-only) without transformers."""
-    text_path = os.fspath(path)
-    try:
-        with open(text_path, encoding="utf-8") as handle:
-            config = json.loads(handle.read())
-    except OSError as exc:
-        raise ConfigError("hf_config", text_path, f"cannot read it ({exc.strerror}); give the path of a config.json") from exc
-    except ValueError as exc:
-        raise ConfigError("hf_config", text_path, f"not valid JSON ({exc}); give a Hugging Face config.json") from exc
-    if not isinstance(config, dict):
-        raise ConfigError("hf_config", text_path, "expected a JSON object (a Hugging Face config.json)")
-    config = config.get("text_config", config) if "num_hidden_layers" not in config else config
-    return _shape_from_config(config, text_path)
-
-
-def _shape_from_config(config: dict[str, Any], path: str) -> ModelShape:
-    try:
-        hidden = int(_first(config, ("hidden_size", "n_embd", "d_model"), path))
-        layers = int(_first(config, ("num_hidden_layers", "n_layer", "num_layers"), path))
-        heads = int(_first(config, ("num_attention_heads", "n_head"), path))
-        vocab = int(_first(config, ("vocab_size",), path))
-        ffn = int(_first(config, ("intermediate_size", "n_inner", "ffn_dim"), path, default=4 * hidden))
-        kv = int(_first(config, ("num_key_value_heads",), path, default=heads))
-        seq = int(_first(config, ("max_position_embeddings", "n_positions", "n_ctx"), path, default=DEFAULT_SEQ_LEN))
-    except (TypeError, ValueError) as exc:
-        raise ConfigError("hf_config", path, f"a shape field is not a number ({exc})") from exc
-    if min(hidden, layers, heads, vocab, ffn, kv) < 1 or hidden % heads:
-        raise ConfigError("hf_config", path, "sizes must be positive and hidden_size divisible by num_attention_heads")
-    model_type = str(config.get("model_type", "")).lower()
-    folder = os.path.basename(os.path.dirname(os.path.abspath(path)))
-    name = str(config.get("_name_or_path") or model_type or folder or "hf-model")
-    tied = bool(config.get("tie_word_embeddings", model_type == "gpt2"))
-    if model_type == "gpt2":
-        params = gpt2_params(layers, hidden, vocab, seq)
-        return ModelShape(name, params, layers, hidden, heads, vocab, seq, ffn, heads, tied_embeddings=True)
-    gated = model_type in _GATED or str(config.get("hidden_act", "")).lower() in ("silu", "swiglu")
-    if gated:
-        params = llama_params(layers, hidden, vocab, ffn, heads, kv, tied)
-    else:  # a plain two-matrix MLP without biases: close for most other decoder-only models
-        block = 2 * hidden * hidden + 2 * hidden * kv * (hidden // heads) + 2 * hidden * ffn + 4 * hidden
-        params = layers * block + vocab * hidden * (1 if tied else 2) + 2 * hidden
-    return ModelShape(name, params, layers, hidden, heads, vocab, seq, ffn, kv, gated_mlp=gated, tied_embeddings=tied)
+    return hf_config.read(path, seq_len)
 
 
 def with_params(shape: ModelShape, params: int, name: str | None = None) -> ModelShape:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sm_dist.errors import CatalogError, ConfigError
-from sm_dist.estimator.models import PRESETS, from_hf_config, preset, shape_from_params
+from sm_dist.estimator.models import DEFAULT_SEQ_LEN, PRESETS, from_hf_config, preset, shape_from_params
 
 # parameter counts published with the models (Hugging Face model cards / transformers)
 PUBLISHED = {
@@ -42,7 +42,9 @@ def test_hf_config_gives_the_same_count_as_the_preset(tmp_path: Path, config: di
     path.write_text(json.dumps(config))
     shape = from_hf_config(path)
     want = PRESETS[expected]
-    assert (shape.params, shape.layers, shape.hidden, shape.seq_len) == (want.params, want.layers, want.hidden, want.seq_len)
+    assert (shape.params, shape.layers, shape.hidden) == (want.params, want.layers, want.hidden)
+    # the training sequence length is an input (default 2048, capped at the context), not max_position_embeddings
+    assert shape.seq_len == min(DEFAULT_SEQ_LEN, want.max_positions)
     assert not shape.approximate
 
 
