@@ -38,7 +38,8 @@ def register(command: str, parser: argparse.ArgumentParser) -> None:
                         help="estimator preset (gpt2, llama2-7b, ...; built as a GPT-2-style module of that "
                              "depth, width and vocabulary) or module:function returning nn.Module or "
                              "(nn.Module, input); e.g. sm_dist.runtime.measure:tiny_gpt")
-    parser.add_argument("--strategy", default=DEFAULT_STRATEGIES, help=f"one or a comma list (default {DEFAULT_STRATEGIES})")
+    parser.add_argument("--strategy", action="append",
+                        help=f"repeatable, like estimate-cost's; each may be a comma list (default {DEFAULT_STRATEGIES})")
     parser.add_argument("--world-size", type=int, default=2, help="gloo processes to start (default 2)")
     parser.add_argument("--precision", default="fp32", help="fp32, amp, mixed or bf16 (default fp32)")
     parser.add_argument("--nodes", type=int, default=1, help="emulated instances; hsdp shards within one (default 1)")
@@ -55,7 +56,9 @@ def _free_port() -> int:
 
 
 def _check(args: argparse.Namespace) -> tuple[list[Strategy], Precision]:
-    strategies = [parse_enum(Strategy, s, "strategy") for s in str(args.strategy).split(",") if s.strip()]
+    given = args.strategy or [DEFAULT_STRATEGIES]  # repeated flags accumulate, as in estimate-cost
+    names = [s for value in given for s in str(value).split(",") if s.strip()]
+    strategies = list(dict.fromkeys(parse_enum(Strategy, s, "strategy") for s in names))
     precision = parse_enum(Precision, args.precision, "precision")
     for name in ("world_size", "nodes", "steps"):
         if getattr(args, name) < 1:

@@ -78,3 +78,19 @@ def test_bad_arguments_fail_fast_with_one_line(capsys: pytest.CaptureFixture[str
     assert cli.main(["measure-memory", *argv]) == 2
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1
+
+
+def test_repeated_strategy_flags_accumulate_like_estimate_cost() -> None:
+    """`--strategy a --strategy b,c` measures a, b and c (it used to keep only the last flag)."""
+    import argparse
+
+    from sm_dist.runtime import measure_cli
+    from sm_dist.vocab import Strategy
+
+    parser = argparse.ArgumentParser()
+    measure_cli.register("measure-memory", parser)
+    args = parser.parse_args(["--model", TINY_GPT, "--strategy", "ddp", "--strategy", "zero1,fsdp", "--strategy", "ddp"])
+    strategies, _ = measure_cli._check(args)
+    assert strategies == [Strategy.DDP, Strategy.ZERO1, Strategy.FSDP]
+    default, _ = measure_cli._check(parser.parse_args(["--model", TINY_GPT]))
+    assert [s.value for s in default] == measure_cli.DEFAULT_STRATEGIES.split(",")
