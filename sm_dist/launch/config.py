@@ -23,10 +23,12 @@ from sm_dist.errors import ConfigError
 from sm_dist.jobspec import entry_is_function
 from sm_dist.vocab import Precision, Strategy, parse_enum
 
-#: The PyTorch training image used unless image_uri= is given: the AWS Deep Learning Container
-#: for this torch version (resolved per region by the SageMaker SDK's image_uris).
-DEFAULT_TORCH_VERSION = "2.8"
-DEFAULT_PY_VERSION = "py312"
+#: The PyTorch training image used unless image_uri= is given: AWS's SageMaker PyTorch training
+#: image for this torch version and region, from sm_dist's image table (sm_dist/catalog/images.json,
+#: docs/PLATFORM.md §6); None = the table's default, the newest torch the runtime is tested on.
+DEFAULT_TORCH_VERSION: str | None = None
+#: None = the image's own python; a different one is refused (AWS builds one python per image).
+DEFAULT_PY_VERSION: str | None = None
 #: torchrun in-job restarts: docs/PLATFORM.md §2.3 saw c10d + TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
 #: recover 14/14 times with one restart; 2 leaves room for a second failure.
 DEFAULT_MAX_RESTARTS = 2
@@ -102,8 +104,10 @@ class LaunchConfig:
     """Where the code bundle and the job's output go; default from infra or the SDK bucket."""
     region: str | None = None
     image_uri: str | None = None
-    torch_version: str = DEFAULT_TORCH_VERSION
-    py_version: str = DEFAULT_PY_VERSION
+    torch_version: str | None = DEFAULT_TORCH_VERSION
+    """Torch of the AWS training image ("2.13"); None: the newest the runtime is tested on."""
+    py_version: str | None = DEFAULT_PY_VERSION
+    """Python of that image ("py312"); None: the image's own."""
     job_name: str | None = None
     base_job_name: str = "sm-dist"
     volume_size_gb: int = DEFAULT_VOLUME_GB

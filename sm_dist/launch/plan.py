@@ -197,8 +197,7 @@ def make_plan(config: LaunchConfig, session: Any = None, *, local: bool = False)
     limits, limit_warnings = stopping_limits(config, usd_per_hour, code.sizing.expected_hours)
     code_uri = request_mod.s3_join(where.output_s3_uri, job_name, "input", request_mod.CODE_CHANNEL) + "/"
     environment = {**BASE_ENVIRONMENT, **config.environment}
-    with without_missing_profile():  # default_image imports the SDK
-        settings = _request_spec(config, code, where.role_arn, region, limits, code_uri, environment, where.output_s3_uri)
+    settings = _request_spec(config, code, where.role_arn, region, limits, code_uri, environment, where.output_s3_uri)
     with without_missing_profile():
         request = request_mod.build_request(settings)
     return Plan(

@@ -32,17 +32,25 @@ _log = logging.getLogger(__name__)
 LAUNCHER_COMMAND = ("python3", "-m", "sm_dist.container.launcher")
 
 
-def default_image(region: str, torch_version: str, py_version: str, instance_type: str) -> str:
-    """The AWS PyTorch training image (Deep Learning Container) for this region and torch version."""
-    from sagemaker.core import image_uris
+def default_image(region: str, torch_version: str | None, py_version: str | None, instance_type: str) -> str:
+    """AWS's SageMaker PyTorch training image for this torch version, region and instance kind.
 
-    try:
-        return image_uris.retrieve(
-            framework="pytorch", region=region, version=torch_version, py_version=py_version,
-            instance_type=instance_type, image_scope="training",
-        )
-    except ValueError as exc:
-        raise ConfigError("torch_version", torch_version, f"no AWS PyTorch training image: {exc}; or pass image_uri=") from None
+    From sm_dist's image table, not the SageMaker SDK's: the SDK's table does not know the
+    `pytorch` repository AWS publishes torch 2.11+ in (docs/PLATFORM.md §6.1).
+    """
+    from sm_dist.catalog import get_instance
+    from sm_dist.catalog.images import training_image
+    from sm_dist.errors import CatalogError
+
+    try:  # GPU or CPU image; the catalog's shape, not its (per-region) prices
+        gpu = get_instance(instance_type).gpus > 0
+    except CatalogError:  # a type the catalog lacks: SageMaker's accelerated families are p and g
+        gpu = instance_type.removeprefix("ml.").startswith(("p", "g"))
+    image = training_image(torch_version, region, gpu=gpu)
+    if py_version is not None and py_version != image.python:
+        raise ConfigError("py_version", py_version,
+                          f"the torch {image.torch_version} image has {image.python}; leave py_version unset or pass image_uri=")
+    return image.uri
 
 
 def _trainer(spec: Mapping[str, Any], session: Any, training_mode: Any = None) -> Any:

@@ -171,3 +171,14 @@ def test_cli_local_dry_run_with_no_aws_settings(tmp_path: Path, aws_env: dict[st
     assert out.returncode == 0, out.stderr
     assert "runs on this machine" in out.stdout and "cnn.py" in out.stdout
     assert "region=None" not in out.stderr
+
+
+@pytest.mark.parametrize("region", ["us-east-1", "eu-west-1"])
+def test_p5_plan_names_a_sagemaker_pytorch_image_of_the_tested_torch(source_dir: Path, region: str) -> None:
+    """The job gets AWS's SageMaker PyTorch training image of the torch the runtime is tested on, in its region."""
+    from sm_dist.catalog.images import default_version
+
+    settings = {**EXPLICIT, "instance_type": "ml.p5.48xlarge", "region": region}
+    plan = sm_dist.plan("train.py", source_dir=str(source_dir), **settings)
+    image = plan.request["AlgorithmSpecification"]["TrainingImage"]
+    assert image == f"763104351884.dkr.ecr.{region}.amazonaws.com/pytorch:{default_version()}-cu133-amzn2023-sagemaker"

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from sm_dist.errors import LaunchError
+from sm_dist.errors import LaunchError, SmDistError
 from sm_dist.launch import request as request_mod
 
 from .conftest import ROLE_ARN
@@ -72,9 +72,25 @@ def test_botocore_validation_catches_a_broken_request(aws: str) -> None:
 
 def test_default_image_follows_region_and_device() -> None:
     gpu = request_mod.default_image("eu-west-1", "2.8", "py312", "ml.p4d.24xlarge")
-    cpu = request_mod.default_image("us-east-1", "2.8", "py312", "ml.c5.xlarge")
-    assert "eu-west-1" in gpu and "pytorch-training:2.8-gpu-py312" in gpu
+    cpu = request_mod.default_image("us-east-1", "2.8", None, "ml.c5.xlarge")
+    assert gpu == "763104351884.dkr.ecr.eu-west-1.amazonaws.com/pytorch-training:2.8-gpu-py312"
     assert cpu.endswith("pytorch-training:2.8-cpu-py312")
+
+
+def test_default_image_is_the_newest_tested_torch_in_awss_new_pytorch_repository() -> None:
+    """The SDK's image table does not know the `pytorch` repository (torch 2.11+); sm_dist's does."""
+    from sm_dist.catalog.images import default_version
+
+    image = request_mod.default_image("us-east-1", None, None, "ml.p5.48xlarge")
+    assert image.endswith(f"/pytorch:{default_version()}-cu133-amzn2023-sagemaker")
+
+
+@pytest.mark.parametrize(("torch_version", "py_version", "field"), [("1.9", None, "torch_version"),
+                                                                    ("2.13", "py310", "py_version")])
+def test_an_image_that_does_not_exist_is_refused(torch_version: str, py_version: str | None, field: str) -> None:
+    with pytest.raises(SmDistError) as info:
+        request_mod.default_image("us-east-1", torch_version, py_version, "ml.p5.48xlarge")
+    assert info.value.field == field
 
 
 def test_settings_the_sdk_rejects_are_an_sdk_error(aws: str) -> None:
