@@ -20,6 +20,7 @@ from sm_dist.contract.checkpoint import parse_mode
 from sm_dist.errors import CheckpointError
 from sm_dist.runtime.checkpoint.config import (
     CheckpointConfig,
+    RunIdentity,
     open_storage,
     run_identity,
 )
@@ -54,7 +55,7 @@ class Checkpointer:
     for tests. handle_signals: record SIGTERM for the per-step stop vote.
     """
 
-    def __init__(self, env_or_ctx: Any = None, *, uri: str | None = None, mode: str = "auto", keep: int | None = 2,
+    def __init__(self, env_or_ctx: RunIdentity | None = None, *, uri: str | None = None, mode: str = "auto", keep: int | None = 2,
                  interval_steps: int | None = None, async_save: bool = False, local_path: str | None = None,
                  storage: Any = None, strategy: Any = None, handle_signals: bool = True) -> None:
         self.config = CheckpointConfig(mode=parse_mode(mode), uri=uri, local_path=local_path, keep=keep,

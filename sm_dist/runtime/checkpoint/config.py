@@ -8,7 +8,7 @@ local path (the platform restores and uploads it), else "s3" when an s3:// URI i
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from sm_dist.contract.checkpoint import CheckpointMode, CheckpointSettings
 from sm_dist.contract.container import CHECKPOINT_LOCAL_PATH, opt_ml_root, remap
@@ -19,7 +19,17 @@ from sm_dist.runtime.checkpoint.storage import LocalStorage, Storage
 CheckpointConfig = CheckpointSettings
 
 
-def run_identity(env_or_ctx: Any) -> tuple[int, int]:
+class RunIdentity(Protocol):
+    """Where this process stands in the job: a RunEnv or a RunContext (both have these)."""
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def world_size(self) -> int: ...
+
+
+def run_identity(env_or_ctx: RunIdentity | None) -> tuple[int, int]:
     """(rank, world_size) from a RunEnv / RunContext, else torch.distributed, else (0, 1)."""
     if env_or_ctx is not None and hasattr(env_or_ctx, "rank") and hasattr(env_or_ctx, "world_size"):
         return int(env_or_ctx.rank), int(env_or_ctx.world_size)
@@ -30,11 +40,11 @@ def run_identity(env_or_ctx: Any) -> tuple[int, int]:
     return 0, 1
 
 
-def _run_env(env_or_ctx: Any) -> Any:
+def _run_env(env_or_ctx: RunIdentity | None) -> Any:
     return getattr(env_or_ctx, "env", env_or_ctx)
 
 
-def resolve_mode(config: CheckpointConfig, env_or_ctx: Any) -> str:
+def resolve_mode(config: CheckpointConfig, env_or_ctx: RunIdentity | None) -> str:
     """The concrete mode for "auto"."""
     if config.mode != "auto":
         return config.mode
@@ -54,7 +64,7 @@ def _container_path(path: str, environ: Mapping[str, str] | None) -> str:
     return remap(path, opt_ml_root(environ))
 
 
-def open_storage(config: CheckpointConfig, env_or_ctx: Any, rank: int,
+def open_storage(config: CheckpointConfig, env_or_ctx: RunIdentity | None, rank: int,
                  environ: Mapping[str, str] | None = None) -> Storage | None:
     """The storage the config asks for; None for mode "off"."""
     mode = resolve_mode(config, env_or_ctx)
