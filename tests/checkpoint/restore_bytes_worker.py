@@ -9,7 +9,6 @@ OUT_DIR/<phase>-rank<R>.json with the sha256 of the full model and optimizer sta
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -21,6 +20,7 @@ from urllib.parse import unquote, urlsplit
 
 import torch
 from torch import nn
+from train_script import state_sha  # the same state hash the other checkpoint tests use (this folder is on sys.path)
 
 from sm_dist import runtime
 from sm_dist.runtime.checkpoint import Checkpointer, S3Storage
@@ -54,27 +54,6 @@ class Counter:
 
     def _on_put(self, params: dict[str, Any], **_: Any) -> None:
         self.written.add(params["Key"])
-
-
-def state_sha(ctx: Any, model: nn.Module, optimizer: torch.optim.Optimizer) -> str:
-    """sha256 of the full model and optimizer state (DTensors gathered: collective)."""
-    digest = hashlib.sha256()
-
-    def feed(prefix: str, tree: object) -> None:
-        if isinstance(tree, dict):
-            for key in sorted(tree, key=str):
-                feed(f"{prefix}.{key}", tree[key])
-        elif isinstance(tree, torch.Tensor):
-            full = tree.full_tensor() if hasattr(tree, "full_tensor") else tree
-            digest.update(prefix.encode() + full.detach().contiguous().numpy().tobytes())
-        elif isinstance(tree, (list, tuple)):
-            for i, item in enumerate(tree):
-                feed(f"{prefix}[{i}]", item)
-        else:
-            digest.update(f"{prefix}={tree!r}".encode())
-
-    feed("", ctx.strategy.state_dict(model, optimizer))
-    return digest.hexdigest()
 
 
 def main() -> int:
