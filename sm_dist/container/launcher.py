@@ -26,9 +26,11 @@ import collections
 import logging
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -179,8 +181,12 @@ def launch(env: Mapping[str, str] | None = None) -> int:
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.unlink(missing_ok=True)
     _log.info("host %s (%d/%d): %s", topo.current_host, topo.node_rank, topo.nnodes, " ".join(argv))
-    sup = Supervisor(argv, worker_env(env, topo, root, code_dir, marker), code_dir)
-    code = sup.run()
+    state_dir = Path(tempfile.mkdtemp(prefix="sm-dist-worker-"))  # this host's own: /tmp of its container
+    try:
+        sup = Supervisor(argv, worker_env(env, topo, root, code_dir, marker, state_dir), code_dir)
+        code = sup.run()
+    finally:
+        shutil.rmtree(state_dir, ignore_errors=True)
     exit_code, failure = outcome(code, sup.signals, marker, topo.current_host, list(sup.tail))
     if failure:
         write_failure(root, failure)

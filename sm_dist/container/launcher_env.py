@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sm_dist._resources import resource_dir
+from sm_dist.container import worker
 from sm_dist.contract import torch_support
+from sm_dist.contract.checkpoint import CheckpointMode
 from sm_dist.contract.container import (
     EFA_RDMA_TYPES,
     EFA_TYPES,
@@ -45,6 +47,9 @@ from sm_dist.jobspec import (
 )
 
 _log = logging.getLogger("sm_dist.launcher")
+
+#: What torchrun runs (with --module) before a script whose checkpoint folder is synced.
+WORKER_MODULE = "sm_dist.container.worker"
 
 #: torchrun's own default port for c10d rendezvous (torch/distributed/run.py docs).
 DEFAULT_RDZV_PORT = 29400
@@ -154,8 +159,16 @@ def script_argv(spec: JobSpec, code_dir: Path) -> list[str]:
     return argv + spec.script_args()
 
 
+def restores_folder(spec: JobSpec) -> bool:
+    """Whether restarted workers first get the checkpoint folder SageMaker would restore
+    (`sm_dist.container.worker`): a script, not a function entry, checkpointing through
+    CheckpointConfig (the folder is synced to a URI)."""
+    return not entry_is_function(spec.entry) and spec.checkpoint.mode is CheckpointMode.SAGEMAKER_SYNC
+
+
 def torchrun_argv(topo: Topology, spec: JobSpec, code_dir: Path, run_id: str) -> list[str]:
     """`python -m torch.distributed.run …` for this host."""
+    shim = ["--module", WORKER_MODULE] if restores_folder(spec) else []
     return [
         sys.executable, "-m", "torch.distributed.run",
         f"--nnodes={topo.nnodes}",
@@ -167,13 +180,19 @@ def torchrun_argv(topo: Topology, spec: JobSpec, code_dir: Path, run_id: str) ->
         f"--rdzv-conf=is_host={'true' if topo.node_rank == 0 else 'false'},join_timeout={RDZV_WAIT_S}",
         f"--local-addr={topo.local_addr}",
         f"--max-restarts={spec.max_restarts}",
+        *shim,
         *script_argv(spec, code_dir),
     ]
 
 
-def worker_env(env: Mapping[str, str], topo: Topology, root: Path, code_dir: Path, marker: Path) -> dict[str, str]:
-    """torchrun's environment: the container's plus sm_dist's and SageMaker-style variables."""
+def worker_env(env: Mapping[str, str], topo: Topology, root: Path, code_dir: Path, marker: Path,
+               state_dir: Path | None = None) -> dict[str, str]:
+    """torchrun's environment: the container's plus sm_dist's and SageMaker-style variables.
+    `state_dir`: the launcher's scratch folder for `sm_dist.container.worker`."""
     out = dict(env)
+    if state_dir is not None:
+        out[worker.STATE_ENV] = str(state_dir)
+        out[worker.RDZV_ENDPOINT_ENV] = f"{topo.rdzv_host}:{topo.rdzv_port}"
     out[JOB_SPEC_ENV] = str(code_dir / JOB_SPEC_FILENAME)
     out[INTERRUPT_MARKER_ENV] = str(marker)
     out["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"

@@ -42,6 +42,13 @@ HYPERPARAMETERS = "hyperparameters.json"
 INPUT_DATA_CONFIG = "inputdataconfig.json"
 CHECKPOINT_CONFIG = "checkpointconfig.json"
 
+#: Names SageMaker's checkpoint uploader skips (IGNORE) or writes itself next to a file it uploaded
+#: (UPLOADING while it copies, UPLOADED after): docs/PLATFORM.md §1.4.
+SYNC_IGNORE_SUFFIX = ".sagemaker-ignore"
+SYNC_UPLOADING_SUFFIX = ".sagemaker-uploading"
+SYNC_UPLOADED_SUFFIX = ".sagemaker-uploaded"
+SYNC_SKIPPED_SUFFIXES = (SYNC_IGNORE_SUFFIX, SYNC_UPLOADING_SUFFIX, SYNC_UPLOADED_SUFFIX)
+
 #: The directory variables SageMaker's environment exports (docs/PLATFORM.md §1.2).
 SM_DIR_VARIABLES = {
     "SM_MODEL_DIR": MODEL_DIR,
@@ -81,6 +88,12 @@ def remap(text: str, root: str | os.PathLike[str]) -> str:
         if sep in text and OPT_ML in text:
             return sep.join(remap(part, root) for part in text.split(sep))
     return text
+
+
+def sync_skipped(rel: str) -> bool:
+    """True for a checkpoint-folder path SageMaker's uploader never uploads (any component ending in
+    one of `SYNC_SKIPPED_SUFFIXES`)."""
+    return any(part.endswith(SYNC_SKIPPED_SUFFIXES) for part in rel.split("/"))
 
 
 def natural_key(name: str) -> tuple[object, ...]:
@@ -135,6 +148,7 @@ def read_resource_config(root: str | os.PathLike[str]) -> ResourceConfig | None:
 
 __all__ = [
     "CHECKPOINT_LOCAL_PATH", "CODE_DIR", "EFA_RDMA_TYPES", "EFA_TYPES", "FAILURE_FILE", "MODEL_DIR", "OPT_ML",
-    "OPT_ML_ENV", "RESOURCE_CONFIG", "SM_DIR_VARIABLES", "ResourceConfig", "config_path", "natural_key",
-    "opt_ml_root", "read_config", "read_resource_config", "remap",
+    "OPT_ML_ENV", "RESOURCE_CONFIG", "SM_DIR_VARIABLES", "SYNC_IGNORE_SUFFIX", "SYNC_SKIPPED_SUFFIXES",
+    "SYNC_UPLOADED_SUFFIX", "SYNC_UPLOADING_SUFFIX", "ResourceConfig", "config_path", "natural_key",
+    "opt_ml_root", "read_config", "read_resource_config", "remap", "sync_skipped",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -135,12 +136,30 @@ def _checkpointing(config: LaunchConfig, infra_base: str | None, job_name: str,
     # syncs each emulated host's folder to its own S3 endpoint, so they do resume there.
     mode, mode_warnings = preflight.check_checkpointing(
         config.spot, config.checkpoint_mode, uri, instance_count=config.instance_count if default_base else 1,
-        network_isolation=config.network_isolation, vpc=bool(config.subnets))
+        network_isolation=config.network_isolation, vpc=bool(config.subnets), own_script=_own_script(config))
     return CheckpointSpec(
         mode=parse_mode(mode), uri=uri if mode != "off" else None,
         local_path=request_mod.CHECKPOINT_LOCAL_PATH if mode in ("local", "sagemaker-sync") else None,
         interval_steps=config.checkpoint_interval_steps, keep=config.checkpoint_keep, async_save=config.async_checkpoint,
     ), warnings + mode_warnings
+
+
+_IMPORTS_SM_DIST = re.compile(rb"^\s*(?:from|import)\s+sm_dist\b", re.MULTILINE)
+
+
+def _own_script(config: LaunchConfig) -> bool:
+    """A script that checkpoints by itself: from the user's source dir and never importing sm_dist
+    (a function entry, sm_dist's entrypoints and scripts using sm_dist's checkpointer write to S3
+    directly)."""
+    if config.entry_is_function:
+        return False
+    resolved = bundle_mod.resolve_entry(config.entry, _source(config), False)
+    if resolved.startswith(bundle_mod.ENTRYPOINTS_IN_BUNDLE + "/"):
+        return False
+    try:
+        return _IMPORTS_SM_DIST.search((_source(config) / resolved).read_bytes()) is None
+    except OSError:
+        return True
 
 
 @dataclass(frozen=True)

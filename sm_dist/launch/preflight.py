@@ -108,13 +108,16 @@ def check_topology(strategy: Strategy, instance_count: int, nproc_per_node: int 
 
 
 def check_checkpointing(spot: bool, mode: str, uri: str | None, *, instance_count: int = 1,
-                        network_isolation: bool = False, vpc: bool = False) -> tuple[str, list[str]]:
+                        network_isolation: bool = False, vpc: bool = False,
+                        own_script: bool = False) -> tuple[str, list[str]]:
     """The checkpoint mode the runtime will use ("auto" resolved) and warnings; or a ConfigError.
 
     "auto" is direct-to-S3 ("s3") when there is a URI, except where the container cannot be
     counted on to reach S3: with network isolation it has no network at all, and in a VPC only
     through an S3 endpoint or NAT. There SageMaker's own checkpoint sync ("sagemaker-sync")
-    copies /opt/ml/checkpoints from outside the container (docs/PLATFORM.md §1.4, §1.7).
+    copies /opt/ml/checkpoints from outside the container (docs/PLATFORM.md §1.4, §1.7). So it
+    does for the user's own script (`own_script`): it saves into /opt/ml/checkpoints itself, and
+    only CheckpointConfig carries that folder to S3 and back.
     """
     if spot and (not uri or mode in ("off", "local")):
         raise ConfigError(
@@ -129,7 +132,7 @@ def check_checkpointing(spot: bool, mode: str, uri: str | None, *, instance_coun
                           "checkpoint_mode='sagemaker-sync' (SageMaker copies /opt/ml/checkpoints to S3 from outside "
                           "the container) or 'auto'")
     if mode == "auto":
-        mode = ("sagemaker-sync" if network_isolation or vpc else "s3") if uri else "local"
+        mode = ("sagemaker-sync" if network_isolation or vpc or own_script else "s3") if uri else "local"
     if mode == "local" and instance_count > 1:
         raise ConfigError("checkpoint_mode", "local", f"on {instance_count} instances each host's shards stay on its own "
                           "disk and a restart cannot resume; pass checkpoint_s3_uri='s3://bucket/prefix' or "

@@ -28,6 +28,7 @@ from sm_dist.local.job import LocalJob, RunRecord, store_manifests
 from sm_dist.local.runner import (
     DEFAULT_MAX_JOB_RESTARTS,
     LocalRunner,
+    Outcome,
     RunSettings,
     print_line,
 )
@@ -122,8 +123,15 @@ def _one_run(plan: Plan, root: Path, label: str, faults: tuple[Fault, ...], endp
     record = RunRecord(outcome, runner.progress, runner.chaos.in_job_restarts, runner.chaos.fired, root,
                        events=runner.chaos.events, checkpoint_keys=store_keys(store),
                        checkpoint_manifests=store_manifests(store),
-                       warnings=runner.chaos.group.warnings())
+                       warnings=runner.chaos.group.warnings() + _opt_ml_warnings(outcome))
     return record, config, listed_uri
+
+
+def _opt_ml_warnings(outcome: Outcome) -> list[str]:
+    if not outcome.shared_opt_ml:
+        return []
+    return ["this machine gives no host a private /opt/ml (no `unshare --mount`): a script's hard-coded "
+            "/opt/ml paths are shared by every host and not synced; SM_MODEL_DIR and SM_CHECKPOINT_DIR are right"]
 
 
 def _plan_max_runtime(plan: Plan) -> float | None:

@@ -22,14 +22,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sm_dist.contract.container import SYNC_SKIPPED_SUFFIXES, SYNC_UPLOADED_SUFFIX, sync_skipped
 from sm_dist.errors import CheckpointError
 from sm_dist.local.stores import Store
 
-#: Name suffixes SageMaker's uploader skips or writes itself (docs/PLATFORM.md §1.4, xgboost container).
-IGNORED_SUFFIXES = (".sagemaker-ignore", ".sagemaker-uploading", ".sagemaker-uploaded")
-#: What SageMaker's uploader writes next to a file once it is in S3 (docs/PLATFORM.md §1.4); the runtime's
-#: sagemaker-sync storage reads it to know an old checkpoint may be deleted.
-UPLOADED_SUFFIX = ".sagemaker-uploaded"
+#: Name suffixes SageMaker's uploader skips or writes itself (the contract's; docs/PLATFORM.md §1.4).
+IGNORED_SUFFIXES = SYNC_SKIPPED_SUFFIXES
+#: What SageMaker's uploader writes next to a file once it is in S3; the runtime's sagemaker-sync
+#: storage reads it to know an old checkpoint may be deleted.
+UPLOADED_SUFFIX = SYNC_UPLOADED_SUFFIX
 #: Seconds between two scans of the checkpoint folders (SageMaker's own interval is undocumented).
 DEFAULT_INTERVAL = 0.5
 #: How long the start-of-job restore keeps retrying a failing store before the job fails.
@@ -52,7 +53,7 @@ def _mark(path: Path, suffix: str, create: bool) -> None:
 
 def ignored(rel: str) -> bool:
     """True for paths the uploader must skip (any component with a SageMaker temp suffix)."""
-    return any(part.endswith(IGNORED_SUFFIXES) for part in rel.split("/"))
+    return sync_skipped(rel)
 
 
 def scan(folder: Path) -> dict[str, Signature]:

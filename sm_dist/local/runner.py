@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import socket
 import sys
 import threading
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from sm_dist.local import mountns
 from sm_dist.local.agent import HostAgent, LineSink
 from sm_dist.local.chaos import Fault
 from sm_dist.local.chaos_driver import ChaosDriver
@@ -68,6 +70,7 @@ class Outcome:
     restored_files: list[int] = field(default_factory=list)  # per attempt
     stopped_reason: str | None = None  # "MaxRuntimeExceeded" when the time limit stopped it
     error: str | None = None  # the failing worker's own error line, host and rank (from the logs)
+    shared_opt_ml: bool = False  # no private /opt/ml per host here (sm_dist.local.mountns): paths remapped only
     started: float = field(default_factory=time.time)
     ended: float | None = None
 
@@ -88,6 +91,7 @@ class RunSettings:
     max_runtime_s: float | None = None  # StoppingCondition.MaxRuntimeInSeconds, over all attempts
     nproc_per_host: int | None = None  # worker processes per host, when known (thread budget)
     on_tick: Callable[[LocalRunner], None] | None = None  # the live view, called every supervise tick
+    private_opt_ml: bool = True  # show each host its own folder at /opt/ml where the OS allows it
 
 
 class LocalRunner:
@@ -193,8 +197,13 @@ class LocalRunner:
             # the container's python3 is this interpreter here: same torch, same sm_dist
             argv = [sys.executable if a in ("python", "python3") else remap(a, layout.root)
                     for a in self.config.container_command]
+            # (a command that is not there starts unwrapped: its error is then Popen's, at once)
+            wrap = self.settings.private_opt_ml and shutil.which(argv[0]) is not None
+            private = mountns.command(layout.root, argv) if wrap else None
+            self.outcome.shared_opt_ml = private is None
             code_dir = layout.channel_dir("code")
             cwd = code_dir if code_dir.is_dir() else layout.root
+            argv = private or argv
             agents.append(HostAgent(layout.host, argv, env, cwd=cwd, log_path=self.log_path(layout.host),
                                     on_line=self._on_line))
         return agents

@@ -79,5 +79,5 @@ def test_explicit_output_and_infra_stack(aws: str, source_dir: Path, tmp_path: P
     assert job.plan.role_arn == ROLE_ARN
     assert job.plan.code_s3_uri.startswith(f"s3://infra-bucket/sm/{job.name}/input/code/")
     assert job.plan.checkpoint_uri == f"s3://infra-bucket/sm/checkpoints/{job.name}"
-    assert job.plan.job_spec.checkpoint.mode == "s3"
-    assert "CheckpointConfig" not in job.plan.request  # direct-to-S3: no SageMaker sync of the prefix
+    assert job.plan.job_spec.checkpoint.mode == "sagemaker-sync"  # train.py checkpoints by itself
+    assert job.plan.request["CheckpointConfig"]["S3Uri"] == job.plan.checkpoint_uri  # SageMaker syncs its folder

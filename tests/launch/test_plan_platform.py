@@ -32,14 +32,31 @@ def test_a_vpc_job_uses_the_sync_and_says_what_the_subnets_need(source_dir: Path
     assert any("S3 gateway endpoint or a NAT" in w for w in plan.warnings)
 
 
-def test_direct_s3_stays_the_default_with_network_access(source_dir: Path) -> None:
-    assert _plan(source_dir, checkpoint_s3_uri="s3://team-bucket/c").job_spec.checkpoint.mode == "s3"
+RUNTIME_SCRIPT = "import torch\nfrom sm_dist import runtime\n"
+
+
+def test_direct_s3_stays_the_default_for_sm_dists_checkpointer(source_dir: Path) -> None:
+    """A script using sm_dist's runtime, sm_dist's entrypoints and function entries write to S3 themselves."""
+    (source_dir / "rt.py").write_text(RUNTIME_SCRIPT)
+    uri = {"checkpoint_s3_uri": "s3://team-bucket/c"}
+    assert sm_dist.plan("rt.py", source_dir=str(source_dir), **{**BASE, **uri}).job_spec.checkpoint.mode == "s3"
+    assert sm_dist.plan("gpt.py", source_dir=str(source_dir), **{**BASE, **uri}).job_spec.checkpoint.mode == "s3"
+    function = sm_dist.plan("pkg.mod:main", source_dir=str(source_dir), **{**BASE, **uri})
+    assert function.job_spec.checkpoint.mode == "s3" and "CheckpointConfig" not in function.request
+
+
+def test_a_script_of_its_own_gets_sagemakers_checkpoint_sync(source_dir: Path) -> None:
+    """A script that never imports sm_dist saves into /opt/ml/checkpoints itself: only CheckpointConfig
+    carries that folder to S3 and back (and restarted workers get it through sm_dist.container.worker)."""
+    plan = _plan(source_dir, checkpoint_s3_uri="s3://team-bucket/c")
+    assert plan.job_spec.checkpoint.mode == "sagemaker-sync"
+    assert plan.request["CheckpointConfig"] == {"S3Uri": "s3://team-bucket/c", "LocalPath": "/opt/ml/checkpoints"}
 
 
 def test_a_multi_instance_job_without_a_uri_checkpoints_under_its_output(source_dir: Path) -> None:
     plan = _plan(source_dir)
     ckpt = plan.job_spec.checkpoint
-    assert ckpt.mode == "s3" and ckpt.uri == f"s3://team-bucket/out/{plan.job_name}/checkpoints"
+    assert ckpt.mode == "sagemaker-sync" and ckpt.uri == f"s3://team-bucket/out/{plan.job_name}/checkpoints"
     assert any("a job on 2 instances checkpoints to" in w for w in plan.warnings)
     single = _plan(source_dir, instance_count=1)  # one host's disk does resume an in-job restart
     assert single.job_spec.checkpoint.mode == "local" and single.job_spec.checkpoint.uri is None

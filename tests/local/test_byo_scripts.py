@@ -63,6 +63,47 @@ def test_ddp_snapshot_script_survives_a_timed_spot_interruption(tmp_path: Path) 
     assert left_running(tmp_path / "root" / "run") == []
 
 
+def host_log(tmp_path: Path, host: str) -> str:
+    return (tmp_path / "root" / "run" / "logs" / f"{host}.log").read_text(errors="replace")
+
+
+def test_ddp_snapshot_script_resumes_on_every_host_after_a_timed_kill(tmp_path: Path) -> None:
+    """kill:8s: torchrun restarts the workers in the running job. The script saves snapshot.pt on
+    rank 0 only, into the hard-coded /opt/ml/checkpoints (each host's own, through its private
+    mount namespace); before the restart algo-2 gets algo-1's snapshot from the URI, so both
+    hosts resume from the same epoch and the model matches the uninterrupted run."""
+    code, s, err = fit(tmp_path, "ddp_snapshot.py", "--chaos", "kill:8s", "--verify",
+                       "--", "--total-epochs", "12", "--epoch-sleep", "1")
+    assert code == 0, (s, err[-4000:])
+    assert s["chaos_fired"] == ["kill:8s"] and s["in_job_restarts"] >= 1 and s["job_restarts"] == 0
+    assert s["verify_result"] == "identical", s
+    assert s["warnings"] == []
+    for host in ("algo-1", "algo-2"):
+        log = host_log(tmp_path, host)
+        assert "Resuming training from snapshot" in log, (host, log[-3000:])
+    assert "checkpoint folder restored" in host_log(tmp_path, "algo-2")
+    # the machine's own /opt/ml was never written: the snapshots are in the hosts' folders
+    assert (tmp_path / "root" / "run" / "hosts" / "algo-1" / "checkpoints" / "snapshot.pt").is_file()
+    assert left_running(tmp_path / "root" / "run") == []
+
+
+def test_hugging_face_trainer_resumes_on_every_host_after_a_timed_kill(tmp_path: Path) -> None:
+    """An unmodified HF Trainer script (output_dir="/opt/ml/checkpoints", get_last_checkpoint):
+    after kill:10s every host finds the newest checkpoint-N folder, with the model and optimizer
+    files rank 0 wrote on algo-1, and resumes; --verify compares model.safetensors."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    code, s, err = fit(tmp_path, "hf_trainer.py", "--chaos", "kill:10s", "--verify",
+                       "--", "--max_steps", "800", "--save_steps", "20")
+    assert code == 0, (s, err[-4000:])
+    assert s["chaos_fired"] == ["kill:10s"] and s["in_job_restarts"] >= 1
+    assert s["verify_result"] == "identical", s
+    assert s["steps"] == 800 and s["warnings"] == []  # Trainer's bar read; both workers in one process group
+    for host in ("algo-1", "algo-2"):
+        assert "resuming from /opt/ml/checkpoints/checkpoint-" in host_log(tmp_path, host), host
+    assert left_running(tmp_path / "root" / "run") == []
+
+
 def test_a_fault_that_never_fired_fails_the_run(tmp_path: Path) -> None:
     code, s, _ = fit(tmp_path, "trains_alone.py", "--hp", "steps=5", "--chaos", "kill:900s")
     assert code == 1 and s["status"] == "Completed" and s["chaos_missed"] == ["kill:900s"]

@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sm_dist.contract.container import SYNC_IGNORE_SUFFIX, SYNC_UPLOADED_SUFFIX
 from sm_dist.errors import CheckpointError
 from sm_dist.runtime.checkpoint.manifest import MANIFEST_NAME, Manifest, step_dirname
 from sm_dist.runtime.checkpoint.storage import LocalStorage, verify_files
@@ -33,10 +34,10 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger(__name__)
 
-#: Suffix SageMaker's uploader skips (aws/sagemaker-xgboost-container checkpointing.py, docs/PLATFORM.md §1.4).
-IGNORE_SUFFIX = ".sagemaker-ignore"
-#: Marker SageMaker's uploader writes next to a file once it is in S3 (same source).
-UPLOADED_SUFFIX = ".sagemaker-uploaded"
+#: Suffix SageMaker's uploader skips, and the marker it writes next to a file once it is in S3
+#: (the container contract's; docs/PLATFORM.md §1.4).
+IGNORE_SUFFIX = SYNC_IGNORE_SUFFIX
+UPLOADED_SUFFIX = SYNC_UPLOADED_SUFFIX
 #: Attempts when asking S3 whether a checkpoint arrived: a quick answer or "unknown".
 _PROBE_ATTEMPTS = 2
 

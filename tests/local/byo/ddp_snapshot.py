@@ -83,5 +83,5 @@ if __name__ == "__main__":
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--epoch-sleep", type=float, default=0.0)
     parser.add_argument("--model-dir", default=os.environ.get("SM_MODEL_DIR", "/opt/ml/model"))
-    parser.add_argument("--checkpoint-dir", default=os.environ.get("SM_CHECKPOINT_DIR", "/opt/ml/checkpoints"))
+    parser.add_argument("--checkpoint-dir", default="/opt/ml/checkpoints")  # what SageMaker syncs to S3
     main(parser.parse_args())

@@ -28,7 +28,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--max_steps", type=int, default=30)
     parser.add_argument("--save_steps", type=int, default=5)
-    parser.add_argument("--output_dir", default=os.environ.get("SM_CHECKPOINT_DIR", "/opt/ml/checkpoints"))
+    parser.add_argument("--output_dir", default="/opt/ml/checkpoints")
     parser.add_argument("--model_dir", default=os.environ.get("SM_MODEL_DIR", "/opt/ml/model"))
     args = parser.parse_args()
 

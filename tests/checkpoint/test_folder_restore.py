@@ -1,0 +1,112 @@
+"""The checkpoint folder a restarted host gets (sm_dist.runtime.checkpoint.folder_restore), against
+a real S3 endpoint (moto's server over HTTP) and against a folder standing in for the URI."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import boto3
+import pytest
+
+from sm_dist.runtime.checkpoint import folder_restore as fr
+
+
+@pytest.fixture
+def s3(moto_endpoint: str, aws_credentials: str, monkeypatch: pytest.MonkeyPatch):
+    """An S3 client on the local endpoint with an empty bucket 'ckpt'; yields the client."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", moto_endpoint)
+    client = boto3.client("s3", endpoint_url=moto_endpoint, region_name=aws_credentials)
+    client.create_bucket(Bucket="ckpt")
+    yield client
+    for obj in client.list_objects_v2(Bucket="ckpt").get("Contents", []):
+        client.delete_object(Bucket="ckpt", Key=obj["Key"])
+    client.delete_bucket(Bucket="ckpt")
+
+
+def write(path: Path, data: bytes, age_s: float = 0.0) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    if age_s:
+        then = time.time() - age_s
+        os.utime(path, (then, then))
+    return path
+
+
+def test_a_restarted_host_gets_what_the_uri_holds(s3, tmp_path: Path) -> None:
+    """Missing files come down, a same-size newer version replaces the old one, what the URI no
+    longer has goes, and sm_dist's own step folders and SageMaker's markers are left alone."""
+    s3.put_object(Bucket="ckpt", Key="job/snapshot.pt", Body=b"epoch-8")
+    s3.put_object(Bucket="ckpt", Key="job/checkpoint-20/model.safetensors", Body=b"w" * 64)
+    s3.put_object(Bucket="ckpt", Key="job/step-000000010/manifest.json", Body=b"{}")
+    host = tmp_path / "algo-2"
+    write(host / "snapshot.pt", b"epoch-7", age_s=60)  # same size, older: replaced
+    write(host / "checkpoint-10/rng_state_1.pth", b"r", age_s=60)  # rotated away on algo-1: deleted
+    write(host / "step-000000008/model/__1_0.distcp", b"shard")  # the checkpointer's own: kept
+    write(host / "snapshot.pt.sagemaker-uploaded", b"")  # SageMaker's marker: kept
+    got, deleted = fr.restore(host, fr.S3Remote("s3://ckpt/job"))
+    assert got == ["checkpoint-20/model.safetensors", "snapshot.pt"]
+    assert deleted == ["checkpoint-10/rng_state_1.pth"]
+    assert (host / "snapshot.pt").read_bytes() == b"epoch-8"
+    assert (host / "step-000000008/model/__1_0.distcp").exists() and not (host / "step-000000010").exists()
+    assert (host / "snapshot.pt.sagemaker-uploaded").exists()
+    assert not [p for p in host.rglob("*") if ".sm-dist-restore" in p.name]  # no half-written file left
+
+
+def test_the_writer_does_not_download_its_own_files_again(s3, tmp_path: Path) -> None:
+    """A file this host wrote and uploaded (whole or in boto3's 8 MiB parts) is the same bytes: kept."""
+    host = tmp_path / "algo-1"
+    small = write(host / "snapshot.pt", b"x" * 1000, age_s=30)
+    large = write(host / "checkpoint-5/model.safetensors", os.urandom(9 << 20), age_s=30)
+    client_cfg = boto3.s3.transfer.TransferConfig(multipart_threshold=8 << 20, multipart_chunksize=8 << 20)
+    for path, key in ((small, "job/snapshot.pt"), (large, "job/checkpoint-5/model.safetensors")):
+        s3.upload_file(str(path), "ckpt", key, Config=client_cfg)
+    etag = s3.head_object(Bucket="ckpt", Key="job/checkpoint-5/model.safetensors")["ETag"]
+    assert etag.strip('"').endswith("-2")  # really multipart
+    assert fr.pending(host, fr.S3Remote("s3://ckpt/job")) == []  # settled: both are there
+    got, deleted = fr.restore(host, fr.S3Remote("s3://ckpt/job"))
+    assert got == [] and deleted == []
+
+
+def test_settle_waits_for_this_hosts_newest_file(tmp_path: Path) -> None:
+    """A file not yet at the URI (or newer here than there) keeps the restore waiting; at the
+    timeout it is reported, and then nothing local is deleted."""
+    uri, host = tmp_path / "uri", tmp_path / "algo-1"
+    write(uri / "snapshot.pt", b"old", age_s=60)
+    write(host / "snapshot.pt", b"new!")
+    remote = fr.FolderRemote(uri)
+    assert fr.settle(host, remote, timeout=0.0) == ["snapshot.pt"]
+    uploader = threading.Timer(0.3, lambda: write(uri / "snapshot.pt", b"new!"))
+    uploader.start()
+    assert fr.settle(host, remote, timeout=30.0, sleep=lambda s: time.sleep(0.05)) == []
+    uploader.join()
+
+
+def test_the_hosts_meet_on_the_rendezvous_store(tmp_path: Path) -> None:
+    """Each host's restore waits for the others on the c10d store torchrun's agents share."""
+    from torch.distributed import TCPStore
+
+    server = TCPStore("127.0.0.1", 0, is_master=True, timeout=timedelta(seconds=30), wait_for_workers=False)
+    endpoint = f"127.0.0.1:{server.port}"
+    assert not fr.meet(endpoint, "run-1", hosts=2, timeout=0.5)  # alone: gives up, says so
+    results: list[bool] = []
+    others = [threading.Thread(target=lambda: results.append(fr.meet(endpoint, "run-2", 2, timeout=30)))
+              for _ in range(2)]
+    for t in others:
+        t.start()
+    for t in others:
+        t.join()
+    assert results == [True, True]
+    assert fr.meet("", "run-3", hosts=2)  # no endpoint (a single host): nothing to wait for
+
+
+def test_run_reports_and_never_raises(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    uri, host = tmp_path / "uri", tmp_path / "algo-2"
+    write(uri / "snapshot.pt", b"epoch-3")
+    assert fr.main(["--folder", str(host), "--uri", str(uri), "--hosts", "1", "--host", "algo-2"]) == 0
+    assert (host / "snapshot.pt").read_bytes() == b"epoch-3"
+    assert fr.main(["--folder", str(host), "--uri", "s3://", "--host", "algo-2"]) == 1
+    assert "checkpoint folder restore failed: ConfigError" in caplog.text
