@@ -35,6 +35,7 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
+from sm_dist.container.failure_watch import FailureWatch
 from sm_dist.container.launcher_env import (
     LaunchFailure,
     check_torch,
@@ -46,7 +47,8 @@ from sm_dist.container.launcher_env import (
     wait_for_store,
     worker_env,
 )
-from sm_dist.contract.container import CODE_DIR, opt_ml_root, remap
+from sm_dist.contract.container import CHECKPOINT_CONFIG, CODE_DIR, opt_ml_root, read_config, remap
+from sm_dist.contract.worker_errors import WorkerError
 from sm_dist.jobspec import EXIT_INTERRUPTED, JOB_SPEC_FILENAME, JobSpec
 
 _log = logging.getLogger("sm_dist.launcher")
@@ -55,16 +57,21 @@ _log = logging.getLogger("sm_dist.launcher")
 FAILURE_MAX_CHARS = 1024
 #: Lines of torchrun's stderr kept for the failure reason.
 STDERR_TAIL_LINES = 60
+#: Where a SageMaker training job's logs go, one stream per host (docs/PLATFORM.md §1.6).
+LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class Supervisor:
-    """Runs torchrun in its own process group, relays signals, keeps the tail of its stderr."""
+    """Runs torchrun in its own process group, relays signals, keeps the tail of its stderr, and
+    stops it when `watch` says a restart cannot help."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, watch: FailureWatch | None = None) -> None:
         self.argv, self.env, self.cwd = argv, env, cwd
         self.signals: list[int] = []
         self.tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        self.watch = watch
+        self.gave_up: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._forwarded = False  # torchrun handles one signal; a second would cut its shutdown short
 
@@ -86,7 +93,13 @@ class Supervisor:
         for raw in iter(stream.readline, b""):  # type: ignore[attr-defined]
             sys.stderr.buffer.write(raw)
             sys.stderr.buffer.flush()
-            self.tail.append(raw.decode("utf-8", "replace").rstrip("\n"))
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            self.tail.append(line)
+            verdict = self.watch.feed(line) if self.watch is not None else None
+            if verdict is not None and self.gave_up is None:
+                self.gave_up = verdict
+                _log.error("%s; stopping torchrun", verdict)
+                self._forward(signal.SIGTERM)
 
     def run(self) -> int:
         """Start torchrun, wait for it, return its exit code (negative: killed by a signal)."""
@@ -141,18 +154,24 @@ def useful_lines(lines: list[str]) -> list[str]:
     return out
 
 
-def outcome(code: int, signals: list[int], marker: Path, host: str, tail: list[str]) -> tuple[int, str | None]:
-    """Exit code of the launcher and the failure message (None when not a failure)."""
-    if signals and marker.exists():
+def outcome(code: int, signals: list[int], marker: Path, host: str, tail: list[str],
+            error: WorkerError | None = None, gave_up: str | None = None, job: str = "<job>") -> tuple[int, str | None]:
+    """Exit code of the launcher and the failure message (None when not a failure): the worker's
+    own error first (`error`, or the verdict that stopped the restarts), then where the logs
+    are, then the end of the output."""
+    if signals and marker.exists() and gave_up is None:
         return EXIT_INTERRUPTED, None
-    if code == 0:
+    if code == 0 and gave_up is None:
         return 0, None
-    exit_code = code if code > 0 else 128 - code
-    if signals:
+    exit_code = code if code > 0 else (128 - code if code < 0 else 1)
+    if gave_up:
+        why = gave_up
+    elif signals:
         why = f"stopped by {signal.Signals(signals[0]).name} before a checkpoint was committed"
     else:
-        why = f"torchrun exited with code {code}"
-    head = f"sm_dist launcher on {host}: {why}. Last output:\n"
+        why = f"{error.line()}; torchrun exited with code {code}" if error else f"torchrun exited with code {code}"
+    logs = f"logs: CloudWatch {LOG_GROUP}, stream {job}/{host}-*"
+    head = f"{why}. {logs}. sm_dist launcher on {host}; last output:\n"
     body = "\n".join(useful_lines(tail))
     room = FAILURE_MAX_CHARS - len(head)
     return exit_code, head + (body if len(body) <= room else "…" + body[-(room - 1):])
@@ -183,15 +202,27 @@ def launch(env: Mapping[str, str] | None = None) -> int:
     _log.info("host %s (%d/%d): %s", topo.current_host, topo.node_rank, topo.nnodes, " ".join(argv))
     state_dir = Path(tempfile.mkdtemp(prefix="sm-dist-worker-"))  # this host's own: /tmp of its container
     try:
-        sup = Supervisor(argv, worker_env(env, topo, root, code_dir, marker, state_dir), code_dir)
+        watch = FailureWatch(topo.current_host, checkpoint_folder(root, spec))
+        sup = Supervisor(argv, worker_env(env, topo, root, code_dir, marker, state_dir), code_dir, watch)
         code = sup.run()
     finally:
         shutil.rmtree(state_dir, ignore_errors=True)
-    exit_code, failure = outcome(code, sup.signals, marker, topo.current_host, list(sup.tail))
+    exit_code, failure = outcome(code, sup.signals, marker, topo.current_host, list(sup.tail), watch.error(),
+                                 sup.gave_up, env.get("TRAINING_JOB_NAME") or spec.job_name or "<job>")
     if failure:
         write_failure(root, failure)
     _log.info("host %s: exit code %d", topo.current_host, exit_code)
     return exit_code
+
+
+def checkpoint_folder(root: Path, spec: JobSpec) -> Path | None:
+    """This host's checkpoint folder, when checkpoints are written to one (CheckpointConfig.LocalPath,
+    or the job spec's local path); None when they go straight to S3."""
+    try:
+        local = (read_config(root, CHECKPOINT_CONFIG) or {}).get("LocalPath") or spec.checkpoint.local_path
+    except ValueError:  # RuntimeEnvError: unreadable config, reported elsewhere
+        local = spec.checkpoint.local_path
+    return Path(remap(str(local), root)) if local else None
 
 
 def _exit_on_signal(signum: int, _frame: object) -> None:

@@ -118,16 +118,23 @@ def test_a_timed_kill_fires_without_step_lines(tmp_path: Path) -> None:
     assert code == 0 and s["in_job_restarts"] >= 1 and s["steps"] is None
 
 
-@pytest.mark.parametrize(("script", "flags", "expected"), [
-    ("raises_at_step.py", (), "ValueError: loss went NaN at step 3  (algo-2, rank 1)"),
-    ("raises_at_step.py", ("--hp", "bogus-flag=1"), "raises_at_step.py: error: unrecognized arguments: --bogus-flag 1"),
-    ("needs_torchvision.py", (), "ModuleNotFoundError: No module named 'torchvision_not_installed_here'"),
+@pytest.mark.parametrize(("script", "flags", "expected", "restarts"), [
+    # an exception at step 3: restarted once; the same error again with no new checkpoint ends it
+    ("raises_at_step.py", (), "ValueError: loss went NaN at step 3  (algo-2, rank 1)", 1),
+    # no restart can fix a bad flag or a missing module: torchrun is stopped at the first failure
+    ("raises_at_step.py", ("--hp", "bogus-flag=1"), "raises_at_step.py: error: unrecognized arguments: --bogus-flag 1", 0),
+    ("needs_torchvision.py", (), "ModuleNotFoundError: No module named 'torchvision_not_installed_here'", 0),
 ])
-def test_the_real_error_once(tmp_path: Path, script: str, flags: tuple[str, ...], expected: str) -> None:
+def test_the_real_error_once(tmp_path: Path, script: str, flags: tuple[str, ...], expected: str, restarts: int) -> None:
     code, s, _ = fit(tmp_path, script, *flags)
     assert code != 0 and s["status"] == "Failed"
     assert s["error"].startswith(expected), s["error"]
     assert s["logs"] == str(tmp_path / "root" / "run" / "logs")
+    assert s["in_job_restarts"] == restarts, s
+    # what the SageMaker console would show (output/failure of the failing host) starts with the cause too
+    failing = next(f for f in s["failures"].values() if "not restarted" in f)
+    assert failing.startswith(expected.split("  (")[0]), failing
+    assert "logs: CloudWatch /aws/sagemaker/TrainingJobs" in failing
     assert left_running(tmp_path / "root" / "run") == []
     assert os.path.isdir(s["logs"])
 
