@@ -35,6 +35,7 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
+from sm_dist.container import requirements
 from sm_dist.container.failure_watch import FailureWatch
 from sm_dist.container.launcher_env import (
     LaunchFailure,
@@ -188,6 +189,7 @@ def launch(env: Mapping[str, str] | None = None) -> int:
             _log.warning("%s", newer_torch)
         spec = JobSpec.from_json((code_dir / JOB_SPEC_FILENAME).read_text(encoding="utf-8"))
         topo = read_topology(root, env, spec, int(env.get("SM_NUM_GPUS") or count_gpus()))
+        requirements.install(code_dir, env)
         if topo.node_rank != 0:
             wait_for_host(topo.rdzv_host)
             wait_for_store(topo.rdzv_host, topo.rdzv_port)

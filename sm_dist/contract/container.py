@@ -42,6 +42,13 @@ HYPERPARAMETERS = "hyperparameters.json"
 INPUT_DATA_CONFIG = "inputdataconfig.json"
 CHECKPOINT_CONFIG = "checkpointconfig.json"
 
+#: The source dir's dependencies, pip-installed at job start as SageMaker's training toolkit does
+#: (docs/PLATFORM.md §1.1); from WHEELS_DIR without an index when the bundle carries one.
+REQUIREMENTS_FILE = "requirements.txt"
+WHEELS_DIR = "wheels"
+#: "0": the launcher does not install them (local mode checks the caller's environment instead).
+INSTALL_REQUIREMENTS_ENV = "SM_DIST_INSTALL_REQUIREMENTS"
+
 #: Names SageMaker's checkpoint uploader skips (IGNORE) or writes itself next to a file it uploaded
 #: (UPLOADING while it copies, UPLOADED after): docs/PLATFORM.md §1.4.
 SYNC_IGNORE_SUFFIX = ".sagemaker-ignore"
@@ -148,7 +155,7 @@ def read_resource_config(root: str | os.PathLike[str]) -> ResourceConfig | None:
 
 __all__ = [
     "CHECKPOINT_LOCAL_PATH", "CODE_DIR", "EFA_RDMA_TYPES", "EFA_TYPES", "FAILURE_FILE", "MODEL_DIR", "OPT_ML",
-    "OPT_ML_ENV", "RESOURCE_CONFIG", "SM_DIR_VARIABLES", "SYNC_IGNORE_SUFFIX", "SYNC_SKIPPED_SUFFIXES",
+    "INSTALL_REQUIREMENTS_ENV", "OPT_ML_ENV", "REQUIREMENTS_FILE", "RESOURCE_CONFIG", "WHEELS_DIR", "SM_DIR_VARIABLES", "SYNC_IGNORE_SUFFIX", "SYNC_SKIPPED_SUFFIXES",
     "SYNC_UPLOADED_SUFFIX", "SYNC_UPLOADING_SUFFIX", "ResourceConfig", "config_path", "natural_key",
     "opt_ml_root", "read_config", "read_resource_config", "remap", "sync_skipped",
 ]

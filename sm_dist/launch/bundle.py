@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sm_dist._resources import package_dir, resource_dir
+from sm_dist.contract.container import REQUIREMENTS_FILE, WHEELS_DIR
 from sm_dist.errors import ConfigError, LaunchError
 from sm_dist.jobspec import JOB_SPEC_FILENAME
 from sm_dist.launch.ignore import IgnoreRules, walk_source
@@ -61,6 +62,17 @@ class Bundle:
     @property
     def total_bytes(self) -> int:
         return sum(f.size for f in self.files)
+
+    @property
+    def requirements(self) -> BundleFile | None:
+        """The source dir's requirements.txt, pip-installed at job start (sm_dist.container.requirements)."""
+        return next((f for f in self.files if f.path == REQUIREMENTS_FILE and f.origin == "user"), None)
+
+    @property
+    def wheels(self) -> int:
+        """Wheels vendored in the source dir's wheels/ (installed from there, without an index)."""
+        return sum(1 for f in self.files
+                   if f.origin == "user" and f.path.startswith(WHEELS_DIR + "/") and f.path.endswith(".whl"))
 
     def manifest(self) -> list[dict[str, Any]]:
         """JSON-able list of {path, size, sha256, origin}."""

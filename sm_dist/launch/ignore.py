@@ -29,6 +29,8 @@ DEFAULT_FILES = (
     "*.pyc", "*.pyo", ".DS_Store", "*.swp", "*.pt", "*.pth", "*.ckpt", "*.safetensors", "*.distcp",
     "*.bin", "*.npy", "*.npz", "*.parquet", "*.arrow", "*.tfrecord", "*.h5", "*.hdf5", "*.onnx",
     "*.tar", "*.tar.gz", "*.tgz", "*.zip", "*.whl",
+    # ...except the wheels vendored for requirements.txt (installed without an index: sm_dist.container.requirements)
+    "!/wheels/*.whl",
 )
 #: A single file above this is left out with a warning: code is small; data goes through S3.
 LARGE_FILE_BYTES = 10 * 2**20

@@ -195,6 +195,9 @@ def plan_code(config: LaunchConfig, region: str, job_name: str, checkpoint_base:
         hyperparameters=dict(config.hyperparameters), args=tuple(config.args),
     )
     bundle = bundle_mod.collect_bundle(config.source_dir, spec.to_json(), config.ignore_patterns)
+    if bundle.requirements is not None and not bundle.wheels and config.network_isolation:
+        raise ConfigError("network_isolation", True, "the container cannot pip-install requirements.txt without "
+                          "network; vendor the wheels into source_dir: pip download -r requirements.txt -d wheels")
     if inst and inst.region != region:
         warnings.append(f"prices are {inst.region}'s ({inst.price_date}); {region} may differ")
     return CodePlan(sizing, spec, bundle, inst, (*warnings, *sizing.warnings, *ckpt_warnings, *bundle.warnings))

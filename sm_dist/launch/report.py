@@ -64,6 +64,7 @@ def render_plan(plan: Plan) -> str:
         f"role         {plan.role_arn}",
         f"code         {plan.code_s3_uri}  ({len(plan.bundle.files)} files, {plan.bundle.total_bytes / _MIB:.2f} MiB: "
         f"{_origin_sizes(plan)})",
+        *_requirements_lines(plan),
         f"output       {req['OutputDataConfig']['S3OutputPath']}",
         f"checkpoints  {spec.checkpoint.mode}: {spec.checkpoint.uri or spec.checkpoint.local_path or '-'}",
         "cost",
@@ -73,6 +74,15 @@ def render_plan(plan: Plan) -> str:
         lines.append(f"note         fit creates the SageMaker default bucket {plan.default_bucket} if it is missing")
     lines += [f"warning      {w}" for w in plan.warnings]
     return "\n".join(lines)
+
+
+def _requirements_lines(plan: Plan) -> list[str]:
+    found = plan.bundle.requirements
+    if found is None:
+        return []
+    where = f"from the bundle's {plan.bundle.wheels} wheels (no index)" if plan.bundle.wheels else "from the package index"
+    return [f"requirements requirements.txt: pip-installed on every host at job start, {where}"
+            + ("; local mode checks this environment instead" if plan.local else "")]
 
 
 __all__ = ["render_plan"]

@@ -18,9 +18,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from sm_dist.contract.container import INSTALL_REQUIREMENTS_ENV
 from sm_dist.errors import ConfigError
 from sm_dist.launch.profile import without_missing_profile
-from sm_dist.local import from_plan, verify
+from sm_dist.local import from_plan, requirements_check, verify
 from sm_dist.local.chaos import Fault, parse_faults
 from sm_dist.local.ckpt_sync import DEFAULT_INTERVAL
 from sm_dist.local.config import SAGEMAKER_GRACE_SECONDS, LocalJobConfig
@@ -181,7 +182,11 @@ def run(
     base = Path(root) if root is not None else Path(tempfile.gettempdir()) / "sm-dist-local" / plan.job_name
     if base.exists() and any(base.iterdir()):
         raise ConfigError("root", str(base), "expected a new or empty folder")
-    env = {"SM_DIST_NPROC_PER_NODE": str(nproc_per_node)} if nproc_per_node else {}
+    _check_requirements(plan)
+    # the hosts run in this environment: checked above, never pip-installed into
+    env = {INSTALL_REQUIREMENTS_ENV: "0"}
+    if nproc_per_node:
+        env["SM_DIST_NPROC_PER_NODE"] = str(nproc_per_node)
     options = {"grace_seconds": grace_seconds, "sync_interval": sync_interval, "env": env,
                "echo": _echo(echo and not view, echo_stream), "view": view, "view_stream": echo_stream,
                "max_job_restarts": max_job_restarts,
@@ -190,6 +195,19 @@ def run(
     options["nproc"] = nproc_per_node or plan.job_spec.nproc_per_node or 1
     with without_missing_profile():  # moto's in-process server makes boto3 Sessions
         return _run_job(plan, base, faults, checkpoint_uri, verify, options)
+
+
+def _check_requirements(plan: Plan) -> None:
+    """Refuse to start when this environment lacks what the source dir's requirements.txt names."""
+    found = plan.bundle.requirements
+    if found is None or found.source is None:
+        return
+    missing, unchecked = requirements_check.unmet(Path(found.source))
+    if unchecked:
+        _log.info("requirements.txt: not checked here: %s", "; ".join(unchecked))
+    if missing:
+        raise ConfigError("requirements.txt", ", ".join(missing),
+                          f"the local hosts run in this Python environment; pip install -r {found.source}")
 
 
 def _run_job(plan: Plan, base: Path, faults: tuple[Fault, ...], checkpoint_uri: str | None, verify: bool,

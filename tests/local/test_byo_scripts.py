@@ -146,3 +146,20 @@ def test_the_scripts_own_arguments_arrive_verbatim(tmp_path: Path) -> None:
     assert code == 0, err[-3000:]
     got = json.loads(next((tmp_path / "root").rglob("model/args.json")).read_text())
     assert got == {"total_epochs": 3, "save_every": 1, "batch_size": 8, "dummy": True, "sum_over_ranks": 6}
+
+
+def test_a_requirement_this_environment_lacks_stops_the_run_before_anything_starts(tmp_path: Path) -> None:
+    """requirements.txt is pip-installed in the cloud; locally the hosts run in this environment,
+    so what it lacks is one line and exit 2, with no host folder created."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(BYO / "needs_torchvision.py", src / "needs_torchvision.py")
+    (src / "requirements.txt").write_text("torchvision_not_installed_here>=0.20\ntorch>=2.10\n")
+    out = subprocess.run([sys.executable, "-m", "sm_dist.cli", "fit", "needs_torchvision.py", "--source-dir", str(src),
+                          "--local", "--instance-count", "2", "--local-root", str(tmp_path / "root")],
+                         capture_output=True, text=True, cwd=tmp_path, check=False)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "sm-dist fit: error: requirements.txt='torchvision_not_installed_here>=0.20 (not installed)': the local hosts "
+        f"run in this Python environment; pip install -r {src / 'requirements.txt'}"]
+    assert not (tmp_path / "root").exists()

@@ -1,0 +1,84 @@
+"""requirements.txt: pip-installed by the launcher at job start (as SageMaker's toolkit does), listed
+by the plan, refused under network isolation without vendored wheels, checked locally before a run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sm_dist
+from sm_dist.container import requirements
+from sm_dist.errors import ConfigError, LaunchFailure
+from sm_dist.launch.report import render_plan
+from sm_dist.local import requirements_check
+
+from .conftest import ROLE_ARN
+
+CLOUD = dict(instance_type="ml.g5.xlarge", instance_count=2, strategy="ddp", role=ROLE_ARN, region="us-east-1",
+             output_s3_uri="s3://team-bucket/out", max_runtime_s=3600)
+
+
+def make_wheel(folder: Path, name: str = "smdist_probe_pkg", version: str = "1.0") -> Path:
+    """A real, minimal pure-Python wheel built by pip from a throwaway project (no network)."""
+    pytest.importorskip("setuptools")  # the build backend of the throwaway project
+    project = folder / "project"
+    (project / name).mkdir(parents=True)
+    (project / name / "__init__.py").write_text("VALUE = 7\n")
+    (project / "pyproject.toml").write_text(
+        f'[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+        f'[project]\nname = "{name}"\nversion = "{version}"\n')
+    wheels = folder / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels),
+                    str(project)], check=True, capture_output=True)
+    return wheels
+
+
+def test_the_launcher_installs_from_vendored_wheels_without_an_index(tmp_path: Path) -> None:
+    code = tmp_path / "code"
+    code.mkdir()
+    make_wheel(code)
+    (code / "requirements.txt").write_text("smdist_probe_pkg==1.0\n")
+    target = tmp_path / "site"
+    cmd = requirements.pip_command(code)
+    assert cmd is not None and cmd[-3:] == ["--no-index", "--find-links", "wheels"]
+    # install into a throwaway target so the test environment is untouched
+    env = {"PIP_TARGET": str(target), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    requirements.install(code, env)
+    assert (target / "smdist_probe_pkg" / "__init__.py").read_text() == "VALUE = 7\n"
+
+
+def test_a_failed_install_names_pips_error_and_the_fix(tmp_path: Path) -> None:
+    code = tmp_path / "code"
+    (code / "wheels").mkdir(parents=True)  # no index, no wheel: pip cannot find it
+    (code / "requirements.txt").write_text("smdist-no-such-package==9.9\n")
+    with pytest.raises(LaunchFailure, match=r"requirements.txt: ERROR: .*smdist-no-such-package.*pip download"):
+        requirements.install(code, {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    requirements.install(code, {"SM_DIST_INSTALL_REQUIREMENTS": "0"})  # local mode: never installs
+    assert requirements.pip_command(tmp_path) is None  # no requirements.txt: nothing to run
+
+
+def test_the_plan_lists_it_and_refuses_network_isolation_without_wheels(source_dir: Path) -> None:
+    (source_dir / "requirements.txt").write_text("transformers>=5\n")
+    plan = sm_dist.plan("train.py", source_dir=str(source_dir), **CLOUD)
+    assert any(f.path == "requirements.txt" for f in plan.bundle.files)
+    assert "requirements requirements.txt: pip-installed on every host at job start, from the package index" in \
+        render_plan(plan)
+    with pytest.raises(ConfigError, match="network_isolation=True: .*pip download -r requirements.txt -d wheels"):
+        sm_dist.plan("train.py", source_dir=str(source_dir), network_isolation=True, **CLOUD)
+    (source_dir / "wheels").mkdir()
+    (source_dir / "wheels" / "transformers-5.0.0-py3-none-any.whl").write_bytes(b"PK")
+    isolated = sm_dist.plan("train.py", source_dir=str(source_dir), network_isolation=True, **CLOUD)
+    assert isolated.bundle.wheels == 1 and "from the bundle's 1 wheels (no index)" in render_plan(isolated)
+
+
+def test_the_local_check_names_what_this_environment_lacks(tmp_path: Path) -> None:
+    req = tmp_path / "requirements.txt"
+    req.write_text("# deps\ntorch>=2.0\nsmdist-not-installed-anywhere>=1\ntorch<1.0  # too old here\n"
+                   "pywin32; sys_platform == 'win32'\n-r other.txt\n")
+    missing, unchecked = requirements_check.unmet(req)
+    assert missing[0] == "smdist-not-installed-anywhere>=1 (not installed)"
+    assert missing[1].startswith("torch<1.0 (2.") and len(missing) == 2  # the win32-only line does not apply
+    assert unchecked == ["-r other.txt"]
