@@ -163,3 +163,18 @@ def test_a_requirement_this_environment_lacks_stops_the_run_before_anything_star
         "sm-dist fit: error: requirements.txt='torchvision_not_installed_here>=0.20 (not installed)': the local hosts "
         f"run in this Python environment; pip install -r {src / 'requirements.txt'}"]
     assert not (tmp_path / "root").exists()
+
+
+def test_lightning_script_resumes_on_every_host_after_a_timed_kill(tmp_path: Path) -> None:
+    """A Lightning Trainer (strategy="ddp", num_nodes=2, ModelCheckpoint(save_last) in /opt/ml/checkpoints,
+    fit(ckpt_path="last")): after kill:12s algo-2 has algo-1's last.ckpt too, both resume from it."""
+    pytest.importorskip("lightning")
+    code, s, err = fit(tmp_path, "lightning_ddp.py", "--chaos", "kill:12s", "--verify",
+                       "--", "--epochs", "12", "--epoch-sleep", "1")
+    assert code == 0, (s, err[-4000:])
+    assert s["chaos_fired"] == ["kill:12s"] and s["in_job_restarts"] >= 1
+    assert s["verify_result"] == "identical", s
+    assert s["warnings"] == []
+    assert "Restoring states from the checkpoint path at /opt/ml/checkpoints/last.ckpt" in host_log(tmp_path, "algo-1")
+    assert (tmp_path / "root" / "run" / "hosts" / "algo-2" / "checkpoints" / "last.ckpt").is_file()
+    assert left_running(tmp_path / "root" / "run") == []
