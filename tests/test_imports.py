@@ -51,7 +51,7 @@ ALLOWED = {
 THIRD_PARTY_ANYWHERE = {World.RUNTIME: {"torch", "numpy"}}
 #: Third-party packages a world may import only inside a function (never at import time).
 THIRD_PARTY_IN_FUNCTIONS = {
-    World.LAUNCH: {"boto3", "botocore", "sagemaker", "moto", "yaml", "pathspec"},
+    World.LAUNCH: {"boto3", "botocore", "sagemaker", "moto", "yaml", "pathspec", "packaging"},
     World.RUNTIME: {"boto3", "botocore"},  # the S3 checkpoint storage
 }
 #: The core's only third-party imports, each inside a function of one module, each optional:

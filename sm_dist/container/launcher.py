@@ -35,7 +35,7 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
-from sm_dist.container import requirements
+from sm_dist.container import requirements, worker
 from sm_dist.container.failure_watch import FailureWatch
 from sm_dist.container.launcher_env import (
     LaunchFailure,
@@ -67,8 +67,10 @@ class Supervisor:
     """Runs torchrun in its own process group, relays signals, keeps the tail of its stderr, and
     stops it when `watch` says a restart cannot help."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, watch: FailureWatch | None = None) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, watch: FailureWatch | None = None,
+                 stop_file: Path | None = None) -> None:
         self.argv, self.env, self.cwd = argv, env, cwd
+        self.stop_file = stop_file  # tells workers torchrun starts again not to run the script
         self.signals: list[int] = []
         self.tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self.watch = watch
@@ -100,6 +102,8 @@ class Supervisor:
             if verdict is not None and self.gave_up is None:
                 self.gave_up = verdict
                 _log.error("%s; stopping torchrun", verdict)
+                if self.stop_file is not None:  # first: torchrun may restart the workers before the signal lands
+                    self.stop_file.write_text(verdict, encoding="utf-8")
                 self._forward(signal.SIGTERM)
 
     def run(self) -> int:
@@ -205,7 +209,8 @@ def launch(env: Mapping[str, str] | None = None) -> int:
     state_dir = Path(tempfile.mkdtemp(prefix="sm-dist-worker-"))  # this host's own: /tmp of its container
     try:
         watch = FailureWatch(topo.current_host, checkpoint_folder(root, spec))
-        sup = Supervisor(argv, worker_env(env, topo, root, code_dir, marker, state_dir), code_dir, watch)
+        sup = Supervisor(argv, worker_env(env, topo, root, code_dir, marker, state_dir, spec), code_dir, watch,
+                         stop_file=state_dir / worker.STOP_FILE)
         code = sup.run()
     finally:
         shutil.rmtree(state_dir, ignore_errors=True)

@@ -167,8 +167,8 @@ def restores_folder(spec: JobSpec) -> bool:
 
 
 def torchrun_argv(topo: Topology, spec: JobSpec, code_dir: Path, run_id: str) -> list[str]:
-    """`python -m torch.distributed.run …` for this host."""
-    shim = ["--module", WORKER_MODULE] if restores_folder(spec) else []
+    """`python -m torch.distributed.run …` for this host. Every worker starts as
+    `sm_dist.container.worker`, which execs the script."""
     return [
         sys.executable, "-m", "torch.distributed.run",
         f"--nnodes={topo.nnodes}",
@@ -180,19 +180,21 @@ def torchrun_argv(topo: Topology, spec: JobSpec, code_dir: Path, run_id: str) ->
         f"--rdzv-conf=is_host={'true' if topo.node_rank == 0 else 'false'},join_timeout={RDZV_WAIT_S}",
         f"--local-addr={topo.local_addr}",
         f"--max-restarts={spec.max_restarts}",
-        *shim,
+        "--module", WORKER_MODULE,
         *script_argv(spec, code_dir),
     ]
 
 
 def worker_env(env: Mapping[str, str], topo: Topology, root: Path, code_dir: Path, marker: Path,
-               state_dir: Path | None = None) -> dict[str, str]:
+               state_dir: Path | None = None, spec: JobSpec | None = None) -> dict[str, str]:
     """torchrun's environment: the container's plus sm_dist's and SageMaker-style variables.
     `state_dir`: the launcher's scratch folder for `sm_dist.container.worker`."""
     out = dict(env)
     if state_dir is not None:
         out[worker.STATE_ENV] = str(state_dir)
         out[worker.RDZV_ENDPOINT_ENV] = f"{topo.rdzv_host}:{topo.rdzv_port}"
+        if spec is not None and restores_folder(spec):
+            out[worker.RESTORE_ENV] = "1"
     out[JOB_SPEC_ENV] = str(code_dir / JOB_SPEC_FILENAME)
     out[INTERRUPT_MARKER_ENV] = str(marker)
     out["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"

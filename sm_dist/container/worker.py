@@ -1,8 +1,11 @@
-"""Each worker's first moments: on an in-job restart, give this host the checkpoint folder SageMaker
-would restore, then become the training script.
+"""Each worker's first moments: refuse to run again when the launcher gave up; on an in-job restart,
+give this host the checkpoint folder SageMaker would restore; then become the training script.
 
-torchrun runs ``python -u -m sm_dist.container.worker SCRIPT ARGS...`` instead of the script when
-the launcher turns this on (a script that checkpoints itself into CheckpointConfig.LocalPath).
+torchrun runs ``python -u -m sm_dist.container.worker SCRIPT ARGS...`` instead of the script. When
+the launcher has decided that a restart cannot help (`sm_dist.container.failure_watch`) it writes
+STOP_FILE before it stops torchrun; a worker torchrun restarts in between exits at once instead of
+running the script again. The folder restore is on for a script that checkpoints itself into
+CheckpointConfig.LocalPath (the launcher sets RESTORE_ENV).
 SageMaker copies the checkpoint URI into every instance's folder only when the job starts
 (docs/PLATFORM.md §1.4). After torchrun restarts the workers of a running job, a checkpoint that
 rank 0 saved on algo-1 is therefore missing on the other hosts, and a script that resumes from
@@ -32,6 +35,10 @@ from sm_dist.contract.container import CHECKPOINT_CONFIG, opt_ml_root, read_conf
 STATE_ENV = "SM_DIST_WORKER_STATE"
 #: "host:port" of the rendezvous store on algo-1: the hosts meet there before restoring.
 RDZV_ENDPOINT_ENV = "SM_DIST_RDZV_ENDPOINT"
+#: "1": restore the checkpoint folder on restarts (a script checkpointing through CheckpointConfig).
+RESTORE_ENV = "SM_DIST_RESTORE_CHECKPOINT_FOLDER"
+#: Written by the launcher into STATE_ENV's folder when it stops torchrun instead of letting it restart.
+STOP_FILE = "stop"
 #: How long local ranks other than 0 wait for local rank 0's restore (large checkpoints download).
 RESTORE_WAIT_S = 3600.0
 _POLL_S = 0.1
@@ -72,6 +79,12 @@ def prepare(env: Mapping[str, str]) -> None:
     """Restore this host's checkpoint folder when the workers start again; no-op on the first start."""
     state = env.get(STATE_ENV)
     if not state:
+        return
+    stop = Path(state) / STOP_FILE
+    if stop.is_file():
+        _say(f"not starting the script again: {stop.read_text(encoding='utf-8', errors='replace')}")
+        raise SystemExit(1)
+    if env.get(RESTORE_ENV) != "1":
         return
     rounds = Path(state) / "rounds"
     round_key = f"{env.get('MASTER_PORT', '')}-{env.get('TORCHELASTIC_RESTART_COUNT', '0')}"

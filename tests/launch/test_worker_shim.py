@@ -24,7 +24,7 @@ def host_env(tmp_path: Path, *, port: str, local_rank: str = "0", with_config: b
         "SM_DIST_OPT_ML": str(root), worker.STATE_ENV: str(tmp_path / "state"),
         worker.RDZV_ENDPOINT_ENV: "127.0.0.1:29400", "SM_HOSTS": '["algo-1", "algo-2"]',
         "SM_CURRENT_HOST": "algo-2", "LOCAL_RANK": local_rank, "MASTER_PORT": port,
-        "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_RUN_ID": "job-1",
+        "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_RUN_ID": "job-1", worker.RESTORE_ENV: "1",
     }
 
 
@@ -68,15 +68,29 @@ def test_nothing_to_restore_without_a_checkpoint_uri(tmp_path: Path, calls) -> N
     assert calls == []
 
 
-def test_the_launcher_puts_the_worker_in_front_of_a_synced_script(tmp_path: Path) -> None:
+def test_a_worker_the_launcher_gave_up_on_does_not_run_the_script_again(tmp_path: Path, calls) -> None:
+    env = host_env(tmp_path, port="41000")
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / worker.STOP_FILE).write_text("ValueError: boom  (algo-2, rank 1); not restarted")
+    with pytest.raises(SystemExit) as stopped:
+        worker.prepare(env)
+    assert stopped.value.code == 1 and calls == []
+
+
+def test_every_worker_starts_through_the_worker_step_restore_only_for_synced_scripts(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text("")
     topo = launcher_env.Topology(hosts=("algo-1",), current_host="algo-1", node_rank=0, rdzv_host="algo-1",
                                  rdzv_port=29400, nproc_per_node=1, num_gpus=0, local_addr="algo-1")
     synced = JobSpec(entry="train.py", checkpoint=CheckpointSpec(mode="sagemaker-sync", uri="s3://b/c"))
-    argv = launcher_env.torchrun_argv(topo, synced, tmp_path, "job")
-    assert argv[argv.index("--module") + 1] == "sm_dist.container.worker"
-    assert argv[argv.index("--module") + 2] == str(tmp_path / "train.py")
     direct = JobSpec(entry="train.py", checkpoint=CheckpointSpec(mode="s3", uri="s3://b/c"))
-    assert "--module" not in launcher_env.torchrun_argv(topo, direct, tmp_path, "job")
     function = JobSpec(entry="pkg.mod:main", checkpoint=CheckpointSpec(mode="sagemaker-sync", uri="s3://b/c"))
-    assert "--module" not in launcher_env.torchrun_argv(topo, function, tmp_path, "job")
+    for spec in (synced, direct, function):
+        argv = launcher_env.torchrun_argv(topo, spec, tmp_path, "job")
+        assert argv[argv.index("--module") + 1] == "sm_dist.container.worker"
+    assert launcher_env.torchrun_argv(topo, synced, tmp_path, "job")[-1] == str(tmp_path / "train.py")
+
+    def restores(spec: JobSpec) -> bool:
+        env = launcher_env.worker_env({}, topo, tmp_path, tmp_path, tmp_path / "m", tmp_path / "state", spec)
+        return env.get(worker.RESTORE_ENV) == "1"
+
+    assert restores(synced) and not restores(direct) and not restores(function)
