@@ -22,11 +22,10 @@ from types import MappingProxyType
 
 from sm_dist.container import slurm_nodes
 from sm_dist.contract.container import (
-    CHECKPOINT_CONFIG,
     OPT_ML_ENV,
     natural_key,
     opt_ml_root,
-    read_config,
+    read_checkpoint_config,
     read_resource_config,
     remap,
 )
@@ -177,7 +176,7 @@ def _sagemaker_facts(env: Mapping[str, str], root: str) -> dict:
     current = resource.current_host if resource is not None else env.get("SM_CURRENT_HOST")
     if current and hosts and current not in hosts:
         raise RuntimeEnvError(f"current host {current!r} is not among the hosts {hosts}")
-    ckpt = (read_config(root, CHECKPOINT_CONFIG) or {}).get("LocalPath") if on_sm else None
+    ckpt_config = read_checkpoint_config(root) if on_sm else None
     base = root if on_sm else "."
     channels = {
         key[len("SM_CHANNEL_"):].lower(): remap(value, root)
@@ -190,7 +189,7 @@ def _sagemaker_facts(env: Mapping[str, str], root: str) -> dict:
         "current_host": current,
         "model_dir": remap(env.get("SM_MODEL_DIR") or f"{base}/model", root),
         "output_dir": remap(env.get("SM_OUTPUT_DATA_DIR") or f"{base}/output/data", root),
-        "checkpoint_dir": remap(ckpt, root) if ckpt else None,
+        "checkpoint_dir": ckpt_config.local_path if ckpt_config else None,
         "channels": channels,
     }
 

@@ -48,7 +48,7 @@ from sm_dist.container.launcher_env import (
     wait_for_store,
     worker_env,
 )
-from sm_dist.contract.container import CHECKPOINT_CONFIG, CODE_DIR, opt_ml_root, read_config, remap
+from sm_dist.contract.container import CODE_DIR, opt_ml_root, read_checkpoint_config, remap
 from sm_dist.contract.worker_errors import WorkerError
 from sm_dist.jobspec import EXIT_INTERRUPTED, JOB_SPEC_FILENAME, JobSpec
 
@@ -226,9 +226,12 @@ def checkpoint_folder(root: Path, spec: JobSpec) -> Path | None:
     """This host's checkpoint folder, when checkpoints are written to one (CheckpointConfig.LocalPath,
     or the job spec's local path); None when they go straight to S3."""
     try:
-        local = (read_config(root, CHECKPOINT_CONFIG) or {}).get("LocalPath") or spec.checkpoint.local_path
+        config = read_checkpoint_config(root)
     except ValueError:  # RuntimeEnvError: unreadable config, reported elsewhere
-        local = spec.checkpoint.local_path
+        config = None
+    if config is not None:
+        return Path(config.local_path)
+    local = spec.checkpoint.local_path
     return Path(remap(str(local), root)) if local else None
 
 

@@ -29,7 +29,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from sm_dist.contract.container import CHECKPOINT_CONFIG, opt_ml_root, read_config, remap
+from sm_dist.contract.container import opt_ml_root, read_checkpoint_config
 
 #: The launcher's per-host scratch folder (it is created by the launcher and removed when it exits).
 STATE_ENV = "SM_DIST_WORKER_STATE"
@@ -50,17 +50,15 @@ def _say(message: str) -> None:
 
 def restore_command(env: Mapping[str, str]) -> list[str] | None:
     """The restore subprocess for this host, or None when there is nothing to restore from."""
-    root = opt_ml_root(env)
     try:
-        config = read_config(root, CHECKPOINT_CONFIG) or {}
+        config = read_checkpoint_config(opt_ml_root(env))
     except ValueError:  # RuntimeEnvError: a malformed file is the launcher's to report
         return None
-    uri, local = config.get("S3Uri"), config.get("LocalPath")
-    if not uri or not local:
+    if config is None or config.s3_uri is None:
         return None
     return [
         sys.executable, "-m", "sm_dist.runtime.checkpoint.folder_restore",
-        "--folder", remap(str(local), root), "--uri", str(uri),
+        "--folder", config.local_path, "--uri", config.s3_uri,
         "--endpoint", env.get(RDZV_ENDPOINT_ENV, ""), "--hosts", str(_host_count(env)),
         # every host's workers of one rendezvous round share its MASTER_PORT (restart counts differ by host)
         "--round", f"{env.get('TORCHELASTIC_RUN_ID', '')}-{env.get('MASTER_PORT', '')}",

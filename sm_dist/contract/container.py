@@ -137,6 +137,24 @@ def read_config(root: str | os.PathLike[str], name: str) -> dict[str, Any] | Non
     return data
 
 
+@dataclass(frozen=True, kw_only=True)
+class CheckpointConfig:
+    """input/config/checkpointconfig.json (only in a job with CheckpointConfig; docs/PLATFORM.md §1.1)."""
+
+    local_path: str
+    """LocalPath as the container sees it (remapped under the root)."""
+    s3_uri: str | None
+
+
+def read_checkpoint_config(root: str | os.PathLike[str]) -> CheckpointConfig | None:
+    """checkpointconfig.json under `root`; None when absent or without LocalPath; RuntimeEnvError when malformed."""
+    data = read_config(root, CHECKPOINT_CONFIG) or {}
+    local = data.get("LocalPath")
+    if not local:
+        return None
+    return CheckpointConfig(local_path=remap(str(local), root), s3_uri=str(data["S3Uri"]) if data.get("S3Uri") else None)
+
+
 def read_resource_config(root: str | os.PathLike[str]) -> ResourceConfig | None:
     """resourceconfig.json under `root`; None when absent; RuntimeEnvError when malformed."""
     data = read_config(root, RESOURCE_CONFIG)
@@ -156,6 +174,6 @@ def read_resource_config(root: str | os.PathLike[str]) -> ResourceConfig | None:
 __all__ = [
     "CHECKPOINT_LOCAL_PATH", "CODE_DIR", "EFA_RDMA_TYPES", "EFA_TYPES", "FAILURE_FILE", "MODEL_DIR", "OPT_ML",
     "INSTALL_REQUIREMENTS_ENV", "OPT_ML_ENV", "REQUIREMENTS_FILE", "RESOURCE_CONFIG", "WHEELS_DIR", "SM_DIR_VARIABLES", "SYNC_IGNORE_SUFFIX", "SYNC_SKIPPED_SUFFIXES",
-    "SYNC_UPLOADED_SUFFIX", "SYNC_UPLOADING_SUFFIX", "ResourceConfig", "config_path", "natural_key",
+    "SYNC_UPLOADED_SUFFIX", "SYNC_UPLOADING_SUFFIX", "CheckpointConfig", "read_checkpoint_config", "ResourceConfig", "config_path", "natural_key",
     "opt_ml_root", "read_config", "read_resource_config", "remap", "sync_skipped",
 ]
