@@ -6,6 +6,7 @@ the launcher has decided that a restart cannot help (`sm_dist.container.failure_
 STOP_FILE before it stops torchrun; a worker torchrun restarts in between exits at once instead of
 running the script again. The folder restore is on for a script that checkpoints itself into
 CheckpointConfig.LocalPath (the launcher sets RESTORE_ENV).
+
 SageMaker copies the checkpoint URI into every instance's folder only when the job starts
 (docs/PLATFORM.md §1.4). After torchrun restarts the workers of a running job, a checkpoint that
 rank 0 saved on algo-1 is therefore missing on the other hosts, and a script that resumes from

@@ -49,6 +49,9 @@ WHEELS_DIR = "wheels"
 #: "0": the launcher does not install them (local mode checks the caller's environment instead).
 INSTALL_REQUIREMENTS_ENV = "SM_DIST_INSTALL_REQUIREMENTS"
 
+#: Suffix of a file still being copied into local mode's folder store (a URI's stand-in): never a checkpoint file.
+PARTIAL_SUFFIX = ".sm-dist-partial"
+
 #: Names SageMaker's checkpoint uploader skips (IGNORE) or writes itself next to a file it uploaded
 #: (UPLOADING while it copies, UPLOADED after): docs/PLATFORM.md §1.4.
 SYNC_IGNORE_SUFFIX = ".sagemaker-ignore"
@@ -101,6 +104,20 @@ def sync_skipped(rel: str) -> bool:
     """True for a checkpoint-folder path SageMaker's uploader never uploads (any component ending in
     one of `SYNC_SKIPPED_SUFFIXES`)."""
     return any(part.endswith(SYNC_SKIPPED_SUFFIXES) for part in rel.split("/"))
+
+
+def synced_files(folder: Path) -> dict[str, os.stat_result]:
+    """The files of a checkpoint folder SageMaker's uploader would upload: relative POSIX path -> stat
+    (`sync_skipped` names left out; a file that vanishes while listed is left out too)."""
+    found: dict[str, os.stat_result] = {}
+    for path in folder.rglob("*"):
+        rel = path.relative_to(folder).as_posix()
+        try:
+            if path.is_file() and not sync_skipped(rel):
+                found[rel] = path.stat()
+        except OSError:
+            continue
+    return found
 
 
 def natural_key(name: str) -> tuple[object, ...]:
@@ -175,5 +192,5 @@ __all__ = [
     "CHECKPOINT_LOCAL_PATH", "CODE_DIR", "EFA_RDMA_TYPES", "EFA_TYPES", "FAILURE_FILE", "MODEL_DIR", "OPT_ML",
     "INSTALL_REQUIREMENTS_ENV", "OPT_ML_ENV", "REQUIREMENTS_FILE", "RESOURCE_CONFIG", "WHEELS_DIR", "SM_DIR_VARIABLES", "SYNC_IGNORE_SUFFIX", "SYNC_SKIPPED_SUFFIXES",
     "SYNC_UPLOADED_SUFFIX", "SYNC_UPLOADING_SUFFIX", "CheckpointConfig", "read_checkpoint_config", "ResourceConfig", "config_path", "natural_key",
-    "opt_ml_root", "read_config", "read_resource_config", "remap", "sync_skipped",
+    "opt_ml_root", "read_config", "read_resource_config", "remap", "sync_skipped", "synced_files", "PARTIAL_SUFFIX",
 ]

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sm_dist.contract.container import SYNC_SKIPPED_SUFFIXES, SYNC_UPLOADED_SUFFIX, sync_skipped
+from sm_dist.contract.container import SYNC_SKIPPED_SUFFIXES, SYNC_UPLOADED_SUFFIX, sync_skipped, synced_files
 from sm_dist.errors import CheckpointError
 from sm_dist.local.stores import Store
 
@@ -58,16 +58,7 @@ def ignored(rel: str) -> bool:
 
 def scan(folder: Path) -> dict[str, Signature]:
     """Files under `folder` (relative POSIX paths) -> (size, mtime_ns), skipping ignored names."""
-    found: dict[str, Signature] = {}
-    for path in folder.rglob("*"):
-        rel = path.relative_to(folder).as_posix()
-        try:
-            if path.is_file() and not ignored(rel):
-                st = path.stat()
-                found[rel] = (st.st_size, st.st_mtime_ns)
-        except OSError:  # vanished between listing and stat
-            continue
-    return found
+    return {rel: (st.st_size, st.st_mtime_ns) for rel, st in synced_files(folder).items()}
 
 
 @dataclass

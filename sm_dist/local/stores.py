@@ -11,10 +11,11 @@ import shutil
 from pathlib import Path
 from typing import Any, Protocol
 
+from sm_dist.contract.container import PARTIAL_SUFFIX
 from sm_dist.errors import ConfigError
 
-#: Suffix of a file being copied into a FolderStore (never listed).
-_PARTIAL = ".sm-dist-partial"
+#: Suffix of a file being copied into a FolderStore (never listed; the contract's).
+_PARTIAL = PARTIAL_SUFFIX
 
 
 class Store(Protocol):

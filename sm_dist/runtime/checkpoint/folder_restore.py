@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sm_dist.contract.checkpoint import parse_step
-from sm_dist.contract.container import SYNC_IGNORE_SUFFIX, sync_skipped
+from sm_dist.contract.container import PARTIAL_SUFFIX, SYNC_IGNORE_SUFFIX, sync_skipped, synced_files
 
 _log = logging.getLogger("sm_dist.folder_restore")
 
@@ -120,7 +120,7 @@ class FolderRemote:
             return {}
         found = {}
         for p in self.path.rglob("*"):
-            if p.is_file() and not p.name.endswith(".sm-dist-partial"):
+            if p.is_file() and not p.name.endswith(PARTIAL_SUFFIX):
                 st = p.stat()
                 found[p.relative_to(self.path).as_posix()] = Entry(st.st_size, st.st_mtime)
         return found
@@ -148,16 +148,8 @@ def managed(rel: str) -> bool:
 
 
 def local_files(folder: Path) -> dict[str, os.stat_result]:
-    found = {}
-    if folder.is_dir():
-        for p in folder.rglob("*"):
-            rel = p.relative_to(folder).as_posix()
-            try:
-                if p.is_file() and managed(rel):
-                    found[rel] = p.stat()
-            except OSError:
-                continue
-    return found
+    """This host's files the restore looks after (`managed`)."""
+    return {rel: st for rel, st in synced_files(folder).items() if managed(rel)}
 
 
 def pending(folder: Path, remote: Remote) -> list[str]:
