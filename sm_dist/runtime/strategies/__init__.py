@@ -8,10 +8,16 @@ ones of :class:`sm_dist.vocab.Strategy`, which the estimator uses for its formul
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from sm_dist.vocab import Strategy as StrategyName
 from sm_dist.vocab import parse_enum
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from sm_dist.runtime.strategies.base import Strategy
 
 #: strategy name -> "module:class"; a plain mapping, imported only when asked for.
 REGISTRY: dict[str, str] = {
@@ -24,12 +30,13 @@ REGISTRY: dict[str, str] = {
 }
 
 
-def get_strategy(name: str | StrategyName, **options: Any) -> Any:
+def get_strategy(name: str | StrategyName, *, sync_batchnorm: bool = False, reshard_after_forward: bool | None = None,
+                 shard_units: Iterable[type[nn.Module]] | None = None) -> Strategy:
     """An instance of the strategy called `name` (ConfigError with a suggestion if unknown)."""
     key = parse_enum(StrategyName, name, "strategy").value
     module_name, cls_name = REGISTRY[key].split(":")
-    cls = getattr(importlib.import_module(module_name), cls_name)
-    return cls(**options)
+    cls: type[Strategy] = getattr(importlib.import_module(module_name), cls_name)
+    return cls(sync_batchnorm=sync_batchnorm, reshard_after_forward=reshard_after_forward, shard_units=shard_units)
 
 
 __all__ = ["REGISTRY", "get_strategy"]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from sm_dist.runtime.protocols import OptimizerFactory
 from sm_dist.runtime.strategies.base import Strategy
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ class DataParallelStrategy(Strategy):
             return model
         return nn.DataParallel(model)
 
-    def build_optimizer(self, model: nn.Module, factory: Any, ctx: RunContext) -> torch.optim.Optimizer:
+    def build_optimizer(self, model: nn.Module, factory: OptimizerFactory, ctx: RunContext) -> torch.optim.Optimizer:
         return super().build_optimizer(_inner(model), factory, ctx)
 
     def state_dict(self, model: nn.Module, optimizer: torch.optim.Optimizer | None) -> dict[str, Any]:

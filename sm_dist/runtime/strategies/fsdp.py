@@ -18,7 +18,8 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-from sm_dist.runtime.strategies.base import Strategy, broadcast_module_
+from sm_dist.runtime.strategies.base import Strategy
+from sm_dist.runtime.strategies.collectives import broadcast_module_
 from sm_dist.vocab import Precision
 
 if TYPE_CHECKING:

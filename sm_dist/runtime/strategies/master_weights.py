@@ -14,16 +14,15 @@ layout torch.distributed.checkpoint.state_dict uses, so it loads into any strate
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from sm_dist.runtime.strategies.base import any_rank, init_optimizer_state_
-
-Factory = Callable[[Iterable[nn.Parameter]], torch.optim.Optimizer]
+from sm_dist.runtime.protocols import OptimizerFactory
+from sm_dist.runtime.strategies.collectives import any_rank, init_optimizer_state_
 
 
 def unwrap(model: nn.Module) -> nn.Module:
@@ -46,7 +45,7 @@ def partition(sizes: list[int], world: int) -> list[int]:
 class MasterWeightOptimizer(torch.optim.Optimizer):
     """fp32 masters + inner optimizer for the owned parameters; param_groups are the model's."""
 
-    def __init__(self, model: nn.Module, factory: Factory, *, partitioned: bool) -> None:
+    def __init__(self, model: nn.Module, factory: OptimizerFactory, *, partitioned: bool) -> None:
         named = [(n, p) for n, p in unwrap(model).named_parameters() if p.requires_grad]
         self._names = [n for n, _ in named]
         world = dist.get_world_size() if partitioned and dist.is_initialized() else 1
@@ -135,11 +134,11 @@ class MasterWeightOptimizer(torch.optim.Optimizer):
                     self.inner.state[master] = {k: _to(v, master.device) for k, v in saved.items()}
 
 
-def _cpu(value: Any) -> Any:
+def _cpu(value: object) -> object:
     return value.detach().cpu().clone() if isinstance(value, torch.Tensor) else value
 
 
-def _to(value: Any, device: torch.device) -> Any:
+def _to(value: object, device: torch.device) -> object:
     if not isinstance(value, torch.Tensor):
         return value
     if value.dim() == 0 and value.device.type == "cpu":  # Adam's `step` stays a CPU scalar

@@ -27,7 +27,8 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.optim import ZeroRedundancyOptimizer
 
-from sm_dist.runtime.strategies.base import any_rank, init_optimizer_state_
+from sm_dist.runtime.protocols import OptimizerFactory
+from sm_dist.runtime.strategies.collectives import any_rank, init_optimizer_state_
 from sm_dist.runtime.strategies.ddp import DDPStrategy
 from sm_dist.runtime.strategies.master_weights import MasterWeightOptimizer, unwrap
 from sm_dist.vocab import Precision
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from sm_dist.runtime.context import RunContext
 
 
-def _zero_from_factory(model: nn.Module, factory: Any) -> ZeroRedundancyOptimizer:
+def _zero_from_factory(model: nn.Module, factory: OptimizerFactory) -> ZeroRedundancyOptimizer:
     """ZeroRedundancyOptimizer wants (class, kwargs); recover them from a probe instance."""
     probe = factory([nn.Parameter(torch.zeros(1))])
     cls = type(probe)
@@ -50,7 +51,7 @@ class Zero1Strategy(DDPStrategy):
 
     name = "zero1"
 
-    def build_optimizer(self, model: nn.Module, factory: Any, ctx: RunContext) -> torch.optim.Optimizer:
+    def build_optimizer(self, model: nn.Module, factory: OptimizerFactory, ctx: RunContext) -> torch.optim.Optimizer:
         if ctx.precision is Precision.MIXED:
             return MasterWeightOptimizer(model, factory, partitioned=True)
         return _zero_from_factory(model, factory)
