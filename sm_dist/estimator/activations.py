@@ -35,10 +35,15 @@ Checked against saved-tensor measurements of GPT-2, LLaMA and Qwen2-proportioned
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypedDict, TypeVar
 
 from sm_dist.errors import ConfigError
 from sm_dist.vocab import Precision, parse_enum
+
+if TYPE_CHECKING:
+    from typing import Unpack
+
+    from sm_dist.estimator.shape import ModelShape
 
 #: Activation checkpointing modes, from most to least memory.
 CHECKPOINTING = ("none", "selective", "full")
@@ -85,34 +90,52 @@ def parse_checkpointing(value: object) -> str:
     return text
 
 
-def block_from(shape: Any = None, *, hidden: int, heads: int, **given: Any) -> Block:
-    """A Block from a ModelShape (duck-typed), with explicit keywords taking precedence.
+class BlockOverrides(TypedDict, total=False):
+    """Keywords of `block_from` / `activation_bytes` that override what the shape says."""
+
+    kv_heads: int
+    head_dim: int
+    ffn: int
+    gated: bool
+    norm: str
+    fused_qkv: bool
+    attention: str
+    dropout: bool
+    activation: str
+    experts: int
+    experts_per_token: int
+
+
+_T = TypeVar("_T")
+
+
+def block_from(shape: ModelShape | None = None, *, hidden: int, heads: int, **given: Unpack[BlockOverrides]) -> Block:
+    """A Block from a ModelShape, with explicit keywords taking precedence.
 
     Without a shape the block is GPT-2's: MHA through a fused qkv, GELU 4h, LayerNorm.
     """
-    def pick(name: str, from_shape: Any, default: Any) -> Any:
-        value = given.get(name)
+    def pick(value: _T | None, from_shape: _T, default: _T) -> _T:
         if value is not None:
             return value
         return from_shape if shape is not None else default
 
-    kv = int(pick("kv_heads", getattr(shape, "kv_heads", 0) or heads, heads))
-    head_dim = int(pick("head_dim", getattr(shape, "head_dim", 0) or hidden // heads, hidden // heads))
-    ffn = int(pick("ffn", getattr(shape, "mlp_width", 0) or getattr(shape, "ffn", 0) or 4 * hidden, 4 * hidden))
-    gated = bool(pick("gated", getattr(shape, "gated_mlp", False), False))
-    norm = str(pick("norm", getattr(shape, "norm", "rmsnorm"), "layernorm")).lower()
+    kv = pick(given.get("kv_heads"), (shape.kv_heads if shape else 0) or heads, heads)
+    head_dim = pick(given.get("head_dim"), (shape.head_dim if shape else 0) or hidden // heads, hidden // heads)
+    ffn = pick(given.get("ffn"), (shape.mlp_width if shape else 0) or 4 * hidden, 4 * hidden)
+    gated = bool(pick(given.get("gated"), shape.gated_mlp if shape else False, False))
+    norm = pick(given.get("norm"), shape.norm if shape else "rmsnorm", "layernorm").lower()
     if norm not in ("layernorm", "rmsnorm"):
         raise ConfigError("norm", norm, "expected layernorm or rmsnorm")
     # GPT-2 and Falcon project q, k, v with one Linear; LLaMA-family models with three
-    fused = bool(pick("fused_qkv", norm == "layernorm" and not gated, norm == "layernorm" and not gated))
+    fused = bool(pick(given.get("fused_qkv"), norm == "layernorm" and not gated, norm == "layernorm" and not gated))
     attention = str(given.get("attention") or "flash").lower()
     if attention not in ATTENTION_KERNELS:
         raise ConfigError("attention", attention, f"expected one of {', '.join(ATTENTION_KERNELS)}")
-    activation = str(pick("activation", getattr(shape, "activation", "gelu"), "gelu")).lower()
-    experts = int(pick("experts", getattr(shape, "experts", 0), 0) or 0)
-    top_k = int(pick("experts_per_token", getattr(shape, "experts_per_token", 0), 0) or 0)
-    return Block(hidden, heads, kv, head_dim, ffn, gated, norm, fused, attention, bool(given.get("dropout")),
-                 activation, experts, top_k if experts else 0)
+    activation = pick(given.get("activation"), shape.activation if shape else "gelu", "gelu").lower()
+    experts = pick(given.get("experts"), shape.experts if shape else 0, 0) or 0
+    top_k = pick(given.get("experts_per_token"), shape.experts_per_token if shape else 0, 0) or 0
+    return Block(int(hidden), int(heads), int(kv), int(head_dim), int(ffn), gated, norm, fused, attention,
+                 bool(given.get("dropout")), activation, int(experts), int(top_k) if experts else 0)
 
 
 def _norm_bytes(block: Block, precision: Precision, consumers: int) -> float:
@@ -214,7 +237,8 @@ def head_bytes(block: Block, precision: Precision, vocab: int, tokens: int) -> i
 
 def activation_bytes(
     *, layers: int, hidden: int, heads: int, vocab: int, seq_len: int, micro_batch: int,
-    checkpointing: str = "selective", precision: object = Precision.MIXED, shape: Any = None, **block: Any,
+    checkpointing: str = "selective", precision: object = Precision.MIXED, shape: ModelShape | None = None,
+    **block: Unpack[BlockOverrides],
 ) -> int:
     """Activation bytes per GPU for one micro-batch (the peak, at the start of backward).
 
@@ -223,9 +247,8 @@ def activation_bytes(
     """
     mode = parse_checkpointing(checkpointing)
     prec = parse_enum(Precision, precision, "precision")
-    unknown = set(block) - {"kv_heads", "head_dim", "ffn", "gated", "norm", "fused_qkv", "attention", "dropout",
-                            "activation", "experts", "experts_per_token"}
-    if unknown:
+    unknown = set(block) - set(BlockOverrides.__annotations__)
+    if unknown:  # a caller without a type checker
         raise ConfigError("activation_bytes", sorted(unknown)[0], "unknown block keyword")
     blk = block_from(shape, hidden=hidden, heads=heads, **block)
     tokens = seq_len * micro_batch
@@ -255,5 +278,5 @@ def describe(block: Block, precision: object, checkpointing: str) -> str:
             "fp32 log-softmax of the logits (4·s·b·v)")
 
 
-__all__ = ["CHECKPOINTING", "ATTENTION_KERNELS", "UNFUSED_ACTIVATIONS", "Block", "activation_bytes", "block_from", "block_bytes_per_token",
+__all__ = ["CHECKPOINTING", "ATTENTION_KERNELS", "UNFUSED_ACTIVATIONS", "Block", "BlockOverrides", "activation_bytes", "block_from", "block_bytes_per_token",
            "describe", "head_bytes", "layer_activation_bytes", "parse_checkpointing", "residual_bytes"]

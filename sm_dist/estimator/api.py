@@ -7,17 +7,31 @@ frozen `Estimate`. Standard library only; torch is touched only through a given 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from sm_dist.catalog import CATALOG_REGION, Instance, get_instance
 from sm_dist.errors import ConfigError
 from sm_dist.estimator import cost as cost_mod
 from sm_dist.estimator import grid, models, timing
 from sm_dist.estimator.activations import parse_checkpointing
-from sm_dist.estimator.memory import optimizer_states
+from sm_dist.estimator.memory import MemoryBreakdown, optimizer_states
 from sm_dist.estimator.recommend import recommend
 from sm_dist.estimator.result import Estimate
 from sm_dist.vocab import Precision, Strategy, parse_enum
+
+if TYPE_CHECKING:
+    from sm_dist.estimator.inputs import (
+        CheckpointingLike,
+        CountsLike,
+        HfConfigLike,
+        InstanceTypesLike,
+        ModelLike,
+        PrecisionLike,
+        PricingClient,
+        StrategiesLike,
+        StrPath,
+    )
 
 #: Instance types compared when none are given: the 8-GPU training workhorses.
 DEFAULT_INSTANCE_TYPES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.g5.48xlarge", "ml.g6e.48xlarge")
@@ -33,32 +47,44 @@ SEARCHED_CHECKPOINTING = ("selective", "full")
 SEARCHED_MICRO_BATCHES = (8, 4, 2, 1)
 
 
-def _settings(checkpointing: Any, micro_batch: Any) -> tuple[tuple[str, int], ...]:
+def _settings(checkpointing: CheckpointingLike | None, micro_batch: int | None) -> tuple[tuple[str, int], ...]:
     """(checkpointing, micro_batch) pairs to try per row, best first; a given value pins its dimension."""
     modes = SEARCHED_CHECKPOINTING if checkpointing is None else (parse_checkpointing(checkpointing),)
-    micros = SEARCHED_MICRO_BATCHES if micro_batch is None else (_positive("micro_batch", micro_batch),)
+    micros = SEARCHED_MICRO_BATCHES if micro_batch is None else (_whole("micro_batch", micro_batch),)
     return tuple((mode, micro) for mode in modes for micro in micros)
 
 
-def _positive(field: str, value: Any, *, integer: bool = True) -> Any:
+def _number(field: str, value: float | str) -> float:
+    """`value` as a positive finite number, or a ConfigError naming `field`."""
     try:
         number = float(value)
     except (TypeError, ValueError):
         raise ConfigError(field, value, "expected a positive number") from None
-    if not math.isfinite(number) or number <= 0 or (integer and number != int(number)):
-        raise ConfigError(field, value, f"expected a positive {'whole ' if integer else ''}number")
-    return int(number) if integer else number
+    if not math.isfinite(number) or number <= 0:
+        raise ConfigError(field, value, "expected a positive number")
+    return number
 
 
-def _shape(params: Any, model: Any, hf_config: Any, warnings: list[str]) -> tuple[models.ModelShape, int]:
+def _whole(field: str, value: float | str) -> int:
+    """`value` as a positive whole number (7e9 and 7_000_000_000.0 are whole), or a ConfigError."""
+    number = _number(field, value)
+    if number != int(number):
+        raise ConfigError(field, value, "expected a positive whole number")
+    return int(number)
+
+
+def _shape(params: float | None, model: ModelLike | None, hf: HfConfigLike | None,
+           warnings: list[str]) -> tuple[models.ModelShape, int]:
     """The model shape and its buffer bytes, from exactly one of params / model / hf_config."""
-    given = [n for n, v in (("params", params), ("model", model), ("hf_config", hf_config)) if v is not None]
+    given = [n for n, v in (("params", params), ("model", model), ("hf_config", hf)) if v is not None]
     if len(given) != 1:
         raise ConfigError(
             "model", ", ".join(given) or None, "give exactly one of params=N, model=<preset or nn.Module>, hf_config=PATH"
         )
-    if hf_config is not None:
-        shape = models.from_hf_config(hf_config)
+    if hf is not None:
+        from sm_dist.estimator import hf_config  # only for a config: start-up
+
+        shape = hf_config.shape_from_config(dict(hf), "hf_config=<mapping>") if isinstance(hf, Mapping) else hf_config.read(hf)
         if shape.experts:
             warnings.append(
                 f"{shape.name}: mixture of experts ({shape.experts} experts, {shape.experts_per_token} per token): "
@@ -71,51 +97,60 @@ def _shape(params: Any, model: Any, hf_config: Any, warnings: list[str]) -> tupl
     if model is not None:
         if not hasattr(model, "parameters"):
             raise ConfigError("model", type(model).__name__, "expected a preset name or a torch nn.Module")
-        from sm_dist.estimator.module_shape import shape_of_module
+        from sm_dist.estimator.module_shape import shape_of_module  # only for an nn.Module: start-up
 
         count, buffers = models.count_module_params(model)
         shape, how = shape_of_module(model, count)  # model.config when present, else the module's structure
         warnings.append(f"{type(model).__name__}: {count:,} parameters counted exactly; {how}")
         return shape, buffers
-    shape = models.shape_from_params(_positive("params", params))
+    assert params is not None  # exactly one was given
+    shape = models.shape_from_params(_whole("params", params))
     warnings.append(f"only a parameter count was given: assumed a GPT-like shape ({shape.layers} layers, hidden "
                     f"{shape.hidden}, vocab {shape.vocab}); activations are approximate")
     return shape, 0
 
 
-def _tokens(tokens: Any, samples: Any, epochs: Any, seq_len: int) -> int:
+def _tokens(tokens: float | None, samples: float | None, epochs: float, seq_len: int) -> int:
     if tokens is not None:
-        return _positive("tokens", tokens)
+        return _whole("tokens", tokens)
     if samples is None:
         raise ConfigError("tokens", None, "give the training size: tokens=N (--tokens 2e12) or samples=N with epochs")
-    return max(1, int(_positive("samples", samples) * _positive("epochs", epochs, integer=False) * seq_len))
+    return max(1, int(_whole("samples", samples) * _number("epochs", epochs) * seq_len))
 
 
-def _as_list(value: Any) -> list[Any] | None:
-    """One value or many: "ml.p5.48xlarge" and ["ml.p5.48xlarge"] mean the same."""
+def _names(value: InstanceTypesLike | None) -> list[str]:
+    """One name or many: "ml.p5.48xlarge" and ["ml.p5.48xlarge"] mean the same."""
     if value is None:
-        return None
-    return [value] if isinstance(value, (str, int, float)) else list(value)
+        return list(DEFAULT_INSTANCE_TYPES)
+    return [value] if isinstance(value, str) else list(value)
 
 
 def _instances(
-    names: Any, region: str, prices: str, client: Any, cache_dir: Any, warnings: list[str]
+    names: InstanceTypesLike | None, region: str, prices: str, client: PricingClient | None,
+    cache_dir: StrPath | None, warnings: list[str],
 ) -> tuple[list[Instance], dict[str, float]]:
     """Catalog instances (priced from the catalog or live) and any live spot discounts."""
-    names = _as_list(names) or list(DEFAULT_INSTANCE_TYPES)
+    wanted = _names(names)
     if prices not in ("catalog", "live"):
         raise ConfigError("prices", prices, "expected 'catalog' or 'live'")
     if prices == "catalog":
-        return [get_instance(n, region) for n in names], {}
-    from sm_dist.estimator import prices_live
+        return [get_instance(n, region) for n in wanted], {}
+    from sm_dist.estimator import prices_live  # only for live prices: start-up
 
-    base = [get_instance(n, CATALOG_REGION) for n in names]
+    base = [get_instance(n, CATALOG_REGION) for n in wanted]
     return prices_live.priced(base, region, client=client, cache_dir=cache_dir, warnings=warnings)
 
 
-def _counts(values: Any) -> list[int]:
-    counts = [_positive("instance_count", v) for v in (_as_list(values) or DEFAULT_INSTANCE_COUNTS)]
-    return sorted(set(counts))
+def _counts(values: CountsLike | None) -> list[int]:
+    given = DEFAULT_INSTANCE_COUNTS if values is None else ((values,) if isinstance(values, int) else values)
+    return sorted({_whole("instance_count", v) for v in given})
+
+
+def _strategies(values: StrategiesLike | None) -> list[Strategy]:
+    if values is None:
+        return list(Strategy)
+    given: Sequence[Strategy | str] = [values] if isinstance(values, str) else values
+    return [parse_enum(Strategy, s, "strategy") for s in given]
 
 
 def _batch_warning(rows: list[grid.Row], work: grid.Workload, warnings: list[str]) -> None:
@@ -128,12 +163,14 @@ def _batch_warning(rows: list[grid.Row], work: grid.Workload, warnings: list[str
 
 
 def estimate(
-    *, params: Any = None, model: Any = None, hf_config: Any = None, tokens: Any = None, samples: Any = None,
-    epochs: Any = 1, seq_len: Any = None, global_batch: Any = None, micro_batch: Any = None,
-    precision: Any = DEFAULT_PRECISION, optimizer: str = "adamw", activation_checkpointing: Any = None,
-    instance_types: Any = None, instance_counts: Any = None, strategies: Any = None, spot: bool = False,
-    region: str = CATALOG_REGION, mfu: Any = None, prices: str = "catalog", max_hours: Any = None,
-    budget: Any = None, spot_discount: Any = None, pricing_client: Any = None, cache_dir: Any = None,
+    *, params: float | None = None, model: ModelLike | None = None, hf_config: HfConfigLike | None = None,
+    tokens: float | None = None, samples: float | None = None, epochs: float = 1, seq_len: int | None = None,
+    global_batch: int | None = None, micro_batch: int | None = None, precision: PrecisionLike = DEFAULT_PRECISION,
+    optimizer: str = "adamw", activation_checkpointing: CheckpointingLike | None = None,
+    instance_types: InstanceTypesLike | None = None, instance_counts: CountsLike | None = None,
+    strategies: StrategiesLike | None = None, spot: bool = False, region: str = CATALOG_REGION,
+    mfu: float | None = None, prices: str = "catalog", max_hours: float | None = None, budget: float | None = None,
+    spot_discount: float | None = None, pricing_client: PricingClient | None = None, cache_dir: StrPath | None = None,
 ) -> Estimate:
     """Estimate memory per GPU, step time, hours and cost for every combination asked for, and
     recommend the cheapest plan that fits (fastest within `budget`, cheapest within `max_hours`).
@@ -143,29 +180,29 @@ def estimate(
     warnings: list[str] = []
     settings = _settings(activation_checkpointing, micro_batch)
     shape, buffers = _shape(params, model, hf_config, warnings)
-    seq = _positive("seq_len", seq_len) if seq_len is not None else shape.seq_len
+    seq = _whole("seq_len", seq_len) if seq_len is not None else shape.seq_len
     work = grid.Workload(
         shape=shape, tokens=_tokens(tokens, samples, epochs, seq), seq_len=seq,
-        global_batch=(_positive("global_batch", global_batch) if global_batch is not None
+        global_batch=(_whole("global_batch", global_batch) if global_batch is not None
                       else max(1, round(DEFAULT_GLOBAL_BATCH_TOKENS / seq))),
         micro_batch=settings[0][1], precision=parse_enum(Precision, precision, "precision"),
         optimizer=str(optimizer).lower(), checkpointing=settings[0][0],
         buffers_bytes=buffers,
     )
     optimizer_states(work.optimizer)  # validates the name
-    mfu_value = _positive("mfu", mfu, integer=False) if mfu is not None else None
+    mfu_value = _number("mfu", mfu) if mfu is not None else None
     if mfu_value is not None and mfu_value > 1:
         raise ConfigError("mfu", mfu, "MFU is a fraction of peak: expected 0 < mfu <= 1 (e.g. 0.4)")
-    discount = _positive("spot_discount", spot_discount, integer=False) if spot_discount is not None else None
+    discount = _number("spot_discount", spot_discount) if spot_discount is not None else None
     if discount is not None and discount >= 1:
         raise ConfigError("spot_discount", spot_discount, "a fraction off on-demand: expected 0 < discount < 1 (e.g. 0.6)")
-    limits = {k: _positive(k, v, integer=False) for k, v in (("max_hours", max_hours), ("budget", budget)) if v is not None}
-    strats = [parse_enum(Strategy, s, "strategy") for s in (_as_list(strategies) or list(Strategy))]
+    limits = {k: _number(k, v) for k, v in (("max_hours", max_hours), ("budget", budget)) if v is not None}
+    strats = _strategies(strategies)
     instances, live_spot = _instances(instance_types, region, prices, pricing_client, cache_dir, warnings)
     rows: list[grid.Row] = []
     counts = _counts(instance_counts)
     tried = grid.variants(work, settings)
-    memo: dict[Any, Any] = {}
+    memo: dict[tuple[Strategy, int, int], MemoryBreakdown] = {}
     for inst in instances:
         inst_mfu = mfu_value or timing.default_mfu(inst)
         inst_discount = discount if discount is not None else live_spot.get(inst.name, cost_mod.DEFAULT_SPOT_DISCOUNT)

@@ -9,12 +9,17 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from typing import Literal, overload
 
 from sm_dist.errors import ConfigError
 
 _SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
 
+@overload
+def parse_number(flag: str, text: str | None, *, integer: Literal[True] = ...) -> int | None: ...
+@overload
+def parse_number(flag: str, text: str | None, *, integer: Literal[False]) -> float | None: ...
 def parse_number(flag: str, text: str | None, *, integer: bool = True) -> float | int | None:
     """'2e12', '7B', '1.5T', '300M' -> a positive number; None stays None."""
     if text is None:
@@ -109,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     result = estimate(
         params=parse_number("--params", args.params), model=args.model, hf_config=args.hf_config,
         tokens=parse_number("--tokens", args.tokens), samples=parse_number("--samples", args.samples),
-        epochs=parse_number("--epochs", args.epochs, integer=False), seq_len=parse_number("--seq-len", args.seq_len),
+        epochs=parse_number("--epochs", args.epochs, integer=False) or 1.0, seq_len=parse_number("--seq-len", args.seq_len),
         global_batch=parse_number("--global-batch", args.global_batch),
         micro_batch=parse_number("--micro-batch", args.micro_batch), precision=args.precision,
         optimizer=args.optimizer, activation_checkpointing=args.activation_checkpointing,

@@ -16,7 +16,7 @@ import os
 from typing import Any, NamedTuple
 
 from sm_dist.errors import ConfigError
-from sm_dist.estimator.models import DEFAULT_SEQ_LEN, ModelShape, gpt2_params
+from sm_dist.estimator.shape import DEFAULT_SEQ_LEN, ModelShape, gpt2_params
 
 
 class Family(NamedTuple):

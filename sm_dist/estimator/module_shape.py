@@ -16,10 +16,15 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sm_dist.errors import ConfigError
-from sm_dist.estimator.models import DEFAULT_SEQ_LEN, ModelShape, shape_from_params
+from sm_dist.estimator import hf_config
+from sm_dist.estimator.models import shape_from_params
+from sm_dist.estimator.shape import DEFAULT_SEQ_LEN, ModelShape
+
+if TYPE_CHECKING:
+    from sm_dist.estimator.inputs import ModuleLike
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +34,7 @@ _KV_KEYS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "kv_heads", "n_
 GUESSED_HEAD_DIM = 64
 
 
-def _config_dict(module: Any) -> dict[str, Any] | None:
+def _config_dict(module: object) -> dict[str, Any] | None:
     config = getattr(module, "config", None)
     if isinstance(config, dict):
         return dict(config)
@@ -38,13 +43,11 @@ def _config_dict(module: Any) -> dict[str, Any] | None:
     return None
 
 
-def shape_of_module(module: Any, params: int, seq_len: int | None = None) -> tuple[ModelShape, str]:
+def shape_of_module(module: ModuleLike, params: int, seq_len: int | None = None) -> tuple[ModelShape, str]:
     """(shape, how it was found) for an nn.Module with `params` parameters (see the module docstring)."""
     name = type(module).__name__
     config = _config_dict(module)
     if config is not None:
-        from sm_dist.estimator import hf_config
-
         try:
             shape = hf_config.shape_from_config(config, f"{name}.config", seq_len)
             return shape._replace(params=params, name=name), f"shape from {name}.config ({_summary(shape)})"
@@ -68,11 +71,11 @@ def _summary(shape: ModelShape) -> str:
             f"{shape.norm}, vocab {shape.vocab}")
 
 
-def _kind(module: Any) -> str:
+def _kind(module: object) -> str:
     return type(module).__name__
 
 
-def _int_attr(modules: list[Any], keys: tuple[str, ...]) -> int | None:
+def _int_attr(modules: list[object], keys: tuple[str, ...]) -> int | None:
     for sub in modules:
         for key in keys:
             value = getattr(sub, key, None)
@@ -81,21 +84,23 @@ def _int_attr(modules: list[Any], keys: tuple[str, ...]) -> int | None:
     return None
 
 
-def _activation(modules: list[Any], gated: bool) -> str:
+def _activation(modules: list[object], gated: bool) -> str:
     """Hugging Face's arithmetic GELU (NewGELUActivation) keeps more than a fused kernel: name it."""
     if any(_kind(m) == "NewGELUActivation" for m in modules):
         return "gelu_new"
     return "silu" if gated else "gelu"
 
 
-def _from_structure(module: Any, params: int, seq_len: int | None) -> ModelShape | None:
-    lists = [m for m in module.modules() if _kind(m) == "ModuleList" and len(m)]
+def _from_structure(module: ModuleLike, params: int, seq_len: int | None) -> ModelShape | None:
+    # submodules are read by duck typing (len of a ModuleList, a Linear's in/out features): Any
+    subs: list[Any] = list(module.modules())
+    lists = [m for m in subs if _kind(m) == "ModuleList" and len(m)]
     if not lists:
         return None
     blocks = max(lists, key=lambda m: sum(p.numel() for p in m.parameters()))
     inner = list(blocks[0].modules())
     linears = [(m.in_features, m.out_features) for m in inner if hasattr(m, "in_features") and hasattr(m, "out_features")]
-    embeddings = sorted((m.num_embeddings, m.embedding_dim) for m in module.modules() if _kind(m) == "Embedding")
+    embeddings = sorted((m.num_embeddings, m.embedding_dim) for m in subs if _kind(m) == "Embedding")
     hidden = embeddings[-1][1] if embeddings else (Counter(i for i, _ in linears).most_common(1)[0][0] if linears else 0)
     if not hidden:
         return None

@@ -8,13 +8,16 @@ cheaper (the Pareto front). The recommendation is marked; spot plans are a secon
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sm_dist.errors import SmDistError
+from sm_dist.estimator.grid import Row
+from sm_dist.estimator.record import EstimateRecord
 
 if TYPE_CHECKING:
-    from sm_dist.estimator.grid import Row
-    from sm_dist.estimator.result import Estimate
+    from matplotlib.axes import Axes
+
+    from sm_dist.estimator.inputs import StrPath
 
 
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
@@ -34,7 +37,7 @@ def _label(row: Row) -> str:
     return f"{row.strategy.value} {row.instance_count}× {row.instance_type.removeprefix('ml.')}"
 
 
-def draw(est: Estimate, path: Any = None, ax: Any = None) -> Any:
+def draw(est: EstimateRecord, path: StrPath | None = None, ax: Axes | None = None) -> Axes:
     """Draw `est` on `ax` (a new figure when None) and save it to `path` when given; returns ax."""
     try:
         import matplotlib
@@ -42,6 +45,7 @@ def draw(est: Estimate, path: Any = None, ax: Any = None) -> Any:
         if ax is None and path is not None:
             matplotlib.use("Agg")  # a file only: no display needed
         import matplotlib.pyplot as plt
+        from matplotlib.figure import Figure
     except ImportError:
         raise SmDistError("Estimate.plot() needs matplotlib: pip install 'sm_dist[plot]'") from None
     rows = [r for r in est.rows if r.runnable and r.fits and r.cost is not None and r.hours is not None]
@@ -51,8 +55,10 @@ def draw(est: Estimate, path: Any = None, ax: Any = None) -> Any:
         _, ax = plt.subplots(figsize=(8, 5))
     on_demand = [(r.hours or 0.0, r.cost.sagemaker) for r in rows if r.cost is not None]
     spot = [(r.cost.spot_hours, r.cost.spot) for r in rows if r.cost is not None]
-    ax.scatter(*zip(*on_demand), s=18, color="tab:blue", alpha=0.5, label="on-demand plans")
-    ax.scatter(*zip(*spot), s=18, color="tab:orange", alpha=0.4, marker="^", label="spot (expected)")
+    ax.scatter([h for h, _ in on_demand], [d for _, d in on_demand], s=18, color="tab:blue", alpha=0.5,
+               label="on-demand plans")
+    ax.scatter([h for h, _ in spot], [d for _, d in spot], s=18, color="tab:orange", alpha=0.4, marker="^",
+               label="spot (expected)")
     front = pareto_front(on_demand)
     ax.plot([on_demand[i][0] for i in front], [on_demand[i][1] for i in front], color="tab:blue", lw=1.5,
             label="Pareto front (on-demand)")
@@ -69,8 +75,9 @@ def draw(est: Estimate, path: Any = None, ax: Any = None) -> Any:
     ax.set_ylabel("dollars")
     ax.set_title(f"{est.model['name']}: time vs money of the plans that fit")
     ax.legend(fontsize="small")
-    if path is not None:
-        ax.figure.savefig(path, dpi=120, bbox_inches="tight")
+    if path is not None:  # the axes may sit in a SubFigure: save the figure it belongs to
+        figure = ax.figure if isinstance(ax.figure, Figure) else ax.figure.figure
+        figure.savefig(path, dpi=120, bbox_inches="tight")
     return ax
 
 

@@ -14,10 +14,13 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sm_dist.catalog import CATALOG_REGION, Instance
 from sm_dist.errors import CatalogError
+
+if TYPE_CHECKING:
+    from sm_dist.estimator.inputs import PricingClient, StrPath
 
 _log = logging.getLogger(__name__)
 
@@ -43,7 +46,7 @@ def _usd(product: dict[str, Any]) -> float | None:
     return None
 
 
-def fetch(client: Any, region: str, name: str) -> dict[str, float]:
+def fetch(client: PricingClient, region: str, name: str) -> dict[str, float]:
     """{"on_demand": $/h, "spot": $/h} for one instance type (keys missing when not listed)."""
     filters = [
         {"Type": "TERM_MATCH", "Field": "regionCode", "Value": region},
@@ -91,7 +94,7 @@ def _write_cache(path: Path, data: dict[str, Any]) -> None:
 
 
 def live_prices(
-    names: list[str], region: str, *, client: Any = None, cache: Path | None = None, today: dt.date | None = None
+    names: list[str], region: str, *, client: PricingClient | None = None, cache: Path | None = None, today: dt.date | None = None
 ) -> dict[str, Any]:
     """{"fetched": date, "prices": {name: {"on_demand", "spot"}}}, from the cache or the API."""
     today = today or dt.date.today()
@@ -112,7 +115,8 @@ def live_prices(
 
 
 def priced(
-    base: list[Instance], region: str, *, client: Any = None, cache_dir: Any = None, warnings: list[str],
+    base: list[Instance], region: str, *, client: PricingClient | None = None, cache_dir: StrPath | None = None,
+    warnings: list[str],
     today: dt.date | None = None,
 ) -> tuple[list[Instance], dict[str, float]]:
     """Catalog instances with live SageMaker prices, and live spot discounts where listed."""

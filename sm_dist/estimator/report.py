@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+from sm_dist.estimator.grid import Row
 from sm_dist.estimator.recommend import LABELS
-
-if TYPE_CHECKING:
-    from sm_dist.estimator.grid import Row
-    from sm_dist.estimator.result import Estimate
+from sm_dist.estimator.record import EstimateRecord
 
 _GB = 1e9
 _ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#x27;"})
@@ -34,7 +30,7 @@ def _cells(row: Row, chosen: bool) -> list[str]:
                    _money(row.cost.ec2), _money(row.cost.spot), note]
 
 
-def ordered(est: Estimate) -> list[Row]:
+def ordered(est: EstimateRecord) -> list[Row]:
     """Rows that fit, cheapest first, then those that do not fit, then those that cannot run."""
     return ordered_rows(list(est.rows), est.spot)
 
@@ -53,7 +49,7 @@ def _memory_total(row: Row) -> int:  # the rows passed in all carry memory
     return row.memory.total if row.memory is not None else 0
 
 
-def best_per_pair(est: Estimate) -> list[Row]:
+def best_per_pair(est: EstimateRecord) -> list[Row]:
     """One row per (instance type, count): its cheapest plan that fits, else the runnable plan
     needing the least memory (shown as not fitting), else the first row (cannot run)."""
     groups: dict[tuple[str, int], list[Row]] = {}
@@ -77,7 +73,7 @@ def ordered_rows(rows: list[Row], spot: bool) -> list[Row]:
     return sorted(rows, key=key)
 
 
-def text(est: Estimate, all_rows: bool = False) -> str:
+def text(est: EstimateRecord, all_rows: bool = False) -> str:
     """The CLI table (the best plan per instance type and count, or every row), the
     recommendation, then every assumption."""
     chosen = est.recommendation.row if est.recommendation else None
@@ -97,13 +93,13 @@ def text(est: Estimate, all_rows: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _none(est: Estimate) -> str:
+def _none(est: EstimateRecord) -> str:
     """"none", with the computed smallest change that would fit when there is one (see advice.py)."""
     change = next((w for w in est.warnings if w.startswith("no plan fits")), "")
     return f"none: {change}" if change else "none"
 
 
-def assumption_lines(est: Estimate) -> list[str]:
+def assumption_lines(est: EstimateRecord) -> list[str]:
     """One line per assumption the numbers rest on."""
     a = est.assumptions
     mfu = ", ".join(f"{k.removeprefix('ml.')} {v:.2f}" for k, v in a["mfu"].items())
@@ -130,7 +126,7 @@ def _escape(text: str) -> str:
     return str(text).translate(_ESCAPES)
 
 
-def html(est: Estimate) -> str:
+def html(est: EstimateRecord) -> str:
     """A notebook table (the same content as the text table)."""
     chosen = est.recommendation.row if est.recommendation else None
     rows = best_per_pair(est)
@@ -143,7 +139,7 @@ def html(est: Estimate) -> str:
     rec = esc(est.recommendation.reason) if est.recommendation else "none"
     items = "".join(f"<li>{esc(line)}</li>" for line in assumption_lines(est))
     warns = "".join(f"<li>{esc(w)}</li>" for w in est.warnings)
-    parts: list[Any] = [
+    parts = [
         f"<div><p><b>{esc(str(est.model['name']))}</b>: {est.model['params']:,} params</p>",
         f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>",
         f"<p><b>Recommendation:</b> {rec}</p><p>Assumptions:</p><ul>{items}</ul>",

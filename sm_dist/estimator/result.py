@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from sm_dist.catalog import Instance
-from sm_dist.estimator import activations, cost, grid, memory, timing
+from sm_dist.estimator import activations, cost, grid, memory, report, timing
+from sm_dist.estimator.plot import draw
 from sm_dist.estimator.recommend import Recommendation
+from sm_dist.estimator.record import EstimateRecord
+
+if TYPE_CHECKING:
+    from sm_dist.estimator.inputs import StrPath
+    from sm_dist.estimator.plot import Axes  # matplotlib's, named where the core world may import it
 
 
-# A NamedTuple (immutable) rather than a frozen dataclass: see sm_dist/catalog/__init__.py.
-class Estimate(NamedTuple):
-    """Every combination asked for, the recommendation, and what the numbers rest on."""
+class Estimate(EstimateRecord):
+    """What `sm_dist.estimate` returns: the record (rows, recommendation, assumptions, warnings,
+    model), built from the evaluated rows, shown as a table, HTML or a plot."""
 
-    rows: tuple[grid.Row, ...]
-    recommendation: Recommendation | None
-    assumptions: dict[str, Any]
-    warnings: tuple[str, ...]
-    model: dict[str, Any]
-    spot: bool = False
+    __slots__ = ()
 
     @classmethod
     def build(
@@ -46,39 +46,20 @@ class Estimate(NamedTuple):
         assumptions = _assumptions(work, settings, instances, mfu, spot_discount, live_spot)
         return cls(tuple(rows), recommendation, assumptions, tuple(dict.fromkeys(warns)), model, spot)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The --json object: rows, recommendation, assumptions, warnings (and the model)."""
-        return {
-            "model": self.model,
-            "rows": [r.to_dict() for r in self.rows],
-            "recommendation": None if self.recommendation is None else self.recommendation.to_dict(),
-            "assumptions": self.assumptions,
-            "warnings": list(self.warnings),
-        }
-
-    def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent)
-
     def table(self, all_rows: bool = False) -> str:
         """A readable text table (best strategy per instance type and count, or every row) with
         the recommendation and the assumptions under it."""
-        from sm_dist.estimator import report
-
         return report.text(self, all_rows=all_rows)
 
     def __str__(self) -> str:
         return self.table()
 
     def _repr_html_(self) -> str:
-        from sm_dist.estimator import report
-
         return report.html(self)
 
-    def plot(self, path: Any = None, ax: Any = None) -> Any:
+    def plot(self, path: StrPath | None = None, ax: Axes | None = None) -> Axes:
         """Hours vs dollars, one point per plan that fits (spot too), the Pareto front drawn and the
         recommendation marked (matplotlib); saved to `path` when given. Returns the axes."""
-        from sm_dist.estimator.plot import draw
-
         return draw(self, path=path, ax=ax)
 
 

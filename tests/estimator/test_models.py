@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from sm_dist.errors import CatalogError, ConfigError
-from sm_dist.estimator.models import DEFAULT_SEQ_LEN, PRESETS, from_hf_config, preset, shape_from_params
+from sm_dist.estimator import hf_config
+from sm_dist.estimator.models import DEFAULT_SEQ_LEN, PRESETS, preset, shape_from_params
 
 # parameter counts published with the models (Hugging Face model cards / transformers)
 PUBLISHED = {
@@ -40,7 +41,7 @@ GPT2_CONFIG = {"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12,
 def test_hf_config_gives_the_same_count_as_the_preset(tmp_path: Path, config: dict, expected: str) -> None:
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
-    shape = from_hf_config(path)
+    shape = hf_config.read(path)
     want = PRESETS[expected]
     assert (shape.params, shape.layers, shape.hidden) == (want.params, want.layers, want.hidden)
     # the training sequence length is an input (default 2048, capped at the context), not max_position_embeddings
@@ -56,13 +57,13 @@ def test_malformed_hf_config_is_a_config_error(tmp_path: Path, text: str) -> Non
     path = tmp_path / "config.json"
     path.write_text(text)
     with pytest.raises(ConfigError) as info:
-        from_hf_config(path)
+        hf_config.read(path)
     assert info.value.field == "hf_config"
 
 
 def test_missing_hf_config_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
-        from_hf_config(tmp_path / "nope.json")
+        hf_config.read(tmp_path / "nope.json")
 
 
 @pytest.mark.parametrize("params", [125e6, 1.3e9, 7e9, 70e9])
