@@ -2,7 +2,7 @@
 
 sm_dist's own entrypoints print `[sm_dist] step=N ...` per logged step, `[sm_dist] resumed
 step=N` after a restore and `[sm_dist] final step=N model_sha256=<hex>` at the end (the
-metric-line contract, ARCHITECTURE.md). Other scripts print none of these, so two common loggers
+log-line contract, sm_dist.contract.log_lines, which reads them here too). Other scripts print none of these, so two common loggers
 are read too, cheaply and per host:
 - a tqdm bar (`…| 12/100 [00:03<…`), which Hugging Face's Trainer also draws for its steps. The
   first bar total a host shows is taken as the training bar; bars of other totals (evaluation,
@@ -19,10 +19,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-STEP_RE = re.compile(r"\[sm_dist\] step=(\d+)\b")
-FINAL_RE = re.compile(r"\[sm_dist\] final step=(\d+) model_sha256=([0-9a-f]{64})")
-#: Printed by rank 0 after a restore: "[sm_dist] resumed step=N epoch=E" (sm_dist/runtime/train.py).
-RESUME_RE = re.compile(r"\[sm_dist\] resumed(?: from)? step=(\d+)")
+from sm_dist.contract.log_lines import FinalLine, ResumedLine, StepLine, read_line
+
 #: tqdm's default bar: "{desc}: {percentage}|{bar}| {n}/{total} [{elapsed}<{remaining}, {rate}]".
 TQDM_RE = re.compile(r"\|\s*(\d+)/(\d+)\s+\[")
 #: Hugging Face Trainer's printed log dict, e.g. {'loss': 0.6931, 'grad_norm': 1.2, 'epoch': 0.5}; transformers 5
@@ -61,24 +59,21 @@ class Progress:
 
     def feed(self, line: str, host: str = "") -> None:
         """Consume one log line of `host`."""
-        final = FINAL_RE.search(line)
-        if final:
+        ours = read_line(line)
+        if isinstance(ours, FinalLine):
             with self._lock:
-                self.final_step, self.model_sha256 = int(final.group(1)), final.group(2)
+                self.final_step, self.model_sha256 = ours.step, ours.model_sha256
             return
-        resumed = RESUME_RE.search(line)
-        if resumed:
+        if isinstance(ours, ResumedLine):
             with self._lock:
-                self.resumed_from.append(int(resumed.group(1)))
+                self.resumed_from.append(ours.step)
             return
-        step = self._step_of(line, host)
+        step = ours.step if isinstance(ours, StepLine) else self._other_step(line, host)
         if step is not None:
             self._record(host, step)
 
-    def _step_of(self, line: str, host: str) -> int | None:
-        match = STEP_RE.search(line)
-        if match:
-            return int(match.group(1))
+    def _other_step(self, line: str, host: str) -> int | None:
+        """The step a tqdm bar shows (and a Trainer log dict's loss and epoch), for any script."""
         with self._lock:
             state = self.hosts.setdefault(host, HostProgress())
             hf = HF_LOG_RE.search(line)  # may share a line with the bar (tqdm ends its updates with \r)

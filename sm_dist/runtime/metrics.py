@@ -2,7 +2,7 @@
 
 `AvgMetric` accumulates a local (sum, count) and all-reduces both when computed, so the mean is
 over every sample of every rank (averaging the ranks' means would weight a short last batch
-wrong). `log_metrics` prints the metric line (sm_dist.metric_format) on rank 0 only: SageMaker
+wrong). `log_metrics` prints the metric line (sm_dist.contract.log_lines) on rank 0 only: SageMaker
 scrapes every rank's stdout, and one line per step is what its MetricDefinitions expect.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from sm_dist.metric_format import format_line
+from sm_dist.contract.log_lines import step_line
 
 _log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def log_metrics(step: int, metrics: Mapping[str, Any], *, stream: Any = None) ->
     """On rank 0, print `[sm_dist] step=N name=value ...` and return it; elsewhere do nothing."""
     if get_rank() != 0:
         return None
-    line = format_line(step, metrics)
+    line = step_line(step, metrics)
     out = stream or sys.stdout
     print(line, file=out, flush=True)
     return line

@@ -19,8 +19,6 @@ import torch
 #: model.tar.gz (docs/PLATFORM.md §1.1); only rank 0 (on the first host) writes, so names cannot clash.
 MODEL_FILENAME = "model.pt"
 SHA_FILENAME = "model.sha256"
-#: The one line rank 0 prints at the end; local mode parses it.
-FINAL_LINE = "[sm_dist] final step={step} model_sha256={sha}"
 
 
 def state_dict_sha256(state: Mapping[str, torch.Tensor]) -> str:

@@ -24,11 +24,11 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
+from sm_dist.contract.log_lines import final_line, resumed_line
 from sm_dist.errors import ConfigError
-from sm_dist.metric_format import PREFIX
 from sm_dist.runtime.data import ResumableLoader, build_dataloader
 from sm_dist.runtime.metrics import AvgMetric, log_metrics, rank0_print
-from sm_dist.runtime.model_output import FINAL_LINE, write_model
+from sm_dist.runtime.model_output import write_model
 from sm_dist.runtime.schedules import SchedulerFactory
 
 _log = logging.getLogger(__name__)
@@ -141,7 +141,7 @@ def fit(ctx: Any, workload: Workload, config: TrainConfig, checkpointer: Any = N
         resumed = checkpointer.resume(**objects)
         if resumed is not None:
             step, epoch = resumed.step, resumed.epoch
-            rank0_print(f"{PREFIX} resumed step={step} epoch={epoch}")
+            rank0_print(resumed_line(step, epoch))
     loop = _Loop(ctx, workload, config, model, optimizer, scheduler, start_step=step)
     while not _done(config, step, epoch):
         loader.set_epoch(epoch)  # keeps the restored position when resuming into the same epoch
@@ -250,7 +250,7 @@ def write_final_model(ctx: Any, model: nn.Module, optimizer: Any = None, model_d
     path = sha = None
     if ctx.rank == 0:
         path, sha = write_model(weights, model_dir or ctx.env.model_dir)
-        print(FINAL_LINE.format(step=step, sha=sha), flush=True)
+        print(final_line(step, sha), flush=True)
     return TrainResult(step=step, epoch=epoch, loss=loss, model_path=path, model_sha256=sha)
 
 

@@ -17,6 +17,7 @@ import time
 from types import FrameType
 from typing import Any
 
+from sm_dist.contract.log_lines import signal_line
 from sm_dist.contract.torch_support import TORCHRUN_FIXED_SHUTDOWN_S, honours_shutdown_timeout
 
 _log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ class StopSignal:
         if self.received_at is None:
             self.received_at = time.monotonic()
             # logging from a signal handler can deadlock on the handler lock; os.write cannot
-            os.write(2, f"[sm_dist] signal {signum} received; stopping at the next step boundary\n".encode())
+            os.write(2, f"{signal_line(signum)}\n".encode())
 
     @property
     def requested(self) -> bool:

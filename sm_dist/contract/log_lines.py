@@ -1,0 +1,185 @@
+"""The `[sm_dist] ...` lines the runtime prints and local mode reads back, written once (stdlib).
+
+Rank 0 prints on stdout:
+
+    [sm_dist] step=12 loss=0.4312 lr=0.001          per logged step: the metric line, which
+                                                    SageMaker's MetricDefinitions also scrape
+                                                    (their regexes: sm_dist.metric_format)
+    [sm_dist] resumed step=8 epoch=1                after a restore
+    [sm_dist] final step=24 model_sha256=<64 hex>   once, after the final model is written
+
+and a worker writes on stderr, from a signal handler or just before it is killed:
+
+    [sm_dist] signal 15 received; stopping at the next step boundary
+    [sm_dist] fault hook crash-in-save:8: SIGKILL rank 1    (the test-only SM_DIST_FAULT hook)
+
+Writers use the ``*_line`` functions; readers use :func:`read_line`, which finds a line's marker
+anywhere in it (a host's output may carry a prefix, e.g. torchrun's ``[rank0]:``), and
+:func:`parse_metrics` for a whole metric line.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import SupportsFloat, cast
+
+from sm_dist.errors import ConfigError
+
+#: Marker at the start of every sm_dist line.
+PREFIX = "[sm_dist]"
+#: Significant digits printed for floats: enough for a loss curve, short enough for the logs.
+FLOAT_DIGITS = 6
+#: Metric names: letters, digits and _ . : / - ; must start with a letter or _.
+NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_.:/-]*"
+NAME_RE = re.compile(NAME_PATTERN)
+#: A number as printed by format_value (int, float, exponent, nan, inf).
+NUMBER_PATTERN = r"[-+]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|nan|inf)"
+
+_P = re.escape(PREFIX)
+_METRIC_LINE_RE = re.compile(rf"^{_P}((?: {NAME_PATTERN}=\S+)+)\s*$")
+_STEP_RE = re.compile(rf"{_P} step=(\d+)\b")
+#: `resumed from step=N` is accepted as well.
+_RESUMED_RE = re.compile(rf"{_P} resumed(?: from)? step=(\d+)")
+_FINAL_RE = re.compile(rf"{_P} final step=(\d+) model_sha256=([0-9a-f]{{64}})")
+_FAULT_RE = re.compile(rf"{_P} fault hook (\S+):")
+
+
+# -- writing ---------------------------------------------------------------------------------------
+def check_name(name: str) -> str:
+    """`name` if it is a valid metric name; ConfigError otherwise."""
+    if not isinstance(name, str) or NAME_RE.fullmatch(name) is None:
+        raise ConfigError("metric name", name, "use letters, digits and _ . : / - (starting with a letter or _)")
+    return name
+
+
+def format_value(value: object) -> str:
+    """ints as ints, floats rounded to FLOAT_DIGITS significant digits, printed with repr."""
+    if isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, int):
+        return str(value)
+    try:
+        number = float(cast("SupportsFloat", value))  # also 0-d tensors and numpy scalars
+    except (TypeError, ValueError):
+        raise ConfigError("metric value", value, "expected a number") from None
+    if math.isnan(number) or math.isinf(number):
+        return repr(number)
+    return repr(float(f"{number:.{FLOAT_DIGITS}g}"))
+
+
+def step_line(step: int, metrics: Mapping[str, object]) -> str:
+    """`[sm_dist] step=<step> name=value ...` in the mapping's order (the metric line)."""
+    parts = [f"step={int(step)}"]
+    for name, value in metrics.items():
+        if check_name(name) == "step":
+            raise ConfigError("metric name", name, '"step" is written by sm_dist itself; rename the metric')
+        parts.append(f"{name}={format_value(value)}")
+    return f"{PREFIX} " + " ".join(parts)
+
+
+def resumed_line(step: int, epoch: int) -> str:
+    """`[sm_dist] resumed step=N epoch=E`."""
+    return f"{PREFIX} resumed step={int(step)} epoch={int(epoch)}"
+
+
+def final_line(step: int, model_sha256: str) -> str:
+    """`[sm_dist] final step=N model_sha256=<hex>`."""
+    return f"{PREFIX} final step={int(step)} model_sha256={model_sha256}"
+
+
+def fault_line(fault: str, rank: int) -> str:
+    """`[sm_dist] fault hook KIND:STEP: SIGKILL rank R`; `fault` is the spec as given (contract.faults)."""
+    return f"{PREFIX} fault hook {fault}: SIGKILL rank {int(rank)}"
+
+
+def signal_line(signum: int) -> str:
+    """What a worker writes when it gets a stop signal (from the handler: no logging there)."""
+    return f"{PREFIX} signal {int(signum)} received; stopping at the next step boundary"
+
+
+# -- reading ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StepLine:
+    """A metric line: `step` optimizer steps are done."""
+
+    step: int
+
+
+@dataclass(frozen=True)
+class ResumedLine:
+    """A restore: training continues after `step`."""
+
+    step: int
+
+
+@dataclass(frozen=True)
+class FinalLine:
+    """The end of training: the final model's step and weights' sha256."""
+
+    step: int
+    model_sha256: str
+
+
+@dataclass(frozen=True)
+class FaultLine:
+    """The fault hook killed a rank; `fault` is its spec, e.g. "crash-in-save:8"."""
+
+    fault: str
+
+
+LogLine = StepLine | ResumedLine | FinalLine | FaultLine
+
+
+def read_line(line: str) -> LogLine | None:
+    """The sm_dist line in `line` (its marker may stand after a prefix), or None for any other."""
+    if PREFIX not in line:
+        return None
+    if match := _FINAL_RE.search(line):
+        return FinalLine(int(match.group(1)), match.group(2))
+    if match := _RESUMED_RE.search(line):
+        return ResumedLine(int(match.group(1)))
+    if match := _STEP_RE.search(line):
+        return StepLine(int(match.group(1)))
+    if match := _FAULT_RE.search(line):
+        return FaultLine(match.group(1))
+    return None
+
+
+def parse_metrics(line: str) -> dict[str, float] | None:
+    """The metrics of a whole metric line (step as a float too), or None for any other line."""
+    match = _METRIC_LINE_RE.match(line.rstrip("\n"))
+    if match is None:
+        return None
+    out: dict[str, float] = {}
+    for pair in match.group(1).split():
+        name, _, raw = pair.partition("=")
+        try:
+            out[name] = float(raw)
+        except ValueError:
+            return None
+    return out if "step" in out else None
+
+
+__all__ = [
+    "FLOAT_DIGITS",
+    "NAME_RE",
+    "NUMBER_PATTERN",
+    "PREFIX",
+    "FaultLine",
+    "FinalLine",
+    "LogLine",
+    "ResumedLine",
+    "StepLine",
+    "check_name",
+    "fault_line",
+    "final_line",
+    "format_value",
+    "parse_metrics",
+    "read_line",
+    "resumed_line",
+    "signal_line",
+    "step_line",
+]
