@@ -20,9 +20,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from sm_dist.contract.faults import Fault
 from sm_dist.local import procs
 from sm_dist.local.agent import HostAgent
-from sm_dist.local.chaos import Fault
 from sm_dist.local.pgwatch import GroupWatch
 
 _log = logging.getLogger(__name__)

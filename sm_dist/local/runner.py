@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import socket
 import sys
@@ -22,9 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from sm_dist.contract.faults import FAULT_ENV, Fault, hook_env_value
+from sm_dist.contract.log_lines import FaultLine, read_line
 from sm_dist.local import mountns
 from sm_dist.local.agent import HostAgent, LineSink
-from sm_dist.local.chaos import Fault
 from sm_dist.local.chaos_driver import ChaosDriver
 from sm_dist.local.ckpt_sync import CheckpointSync
 from sm_dist.local.config import LocalJobConfig
@@ -38,8 +38,6 @@ from sm_dist.local.stores import Store
 FAILURE_CHARS = 1024
 #: How often the supervisor looks at the hosts and fires due chaos.
 TICK_SECONDS = 0.2
-#: What the checkpointer prints when its SM_DIST_FAULT hook kills a rank.
-FAULT_HOOK_RE = re.compile(r"\[sm_dist\] fault hook (\S+):")
 #: Managed spot restarts a job as long as MaxWaitTimeInSeconds allows; local mode caps the count.
 DEFAULT_MAX_JOB_RESTARTS = 3
 _log = logging.getLogger(__name__)
@@ -109,10 +107,10 @@ class LocalRunner:
         self.layouts: list[HostRoot] = []
 
     def _on_line(self, host: str, line: str) -> None:
-        hook = FAULT_HOOK_RE.search(line)
-        if hook:  # the checkpointer's SM_DIST_FAULT hook fired (chaos crash-in-save)
-            self.chaos.fired.append(hook.group(1))
-            self.chaos.events.append(f"{hook.group(1)}: the checkpointer's fault hook killed a rank on {host}")
+        hook = read_line(line)
+        if isinstance(hook, FaultLine):  # the checkpointer's SM_DIST_FAULT hook fired (chaos crash-in-save)
+            self.chaos.fired.append(hook.fault)
+            self.chaos.events.append(f"{hook.fault}: the checkpointer's fault hook killed a rank on {host}")
         self.progress.feed(line, host)
         self.settings.on_line(host, line)
 
@@ -187,9 +185,9 @@ class LocalRunner:
             # N emulated instances share this machine's cores: one intra-op pool per worker would
             # oversubscribe them (torchrun itself sets 1 only when a host runs several workers)
             extra["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // self._workers()))
-        crash = [f for f in self.settings.faults if f.kind == "crash-in-save"]
-        if crash and attempt == 0:
-            extra["SM_DIST_FAULT"] = str(crash[0])
+        hook = hook_env_value(self.settings.faults)
+        if hook and attempt == 0:
+            extra[FAULT_ENV] = hook
         master_port = free_port()
         agents = []
         for layout in self.layouts:

@@ -1,11 +1,12 @@
-"""Parsing --chaos values."""
+"""Parsing --chaos values, and the one grammar they share with the checkpointer's SM_DIST_FAULT hook."""
 
 from __future__ import annotations
 
 import pytest
 
+from sm_dist.contract.faults import DEFAULT_S3_FAULT_SECONDS, Fault, hook_env_value, hook_faults
 from sm_dist.errors import ConfigError
-from sm_dist.local.chaos import DEFAULT_S3_FAULT_SECONDS, Fault, parse_faults
+from sm_dist.local.chaos import parse_faults
 
 
 def test_parse_all_kinds() -> None:
@@ -34,3 +35,18 @@ def test_bad_specs_name_the_fix(bad: str) -> None:
 def test_duplicates_rejected() -> None:
     with pytest.raises(ConfigError, match="once"):
         parse_faults(["kill:3", "kill:3"])
+
+
+def test_a_chaos_crash_reaches_the_hook_as_given() -> None:
+    faults = parse_faults(["kill:3", "crash-in-save:4"])
+    value = hook_env_value(faults)
+    assert value == "crash-in-save:4" and hook_env_value(parse_faults(["kill:3"])) is None
+    assert hook_faults({"SM_DIST_FAULT": value}) == {"crash-in-save": 4}
+    assert hook_faults({"SM_DIST_FAULT": "crash-in-save:4,crash-in-commit:6"}) == {"crash-in-save": 4,
+                                                                                  "crash-in-commit": 6}
+
+
+@pytest.mark.parametrize("bad", ["kill:3", "crash-in-save", "crash-in-save:2s", "crash-everywhere:1"])
+def test_the_hook_takes_only_its_kinds_at_a_step(bad: str) -> None:
+    with pytest.raises(ConfigError, match="SM_DIST_FAULT"):
+        hook_faults({"SM_DIST_FAULT": bad})

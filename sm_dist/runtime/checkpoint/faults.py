@@ -1,6 +1,7 @@
 """Test-only fault hook: SIGKILL this process at a chosen point of a save.
 
-``SM_DIST_FAULT`` holds comma-separated ``KIND:STEP`` items. Local mode's ``--chaos
+``SM_DIST_FAULT`` holds comma-separated ``KIND:STEP`` items (the grammar of
+``sm_dist.contract.faults``, shared with local mode's ``--chaos``). Local mode's ``--chaos
 crash-in-save`` and the checkpoint tests use it to prove that a crash while saving never
 leaves a loadable half checkpoint. Kinds:
 
@@ -15,32 +16,18 @@ restarted worker resumes instead of crashing again. Never set this in a real job
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 from collections.abc import Mapping
 
-from sm_dist.errors import ConfigError
-
-_log = logging.getLogger(__name__)
-
-FAULT_ENV = "SM_DIST_FAULT"
-KINDS = ("crash-in-save", "crash-in-commit")
+from sm_dist.contract.faults import FAULT_ENV, Fault, hook_faults
+from sm_dist.contract.log_lines import fault_line
 
 
 def parse_faults(environ: Mapping[str, str] | None = None) -> dict[str, int]:
-    """kind -> step from SM_DIST_FAULT; empty when unset or in a restarted attempt."""
-    env = os.environ if environ is None else environ
-    text = env.get(FAULT_ENV, "").strip()
-    if not text or env.get("TORCHELASTIC_RESTART_COUNT", "0") not in ("", "0"):
-        return {}
-    faults = {}
-    for item in text.split(","):
-        kind, _, step = item.strip().partition(":")
-        if kind not in KINDS or not step.isdigit():
-            raise ConfigError(FAULT_ENV, text, f"expected KIND:STEP items with KIND in {', '.join(KINDS)}")
-        faults[kind] = int(step)
-    return faults
+    """kind -> step from SM_DIST_FAULT (default: this process's environment); empty when unset or
+    in a restarted attempt."""
+    return hook_faults(os.environ if environ is None else environ)
 
 
 class FaultHook:
@@ -62,7 +49,7 @@ class FaultHook:
             self._die("crash-in-commit", step)
 
     def _die(self, kind: str, step: int) -> None:
-        os.write(2, f"[sm_dist] fault hook {kind}:{step}: SIGKILL rank {self._rank}\n".encode())
+        os.write(2, f"{fault_line(str(Fault(kind, step=step)), self._rank)}\n".encode())
         os.kill(os.getpid(), signal.SIGKILL)
 
 
