@@ -4,8 +4,9 @@
 are resolved on first use:
 
 - `sm_dist.estimate(...)` — memory, time and cost per strategy/instance (standard library only)
-- `sm_dist.plan(...)`, `sm_dist.fit(...)`, `sm_dist.Job` — plan, then launch on SageMaker (boto3,
-  sagemaker) or, with `local=True`, run on this machine (`sm_dist.local`)
+- `sm_dist.plan(...)`, `sm_dist.fit(...)` — plan, then launch on SageMaker (boto3, sagemaker) or,
+  with `local=True`, run on this machine; either way the result is a `JobHandle` (`sm_dist.Job` in
+  the cloud, `sm_dist.LocalJob` here, run as `sm_dist.LocalOptions` say)
 - `sm_dist.runtime` — what runs inside the job (torch)
 """
 
@@ -32,7 +33,10 @@ _LAZY = {
     "estimate": "sm_dist.estimator.api:estimate",
     "plan": "sm_dist.launch.api:plan",
     "fit": "sm_dist.launch.api:fit",
-    "Job": "sm_dist.launch.job:Job",
+    "Job": "sm_dist.cloud.job:Job",
+    "LocalJob": "sm_dist.local.job:LocalJob",
+    "LocalOptions": "sm_dist.local.options:LocalOptions",
+    "JobHandle": "sm_dist.contract.job:JobHandle",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
@@ -44,6 +48,9 @@ __all__ = [
     "plan",
     "fit",
     "Job",
+    "LocalJob",
+    "LocalOptions",
+    "JobHandle",
     "SmDistError",
     "ConfigError",
     "CatalogError",

@@ -22,11 +22,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "estimate-cost": ("sm_dist.estimator.cli", "memory, time and dollars per strategy and instance; recommend the cheapest plan"),
     "measure-memory": ("sm_dist.runtime.measure_cli", "measure real per-rank memory on CPU and compare with the estimate"),
     "fit": ("sm_dist.launch.cli", "plan and launch a training job on SageMaker (or --local on this machine)"),
-    "status": ("sm_dist.launch.cli", "status of a training job"),
-    "logs": ("sm_dist.launch.cli", "logs of a training job, all hosts"),
-    "stop": ("sm_dist.launch.cli", "stop a training job"),
-    "cost": ("sm_dist.launch.cli", "what a finished job cost, next to its estimate"),
-    "checkpoints": ("sm_dist.launch.cli", "committed checkpoints of a job, newest first"),
+    "status": ("sm_dist.cloud.cli", "status of a training job"),
+    "logs": ("sm_dist.cloud.cli", "logs of a training job, all hosts"),
+    "stop": ("sm_dist.cloud.cli", "stop a training job"),
+    "cost": ("sm_dist.cloud.cli", "what a finished job cost, next to its estimate"),
+    "checkpoints": ("sm_dist.cloud.cli", "committed checkpoints of a job, newest first"),
     "infra": ("sm_dist.provision.cli", "CloudFormation for the execution role and checkpoint bucket"),
 }
 

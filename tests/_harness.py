@@ -20,7 +20,8 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -134,6 +135,28 @@ def _read(handle: IO[bytes]) -> str:
     """The file's content so far, read without moving the offset a running child writes at."""
     fd = handle.fileno()
     return os.pread(fd, os.fstat(fd).st_size, 0).decode("utf-8", "replace")
+
+
+def wait_until(predicate: Callable[[], object], procs: Sequence[subprocess.Popen] | Group = (), timeout: float = 60.0,
+               interval: float = 0.1, what: str = "") -> object:
+    """Poll `predicate` until it returns something truthy (returned), with a deadline.
+
+    Fails at once, naming `what` and the exit code, when one of `procs` ends first (the condition
+    can no longer come true), and after `timeout` seconds (a hang guard, never a speed check).
+    """
+    members = procs.procs if isinstance(procs, Group) else list(procs)
+    deadline = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result:
+            return result
+        ended = [(proc.args, proc.returncode) for proc in members if proc.poll() is not None]
+        if ended:
+            detail = procs.report() if isinstance(procs, Group) else ""
+            raise AssertionError(f"waiting for {what or 'a condition'}: a process ended first {ended}\n{detail}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waiting for {what or 'a condition'}: not true after {timeout} s")
+        time.sleep(interval)
 
 
 def start(argv: Sequence[str], env: Mapping[str, str], cwd: str | Path | None = None) -> Group:

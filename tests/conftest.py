@@ -18,6 +18,7 @@ if _TESTS not in sys.path:  # the shared harness (tests/_harness.py) is imported
     sys.path.insert(0, _TESTS)
 
 from _harness import LAUNCHER_VARS, free_port  # noqa: E402 (found through the path above)
+from _project import CKPT_BUCKET, TRAIN_PY  # noqa: E402
 
 #: Prefixes of variables from the developer's machine that would change what sm_dist reads or talks to:
 #: AWS settings and profiles, sm_dist's own settings, and every launcher's variables (LAUNCHER_VARS).
@@ -95,3 +96,33 @@ def moto_endpoint() -> Iterator[str]:
 def port_factory() -> Iterator[object]:
     """Yields `free_port`, a function returning a free 127.0.0.1 TCP port per call."""
     yield free_port
+
+
+@pytest.fixture
+def source_dir(tmp_path: Path) -> Iterator[Path]:
+    """A user project: code to upload, and things that must stay out of the bundle."""
+    src = tmp_path / "project"
+    (src / "pkg").mkdir(parents=True)
+    (src / "train.py").write_text(TRAIN_PY)
+    (src / "pkg" / "__init__.py").write_text("")
+    (src / "pkg" / "mod.py").write_text("def main():\n    print('main')\n")
+    (src / "configs").mkdir()
+    (src / "configs" / "base.yaml").write_text("lr: 0.1\n")
+    for junk in (".git/config", "__pycache__/x.pyc", ".venv/lib/site.py", "myenv/pyvenv.cfg", "myenv/lib/y.py",
+                 "weights/model.pt", "data/big.csv", "notes/draft.txt", ".ipynb_checkpoints/a.ipynb"):
+        (src / junk).parent.mkdir(parents=True, exist_ok=True)
+        (src / junk).write_text("x")
+    (src / "data" / "big.csv").write_bytes(b"0" * (11 * 2**20))
+    (src / ".smdistignore").write_text("# scratch\nnotes/\n")
+    yield src
+
+
+@pytest.fixture
+def aws(aws_credentials: str) -> Iterator[str]:
+    """moto in-process with an execution role and a checkpoint bucket; yields the region."""
+    boto3 = pytest.importorskip("boto3")
+    moto = pytest.importorskip("moto")
+    with moto.mock_aws():
+        boto3.client("iam").create_role(RoleName="sm-dist-test", AssumeRolePolicyDocument="{}")
+        boto3.client("s3").create_bucket(Bucket=CKPT_BUCKET)
+        yield aws_credentials

@@ -25,7 +25,10 @@ ROOTS = ("sm_dist", "entrypoints")
 class World(StrEnum):
     CORE = "core"  # sm_dist's top-level modules, catalog, estimator, contract: the standard library only
     CONTAINER = "container"  # the stdlib PID-1 code the training container runs first
-    LAUNCH = "launch"  # the user's machine: plans, AWS, local mode
+    PLAN = "plan"  # the user's machine: the plan layer and `sm-dist infra`
+    CLOUD = "cloud"  # the cloud backend: a plan becomes a SageMaker job
+    LOCAL = "local"  # the local backend: a plan runs on this machine
+    FACADE = "facade"  # sm_dist.plan/fit and `sm-dist fit`: the only world that sees both backends
     RUNTIME = "runtime"  # inside the training job: torch
 
 
@@ -33,25 +36,35 @@ class World(StrEnum):
 PREFIXES = {
     "sm_dist": World.CORE,
     "sm_dist.container": World.CONTAINER,
-    "sm_dist.launch": World.LAUNCH,
-    "sm_dist.provision": World.LAUNCH,
-    "sm_dist.local": World.LAUNCH,
+    "sm_dist.planning": World.PLAN,
+    "sm_dist.provision": World.PLAN,
+    "sm_dist.cloud": World.CLOUD,
+    "sm_dist.local": World.LOCAL,
+    "sm_dist.launch": World.FACADE,
     "sm_dist.runtime": World.RUNTIME,
     "entrypoints": World.RUNTIME,
 }
 
-#: Which worlds a world may import. Launch and runtime never import each other.
+#: Which worlds a world may import. The backends are peers: neither imports the other nor the
+#: facade above them. Nothing on the user's machine imports the runtime, nor the runtime them.
 ALLOWED = {
     World.CORE: {World.CORE},
     World.CONTAINER: {World.CORE, World.CONTAINER},
-    World.LAUNCH: {World.CORE, World.LAUNCH},
+    World.PLAN: {World.CORE, World.PLAN},
+    World.CLOUD: {World.CORE, World.PLAN, World.CLOUD},
+    World.LOCAL: {World.CORE, World.PLAN, World.LOCAL},
+    World.FACADE: {World.CORE, World.PLAN, World.CLOUD, World.LOCAL, World.FACADE},
     World.RUNTIME: {World.CORE, World.CONTAINER, World.RUNTIME},
 }
 #: Third-party packages a world may import anywhere.
 THIRD_PARTY_ANYWHERE = {World.RUNTIME: {"torch", "numpy"}}
 #: Third-party packages a world may import only inside a function (never at import time).
+_USER_MACHINE = {"boto3", "botocore", "sagemaker", "moto", "yaml", "pathspec", "packaging"}
 THIRD_PARTY_IN_FUNCTIONS = {
-    World.LAUNCH: {"boto3", "botocore", "sagemaker", "moto", "yaml", "pathspec", "packaging"},
+    World.PLAN: _USER_MACHINE,
+    World.CLOUD: _USER_MACHINE,
+    World.LOCAL: _USER_MACHINE,
+    World.FACADE: _USER_MACHINE,
     World.RUNTIME: {"boto3", "botocore"},  # the S3 checkpoint storage
 }
 #: The core's only third-party imports, each inside a function of one module, each optional:
@@ -72,6 +85,7 @@ class Edge:
     imported: str
     line: int
     in_function: bool  # inside a def (or under `if TYPE_CHECKING:`): not run at import time
+    type_only: bool = False  # under `if TYPE_CHECKING:`: never run at all
 
 
 def module_name(path: Path) -> str:
@@ -101,10 +115,12 @@ class _Collector(ast.NodeVisitor):
         self.module, self.package = module, module if is_package else module.rpartition(".")[0]
         self.known = known
         self.depth = 0
+        self.type_checking = 0
         self.edges: list[Edge] = []
 
     def _add(self, imported: str, node: ast.stmt | ast.expr) -> None:
-        self.edges.append(Edge(importer=self.module, imported=imported, line=node.lineno, in_function=self.depth > 0))
+        self.edges.append(Edge(importer=self.module, imported=imported, line=node.lineno, in_function=self.depth > 0,
+                               type_only=self.type_checking > 0))
 
     def _deferred(self, node: ast.AST) -> None:
         self.depth += 1
@@ -115,7 +131,9 @@ class _Collector(ast.NodeVisitor):
 
     def visit_If(self, node: ast.If) -> None:
         if "TYPE_CHECKING" in ast.unparse(node.test):
+            self.type_checking += 1
             self._deferred(node)
+            self.type_checking -= 1
         else:
             self.generic_visit(node)
 
@@ -177,6 +195,66 @@ def violations(modules: Mapping[str, str], packages: frozenset[str] = frozenset(
                 yield f"{edge.importer}:{edge.line}: {why}"
 
 
+def import_cycles(modules: Mapping[str, str], packages: frozenset[str] = frozenset()) -> list[list[str]]:
+    """Groups of modules that import each other, directly or around a circle (Tarjan's strongly
+    connected components). Every import that runs counts, inside a function too; only
+    `if TYPE_CHECKING:` imports do not. An import of a package's attribute counts as one of the
+    module that defines it (`from sm_dist.local import api` -> sm_dist.local.api)."""
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, source in modules.items():
+        for edge in imports_of(name, source, modules, is_package=name in packages):
+            target = edge.imported
+            while target not in modules and "." in target:
+                target = target.rpartition(".")[0]
+            if not edge.type_only and target in modules and target != name:
+                graph[name].add(target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(cycles)
+
+
+def test_no_import_cycles() -> None:
+    paths = source_modules()
+    modules = {name: path.read_text(encoding="utf-8") for name, path in paths.items()}
+    packages = frozenset(name for name, path in paths.items() if path.name == "__init__.py")
+    assert import_cycles(modules, packages) == []
+
+
+def test_a_cycle_hidden_in_a_function_is_found() -> None:
+    modules = {"sm_dist.planning.plan": "from sm_dist.planning import report\n",
+               "sm_dist.planning.report": "def render():\n    from sm_dist.planning.plan import Plan\n",
+               "sm_dist.planning.tags": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                        "    from sm_dist.planning.plan import Plan\n",
+               "sm_dist.planning": ""}
+    assert import_cycles(modules, frozenset({"sm_dist.planning"})) == [
+        ["sm_dist.planning.plan", "sm_dist.planning.report"]]
+
+
 def test_every_import_stays_in_its_world() -> None:
     paths = source_modules()
     modules = {name: path.read_text(encoding="utf-8") for name, path in paths.items()}
@@ -198,34 +276,49 @@ def test_the_walk_sees_function_level_literal_and_package_imports() -> None:
         "from sm_dist import runtime\n"
         "import yaml\n"
     )
-    modules = {"sm_dist.launch.fake": launch_source, "sm_dist.runtime": "", "sm_dist.runtime.context": "",
+    modules = {"sm_dist.planning.fake": launch_source, "sm_dist.runtime": "", "sm_dist.runtime.context": "",
                "sm_dist.errors": "def f():\n    import torch\n"}
     found = sorted(violations(modules))
     assert found == [
         "sm_dist.errors:2: core module imports third-party torch inside a function; not allowed for the core world",
-        ("sm_dist.launch.fake:3: launch module imports sm_dist.runtime.context (runtime world); launch may import "
-         "core, launch"),
-        ("sm_dist.launch.fake:7: launch module imports sm_dist.runtime.context (runtime world); launch may import "
-         "core, launch"),
-        "sm_dist.launch.fake:8: launch module imports sm_dist.runtime (runtime world); launch may import core, launch",
-        "sm_dist.launch.fake:9: launch module imports third-party yaml at import time; not allowed for the launch world",
+        ("sm_dist.planning.fake:3: plan module imports sm_dist.runtime.context (runtime world); plan may import "
+         "core, plan"),
+        ("sm_dist.planning.fake:7: plan module imports sm_dist.runtime.context (runtime world); plan may import "
+         "core, plan"),
+        "sm_dist.planning.fake:8: plan module imports sm_dist.runtime (runtime world); plan may import core, plan",
+        "sm_dist.planning.fake:9: plan module imports third-party yaml at import time; not allowed for the plan world",
+    ]
+
+
+def test_the_backends_are_peers() -> None:
+    """A planted import of one backend by the other (or of the facade by a backend) is caught."""
+    modules = {"sm_dist.local.job": "def status():\n    from sm_dist.cloud.job import Job\n",
+               "sm_dist.cloud.job": "from sm_dist.local import summary\n",
+               "sm_dist.cloud.submit": "from sm_dist.launch.api import fit\n",
+               "sm_dist.launch.api": "from sm_dist.cloud import job\nfrom sm_dist.local import api\n",
+               "sm_dist.local.summary": "", "sm_dist.local.api": "", "sm_dist.local": "", "sm_dist.cloud": ""}
+    assert sorted(violations(modules)) == [
+        "sm_dist.cloud.job:1: cloud module imports sm_dist.local.summary (local world); cloud may import cloud, core, plan",
+        ("sm_dist.cloud.submit:1: cloud module imports sm_dist.launch.api (facade world); cloud may import cloud, "
+         "core, plan"),
+        "sm_dist.local.job:2: local module imports sm_dist.cloud.job (cloud world); local may import core, local, plan",
     ]
 
 
 def test_the_container_world() -> None:
-    """The PID-1 code is stdlib + core; the runtime may use it, launch may not."""
+    """The PID-1 code is stdlib + core; the runtime may use it, the user's machine may not."""
     modules = {"sm_dist.container.launcher": "import torch\nfrom sm_dist.errors import LaunchFailure\n",
                "sm_dist.container.env": "from sm_dist.runtime import context\nimport json\n",
                "sm_dist.runtime.context": "import torch\nfrom sm_dist.container import env\n",
-               "sm_dist.launch.local_run": "def f():\n    from sm_dist.container import launcher\n",
+               "sm_dist.local.local_run": "def f():\n    from sm_dist.container import launcher\n",
                "sm_dist.runtime": "", "sm_dist.container": ""}
     assert sorted(violations(modules)) == [
         ("sm_dist.container.env:1: container module imports sm_dist.runtime.context (runtime world); container may "
          "import container, core"),
         ("sm_dist.container.launcher:1: container module imports third-party torch at import time; not allowed for "
          "the container world"),
-        ("sm_dist.launch.local_run:2: launch module imports sm_dist.container.launcher (container world); launch may "
-         "import core, launch"),
+        ("sm_dist.local.local_run:2: local module imports sm_dist.container.launcher (container world); local may "
+         "import core, local, plan"),
     ]
 
 
@@ -259,4 +352,5 @@ def test_import_sm_dist_and_estimate_cost_load_no_heavy_package() -> None:
     for stage, modules in loaded["seen"].items():
         assert [m for m in modules if m.split(".")[0] in heavy] == [], stage
     cli_path = loaded["seen"]["estimate-cost"]
-    assert not [m for m in cli_path if m.startswith(("sm_dist.launch", "sm_dist.runtime", "sm_dist.local"))]
+    assert not [m for m in cli_path if m.startswith(("sm_dist.launch", "sm_dist.runtime", "sm_dist.local",
+                                                     "sm_dist.cloud", "sm_dist.planning"))]

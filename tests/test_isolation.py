@@ -22,7 +22,7 @@ from sm_dist.provision import config, outputs
 
 REPO = Path(__file__).resolve().parents[1]
 #: Failed when a real ~/.config/sm_dist/infra.json was present (it found the role there).
-ONCE_LEAKED = "tests/launch/test_preflight.py::test_rule_refuses_before_creating[no role anywhere]"
+ONCE_LEAKED = "tests/planning/test_preflight.py::test_rule_refuses_before_creating[no role anywhere]"
 PROBE = "tests/test_isolation.py::test_machine_is_hidden"
 REAL_ROLE = "arn:aws:iam::999999999999:role/sm-dist-real"
 #: What a developer's shell may hold, none of which a test may see.

@@ -1,4 +1,4 @@
-"""Committed checkpoints of a job in S3, newest first, read without torch.
+"""The cloud job's checkpoints: step folders in S3, newest first, read without torch.
 
 Layout (docs/ARCHITECTURE.md, checkpoint contract): `<uri>/step-000000120/` per step, and a
 step is a checkpoint only once rank 0 wrote `manifest.json` into it last and that manifest parses
@@ -8,30 +8,10 @@ in-flight or abandoned saves and are listed as not committed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from sm_dist.contract.checkpoint import (
-    MANIFEST_NAME,
-    Manifest,
-    committed_manifest,
-    parse_step,
-)
-
-
-@dataclass(frozen=True)
-class CheckpointInfo:
-    """One step folder under the checkpoint URI."""
-
-    step: int
-    uri: str
-    committed: bool
-    total_bytes: int | None = None
-    """Sum of the file sizes the manifest lists."""
-    files: int | None = None
-    world_size: int | None = None
-    strategy: str | None = None
-    created_unix: float | None = None
+from sm_dist.contract.checkpoint import MANIFEST_NAME, committed_manifest, parse_step
+from sm_dist.contract.job import CheckpointInfo, checkpoint_info
 
 
 def _split(uri: str) -> tuple[str, str]:
@@ -60,18 +40,6 @@ def _manifest_bytes(s3: Any, bucket: str, key: str) -> bytes | None:
         raise
 
 
-def checkpoint_info(step: int, uri: str, manifest: Manifest | None, *, total_bytes: int | None = None,
-                    files: int | None = None) -> CheckpointInfo:
-    """One row of a listing; committed exactly when `manifest` (from committed_manifest) is not None."""
-    if manifest is None:
-        return CheckpointInfo(step=step, uri=uri, committed=False, total_bytes=total_bytes, files=files)
-    return CheckpointInfo(
-        step=step, uri=uri, committed=True, total_bytes=sum(f.size for f in manifest.files.values()),
-        files=len(manifest.files), world_size=manifest.world_size, strategy=manifest.strategy,
-        created_unix=manifest.created_unix,
-    )
-
-
 def list_checkpoints(s3: Any, uri: str) -> list[CheckpointInfo]:
     """Every step folder under `uri`, newest first; committed = its manifest is there and parses."""
     bucket, prefix = _split(uri)
@@ -83,4 +51,4 @@ def list_checkpoints(s3: Any, uri: str) -> list[CheckpointInfo]:
     return out
 
 
-__all__ = ["CheckpointInfo", "checkpoint_info", "list_checkpoints"]
+__all__ = ["list_checkpoints"]

@@ -7,7 +7,50 @@ billable time is already reduced by the saving, which AWS reports as 1 − billa
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from typing import Any
+
+from sm_dist.catalog import CATALOG_REGION, get_instance, regions
+from sm_dist.errors import CatalogError
+from sm_dist.planning.tags import TAG_ESTIMATE, TAG_MAX_COST
+
+
+@dataclass(frozen=True)
+class JobCost:
+    """What a job cost: billable seconds × instances × price, next to the estimate."""
+
+    name: str
+    instance_type: str
+    instance_count: int
+    billable_s: int | None
+    training_s: int | None
+    usd_per_hour: float | None
+    estimate_usd: float | None
+    max_cost_usd: float | None
+    spot: bool
+
+    @property
+    def usd(self) -> float | None:
+        if self.billable_s is None or self.usd_per_hour is None:
+            return None
+        return self.billable_s / 3600 * self.instance_count * self.usd_per_hour
+
+    @property
+    def spot_savings(self) -> float | None:
+        """1 − billable/training (docs/PLATFORM.md §1.5); None when unknown."""
+        if not self.spot or not self.billable_s or not self.training_s:
+            return None
+        return 1 - self.billable_s / self.training_s
+
+    def to_dict(self) -> dict[str, object]:
+        return {**asdict(self), "usd": self.usd, "spot_savings": self.spot_savings}
+
+    def __str__(self) -> str:
+        return render_cost(self)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
 
 
 def _float(text: str | None) -> float | None:
@@ -18,19 +61,14 @@ def _float(text: str | None) -> float | None:
 
 
 def _price(instance_type: str, region: str | None) -> float | None:
-    from sm_dist.catalog import CATALOG_REGION, get_instance, regions
-    from sm_dist.errors import CatalogError
-
     try:
         return get_instance(instance_type, region if region in regions() else CATALOG_REGION).sagemaker_usd_per_hour
     except CatalogError:
         return None
 
 
-def job_cost(name: str, desc: dict[str, Any], tags: dict[str, str], region: str | None) -> Any:
+def job_cost(name: str, desc: Mapping[str, Any], tags: Mapping[str, str], region: str | None) -> JobCost:
     """A JobCost from a DescribeTrainingJob response and the job's tags."""
-    from sm_dist.launch.job import TAG_ESTIMATE, TAG_MAX_COST, JobCost
-
     resources = desc.get("ResourceConfig", {})
     instance_type = resources.get("InstanceType", "?")
     return JobCost(
@@ -41,7 +79,7 @@ def job_cost(name: str, desc: dict[str, Any], tags: dict[str, str], region: str 
     )
 
 
-def render_cost(cost: Any) -> str:
+def render_cost(cost: JobCost) -> str:
     """Several lines: the bill, the spot saving, the estimate and the ceiling."""
     lines = [f"job          {cost.name}: {cost.instance_count} × {cost.instance_type}{' (spot)' if cost.spot else ''}"]
     if cost.billable_s is None:
@@ -63,4 +101,4 @@ def render_cost(cost: Any) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["job_cost", "render_cost"]
+__all__ = ["JobCost", "job_cost", "render_cost"]

@@ -14,75 +14,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
+from sm_dist.cloud.checkpoints import list_checkpoints
+from sm_dist.cloud.cost import JobCost, job_cost
+from sm_dist.cloud.logs import LOG_GROUP, iter_log_lines
+from sm_dist.contract.job import CheckpointInfo, JobStatus
 from sm_dist.errors import ConfigError, LaunchError
-from sm_dist.launch.checkpoints import CheckpointInfo, list_checkpoints
-from sm_dist.launch.logs import iter_log_lines
+from sm_dist.planning.tags import TAG_CHECKPOINT
 
 if TYPE_CHECKING:
-    from sm_dist.launch.plan import Plan
+    from sm_dist.planning.plan import Plan
 
-TERMINAL = ("Completed", "Failed", "Stopped")
 #: Seconds between DescribeTrainingJob calls while waiting (the SDK's own waiter uses 30 s).
 WAIT_POLL_S = 30.0
-TAG_ESTIMATE = "sm-dist:estimate-usd"
-TAG_MAX_COST = "sm-dist:max-cost-usd"
-TAG_CHECKPOINT = "sm-dist:checkpoint-uri"
-
-
-@dataclass(frozen=True)
-class JobStatus:
-    """TrainingJobStatus with its secondary status and the latest message."""
-
-    name: str
-    status: str
-    secondary: str
-    message: str = ""
-    failure_reason: str | None = None
-
-    @property
-    def done(self) -> bool:
-        return self.status in TERMINAL
-
-    def __str__(self) -> str:
-        text = f"{self.name}: {self.status} / {self.secondary}"
-        text += f" — {self.message}" if self.message else ""
-        return text + (f"\n  failure: {self.failure_reason}" if self.failure_reason else "")
-
-
-@dataclass(frozen=True)
-class JobCost:
-    """What a job cost: billable seconds × instances × price, next to the estimate."""
-
-    name: str
-    instance_type: str
-    instance_count: int
-    billable_s: int | None
-    training_s: int | None
-    usd_per_hour: float | None
-    estimate_usd: float | None
-    max_cost_usd: float | None
-    spot: bool
-
-    @property
-    def usd(self) -> float | None:
-        if self.billable_s is None or self.usd_per_hour is None:
-            return None
-        return self.billable_s / 3600 * self.instance_count * self.usd_per_hour
-
-    @property
-    def spot_savings(self) -> float | None:
-        """1 − billable/training (docs/PLATFORM.md §1.5); None when unknown."""
-        if not self.spot or not self.billable_s or not self.training_s:
-            return None
-        return 1 - self.billable_s / self.training_s
-
-    def __str__(self) -> str:
-        from sm_dist.launch.report_job import render_cost
-
-        return render_cost(self)
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(str(self))
 
 
 class Job:
@@ -132,13 +75,7 @@ class Job:
 
     def status(self) -> JobStatus:
         """Primary and secondary status, with the latest status message."""
-        desc = self.describe()
-        transitions = desc.get("SecondaryStatusTransitions") or []
-        return JobStatus(
-            name=self.name, status=desc.get("TrainingJobStatus", "?"), secondary=desc.get("SecondaryStatus", "?"),
-            message=transitions[-1].get("StatusMessage", "") if transitions else "",
-            failure_reason=desc.get("FailureReason"),
-        )
+        return _status(self.name, self.describe())
 
     def wait(self, *, poll_s: float = WAIT_POLL_S, timeout_s: float | None = None, progress: bool = True,
              out: TextIO | None = None, sleep: Callable[[float], None] = time.sleep) -> JobStatus:
@@ -198,9 +135,56 @@ class Job:
 
     def cost(self) -> JobCost:
         """Billable seconds × instances × catalog price, the spot saving, and the pre-launch estimate."""
-        from sm_dist.launch.report_job import job_cost
-
         return job_cost(self.name, self.describe(), self.tags(), self._region)
 
+    def summary(self) -> CloudSummary:
+        """Status, cost next to the estimate, where the checkpoints and logs are: one record."""
+        desc = self.describe()
+        tags = self.tags()
+        uri = self.plan.checkpoint_uri if self.plan is not None else None
+        uri = uri or (desc.get("CheckpointConfig") or {}).get("S3Uri") or tags.get(TAG_CHECKPOINT)
+        return CloudSummary(status=_status(self.name, desc), cost=job_cost(self.name, desc, tags, self._region),
+                            checkpoint_uri=uri, region=self._region)
 
-__all__ = ["Job", "JobStatus", "JobCost", "TERMINAL"]
+
+def _status(name: str, desc: dict[str, Any]) -> JobStatus:
+    transitions = desc.get("SecondaryStatusTransitions") or []
+    return JobStatus(
+        name=name, status=desc.get("TrainingJobStatus", "?"), secondary=desc.get("SecondaryStatus", "?"),
+        message=transitions[-1].get("StatusMessage", "") if transitions else "",
+        failure_reason=desc.get("FailureReason"),
+    )
+
+
+@dataclass(frozen=True)
+class CloudSummary:
+    """What `sm-dist fit --wait` prints at the end of a cloud job (and `--json` as one object)."""
+
+    status: JobStatus
+    cost: JobCost
+    checkpoint_uri: str | None
+    region: str | None
+
+    @property
+    def logs(self) -> str:
+        """Where the hosts' logs are (CloudWatch, one stream per host)."""
+        return f"CloudWatch {LOG_GROUP} {self.status.name}/algo-N (sm-dist logs {self.status.name})"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"job_name": self.status.name, **self.status.to_dict(), "cost": self.cost.to_dict(),
+                "checkpoint_uri": self.checkpoint_uri, "region": self.region, "logs": self.logs}
+
+    def __str__(self) -> str:
+        s = self.status
+        lines = [f"job {s.name}: {s.status} / {s.secondary}" + (f" — {s.message}" if s.message else "")]
+        if s.failure_reason:
+            lines.append(f"  failure         {s.failure_reason}")
+        lines += [f"  checkpoints     {self.checkpoint_uri or 'none'}", f"  logs            {self.logs}",
+                  *(f"  {line}" for line in str(self.cost).splitlines())]
+        return "\n".join(lines)
+
+
+
+
+
+__all__ = ["CloudSummary", "Job"]

@@ -13,12 +13,12 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from sm_dist.cloud.job import Job
+from sm_dist.cloud.remote_checks import remote_checks
 from sm_dist.errors import ConfigError, LaunchError
-from sm_dist.launch import preflight
 
 if TYPE_CHECKING:
-    from sm_dist.launch.job import Job
-    from sm_dist.launch.plan import Plan
+    from sm_dist.planning.plan import Plan
 
 _log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def submit(plan: Plan, session: Any, validate_role: bool = True) -> str:
     """Run the remote checks, upload the code, create the job; returns the job name."""
     from botocore.exceptions import ClientError
 
-    preflight.remote_checks(plan, session, validate_role=validate_role, skip_code_bucket=bool(plan.default_bucket))
+    remote_checks(plan, session, validate_role=validate_role, skip_code_bucket=bool(plan.default_bucket))
     s3 = session.client("s3", region_name=plan.region)
     if plan.default_bucket:
         ensure_default_bucket(s3, plan.default_bucket, plan.region)
@@ -91,8 +91,6 @@ def run(plan: Plan, *, session: Any = None, validate_role: bool = True, wait: bo
     `session`: a boto3 Session (default: one for the plan's region). `validate_role=False`
     skips the SDK's IAM permission simulation.
     """
-    from sm_dist.launch.job import Job
-
     if plan.local:
         raise ConfigError("plan", repr(plan), "a local plan (local=True) runs with sm_dist.local.run; "
                           "plan it again without local=True to launch on SageMaker")

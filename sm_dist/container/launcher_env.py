@@ -34,6 +34,7 @@ from sm_dist.contract.container import (
     read_config,
     read_resource_config,
 )
+from sm_dist.contract.sagemaker import STOP_GRACE_SECONDS
 from sm_dist.errors import (  # LaunchFailure: reported via output/failure
     LaunchFailure,
     RuntimeEnvError,
@@ -53,9 +54,9 @@ WORKER_MODULE = "sm_dist.container.worker"
 
 #: torchrun's own default port for c10d rendezvous (torch/distributed/run.py docs).
 DEFAULT_RDZV_PORT = 29400
-#: SageMaker sends SIGKILL 120 s after SIGTERM (docs/PLATFORM.md §1.3); torchrun waits this long for
-#: the workers to commit their checkpoint before it kills them, leaving 20 s for the rest.
-SHUTDOWN_TIMEOUT_S = 100
+#: SageMaker sends SIGKILL STOP_GRACE_SECONDS (120) after SIGTERM; torchrun waits this long for the
+#: workers to commit their checkpoint before it kills them, leaving 20 s for the rest.
+SHUTDOWN_TIMEOUT_S = STOP_GRACE_SECONDS - 20
 #: "Hostname information may not be immediately available" (docs/PLATFORM.md §1.1): retry resolution.
 HOST_RESOLVE_TIMEOUT_S = 600
 HOST_RESOLVE_INTERVAL_S = 2.0

@@ -1,8 +1,5 @@
-"""Launch on SageMaker: plan (pure) → submit (upload + CreateTrainingJob) → Job handle.
+"""The facade: `sm_dist.plan(...)` and `sm_dist.fit(...)` (api) and the `sm-dist fit` command (cli).
 
-Modules: config (LaunchConfig), ignore + bundle (the code channel), sizing (estimator),
-budget (StoppingCondition), locations (role, S3), preflight (checks), request (ModelTrainer →
-CreateTrainingJob), plan (the frozen Plan), report (rendering), submit, job + logs +
-checkpoints + report_job (the Job handle), api (plan/fit/build_bundle), cli (the commands).
-Nothing is imported eagerly; boto3 and sagemaker only inside the functions that need them.
+It makes the plan (`sm_dist.planning`) and hands it to a backend: the cloud one (`sm_dist.cloud`)
+or, with `local=True`, the local one (`sm_dist.local`). Only this package imports both backends.
 """

@@ -7,23 +7,36 @@
     job = sm_dist.fit(..., wait=False)   # the same plan, then upload + CreateTrainingJob
 
 Keyword arguments are the fields of `LaunchConfig` (unknown ones are refused with a
-suggestion). Making the plan is one step (`launch.plan`); `fit` then hands it to a backend:
-the cloud one (`launch.submit.run`: upload + create, returns a `Job`) or, with `local=True`, the
-local one (`sm_dist.local.run`: the job on this machine, returns a `LocalJob`). A local plan
-needs no AWS setting. Neither backend calls back into this module.
+suggestion). Making the plan is one step (`sm_dist.planning`); `fit` then hands it to a backend:
+the cloud one (`sm_dist.cloud.run`: upload + create, returns a `Job`) or, with `local=True`, the
+local one (`sm_dist.local.run`: the job on this machine, returns a `LocalJob`). Both handles are
+`sm_dist.contract.job.JobHandle`s. A local plan needs no AWS setting. Neither backend imports
+this module or the other backend.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Literal, TypeAlias, overload
 
+from sm_dist.cloud import submit as cloud_backend
+from sm_dist.cloud.job import Job
 from sm_dist.errors import ConfigError
-from sm_dist.launch.config import LaunchConfig
-from sm_dist.launch.plan import Plan, launch_config, make_plan, new_job_name, plan_code
+from sm_dist.local import api as local_backend
+from sm_dist.local.job import LocalJob
+from sm_dist.local.options import LocalOptions
+from sm_dist.planning.config import LaunchConfig
+from sm_dist.planning.plan import Plan, launch_config, make_plan, new_job_name, plan_code
+
+if TYPE_CHECKING:
+    from boto3 import Session
+
+#: What `fit(local_options=...)` takes: the record, or a dict of its fields.
+LocalOptionsLike: TypeAlias = LocalOptions | Mapping[str, object] | None
 
 
-def plan(entry: str, *, local: bool = False, session: Any = None, **settings: Any) -> Plan:
+def plan(entry: str, *, local: bool = False, session: Session | None = None, **settings: object) -> Plan:
     """Check the settings and return the frozen plan: request, bundle manifest, cost, warnings.
 
     Creates nothing; reads AWS (read-only) only to resolve what was not given (role, infra).
@@ -33,31 +46,40 @@ def plan(entry: str, *, local: bool = False, session: Any = None, **settings: An
     return make_plan(launch_config(entry, settings, local=local), session=session, local=local)
 
 
+@overload
+def fit(entry: str, *, wait: bool = ..., dry_run: Literal[True], local: bool = ..., session: Session | None = ...,
+        validate_role: bool = ..., local_options: LocalOptionsLike = ..., **settings: object) -> Plan: ...
+@overload
+def fit(entry: str, *, wait: bool = ..., dry_run: Literal[False] = ..., local: Literal[True],
+        session: Session | None = ..., validate_role: bool = ..., local_options: LocalOptionsLike = ...,
+        **settings: object) -> LocalJob: ...
+@overload
+def fit(entry: str, *, wait: bool = ..., dry_run: Literal[False] = ..., local: Literal[False] = ...,
+        session: Session | None = ..., validate_role: bool = ..., local_options: None = ...,
+        **settings: object) -> Job: ...
 def fit(
-    entry: str, *, wait: bool = False, dry_run: bool = False, local: bool = False, session: Any = None,
-    validate_role: bool = True, local_options: dict[str, Any] | None = None, **settings: Any,
-) -> Any:
-    """Plan, then run: upload the code and create the training job; returns a `Job`.
+    entry: str, *, wait: bool = False, dry_run: bool = False, local: bool = False, session: Session | None = None,
+    validate_role: bool = True, local_options: LocalOptionsLike = None, **settings: object,
+) -> Plan | LocalJob | Job:
+    """Plan, then run: upload the code and create the training job; returns its `Job`.
 
     `wait=True` blocks until the job ends, printing status changes. `dry_run=True` prints the
     plan and returns it (no upload, no create). `local=True` runs the job on this machine and
-    returns the finished `LocalJob`; `local_options` are `sm_dist.local.run`'s keyword arguments.
+    returns the finished `LocalJob`, run as `local_options` say (`sm_dist.local.LocalOptions`, or a
+    dict of its fields). Both handles implement `sm_dist.contract.job.JobHandle`.
     `validate_role=False` skips the SDK's IAM permission simulation (also skipped when the
     environment has SAGEMAKER_VALIDATE_ROLE=false).
     """
     if local_options and not local:
-        raise ConfigError("local_options", sorted(local_options), "only with local=True")
+        given = sorted(local_options) if isinstance(local_options, Mapping) else type(local_options).__name__
+        raise ConfigError("local_options", given, "only with local=True")
     the_plan = plan(entry, local=local, session=session, **settings)
     if dry_run:
         print(the_plan)
         return the_plan
     if local:
-        import sm_dist.local as local_backend
-
-        return local_backend.run(the_plan, **(local_options or {}))
-    from sm_dist.launch import submit
-
-    return submit.run(the_plan, session=session, validate_role=validate_role, wait=wait)
+        return local_backend.run(the_plan, local_options)
+    return cloud_backend.run(the_plan, session=session, validate_role=validate_role, wait=wait)
 
 
 def build_bundle(plan_or_config: Plan | LaunchConfig, dest_dir: str | Path) -> Path:
@@ -66,7 +88,7 @@ def build_bundle(plan_or_config: Plan | LaunchConfig, dest_dir: str | Path) -> P
     From a Plan: exactly the planned bundle. From a LaunchConfig: the same files, planned
     without AWS (prices of the config's region or the catalog's).
     """
-    from sm_dist.launch.bundle import write_bundle
+    from sm_dist.planning.bundle import write_bundle
 
     if isinstance(plan_or_config, Plan):
         return write_bundle(plan_or_config.bundle, dest_dir)

@@ -1,4 +1,4 @@
-"""`sm-dist fit | status | logs | stop | cost | checkpoints`.
+"""`sm-dist fit`: plan, then hand the plan to the cloud backend or, with `--local`, the local one.
 
 Module-level imports are standard library (plus sm_dist's stdlib core) so `--help` is instant;
 boto3 and sagemaker load only when a command runs. `fit` flags mirror `sm_dist.fit(...)`'s
@@ -46,7 +46,7 @@ def _key_value(text: str) -> tuple[str, str]:
 
 
 def _add_fit_flags(parser: argparse.ArgumentParser) -> None:
-    from sm_dist.launch.config import LaunchConfig
+    from sm_dist.planning.config import LaunchConfig
 
     for f in fields(LaunchConfig):
         if f.name in ("entry", "args"):  # positional; the script's own args come after `--`
@@ -69,7 +69,7 @@ def _add_fit_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
-    from sm_dist.launch.config import LaunchConfig, load_config_file
+    from sm_dist.planning.config import LaunchConfig, load_config_file
 
     settings: dict[str, Any] = load_config_file(args.config) if args.config else {}
     names = {f.name for f in fields(LaunchConfig)}
@@ -118,72 +118,20 @@ def run_fit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _job(args: argparse.Namespace) -> Any:
-    from sm_dist.launch.job import Job
-
-    return Job.attach(args.job, region=args.region)
-
-
-def run_status(args: argparse.Namespace) -> int:
-    status = _job(args).status()
-    _print_json(status.__dict__) if args.json else print(status)
-    return 0
-
-
-def run_logs(args: argparse.Namespace) -> int:
-    for line in _job(args).logs(follow=args.follow):
-        print(line, flush=True)
-    return 0
-
-
-def run_stop(args: argparse.Namespace) -> int:
-    print(_job(args).stop())
-    return 0
-
-
-def run_cost(args: argparse.Namespace) -> int:
-    cost = _job(args).cost()
-    _print_json({**cost.__dict__, "usd": cost.usd, "spot_savings": cost.spot_savings}) if args.json else print(cost)
-    return 0
-
-
-def run_checkpoints(args: argparse.Namespace) -> int:
-    found = _job(args).checkpoints()
-    if args.json:
-        _print_json([c.__dict__ for c in found])
-        return 0
-    if not found:
-        print("no checkpoints yet")
-    for c in found:
-        size = f"{c.total_bytes / 2**20:,.1f} MiB" if c.total_bytes is not None else "-"
-        print(f"step {c.step:>9}  {'committed' if c.committed else 'NOT committed':<13}  {size:>12}  {c.uri}")
-    return 0
-
-
 def register(command: str, parser: argparse.ArgumentParser) -> None:
-    """Add `command`'s arguments to `parser` (called by sm_dist.cli)."""
-    if command == "fit":
-        parser.add_argument("entry", nargs="?", default=argparse.SUPPRESS, help=_HELP["entry"])
-        parser.add_argument("--config", help="YAML or TOML file with the same settings (flags win)")
-        parser.add_argument("--dry-run", action="store_true", help="print the plan; upload and create nothing")
-        parser.add_argument("--json", action="store_true", help="print the plan as JSON")
-        parser.add_argument("--wait", action="store_true", help="wait for the job to end (exit 0 completed, 1 failed, 3 stopped)")
-        parser.add_argument("--local", action="store_true", help="run the job on this machine (CPU, emulated hosts)")
-        parser.add_argument("--no-validate-role", action="store_true", help="skip the SDK's IAM permission check")
-        _add_fit_flags(parser)
-        from sm_dist.local.cli import add_local_flags
+    """Add `sm-dist fit`'s arguments to `parser` (called by sm_dist.cli)."""
+    from sm_dist.local.cli import add_local_flags
 
-        add_local_flags(parser)
-        parser.set_defaults(_run=run_fit)
-        return
-    parser.add_argument("job", help="training job name")
-    parser.add_argument("--region", help="AWS region (default: your AWS configuration's)")
-    if command == "logs":
-        parser.add_argument("--follow", "-f", action="store_true", help="keep printing until the job ends")
-    else:
-        parser.add_argument("--json", action="store_true", help="machine-readable output")
-    runners = {"status": run_status, "logs": run_logs, "stop": run_stop, "cost": run_cost, "checkpoints": run_checkpoints}
-    parser.set_defaults(_run=runners[command])
+    parser.add_argument("entry", nargs="?", default=argparse.SUPPRESS, help=_HELP["entry"])
+    parser.add_argument("--config", help="YAML or TOML file with the same settings (flags win)")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan; upload and create nothing")
+    parser.add_argument("--json", action="store_true", help="print the plan as JSON")
+    parser.add_argument("--wait", action="store_true", help="wait for the job to end (exit 0 completed, 1 failed, 3 stopped)")
+    parser.add_argument("--local", action="store_true", help="run the job on this machine (CPU, emulated hosts)")
+    parser.add_argument("--no-validate-role", action="store_true", help="skip the SDK's IAM permission check")
+    _add_fit_flags(parser)
+    add_local_flags(parser)
+    parser.set_defaults(_run=run_fit)
 
 
 __all__ = ["register"]

@@ -1,6 +1,6 @@
 """Local mode: emulate a multi-instance SageMaker job on this machine (CPU, gloo, moto S3).
 
-The local backend, a peer of the cloud one (`sm_dist.launch.submit.run`): `run(plan)` takes a
+The local backend, a peer of the cloud one (`sm_dist.cloud.submit.run`): `run(plan)` takes a
 plan from `sm_dist.plan(..., local=True)` and returns the finished `LocalJob`. Names resolve on
 first access, so a helper run inside an emulated host (`python -m sm_dist.local.mountns`) does
 not import the whole backend.
@@ -14,8 +14,9 @@ _LAZY = {
     "run": "sm_dist.local.api:run",
     "run_local": "sm_dist.local.api:run_local",
     "LocalJob": "sm_dist.local.job:LocalJob",
+    "LocalOptions": "sm_dist.local.options:LocalOptions",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
-__all__ = ["LocalJob", "run", "run_local"]
+__all__ = ["LocalJob", "LocalOptions", "run", "run_local"]

@@ -1,8 +1,8 @@
-"""`run(plan, ...)` (alias `run_local`): the local backend — a planned SageMaker job on this machine.
+"""`run(plan, options)` (alias `run_local`): the local backend — a planned SageMaker job on this machine.
 
 `sm_dist.fit(..., local=True)` and `sm-dist fit --local` hand it a plan made with `local=True`
-(`sm_dist.plan(..., local=True)`); it takes the plan and bundle types and never calls back into
-the facade (`sm_dist.launch.api`). The job runs as
+(`sm_dist.plan(..., local=True)`) and the `LocalOptions`; it imports the plan layer, never the
+facade (`sm_dist.launch`) nor the cloud backend. The job runs as
 `plan.instance_count` emulated hosts, each running the plan's container command (sm_dist's
 launcher, which starts torchrun) in a folder laid out like /opt/ml; S3 is moto's server on
 127.0.0.1, started here when the job needs one, so no AWS account is involved.
@@ -13,32 +13,26 @@ from __future__ import annotations
 import logging
 import sys
 import tempfile
-from collections.abc import Callable, Iterable
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from sm_dist.contract.container import INSTALL_REQUIREMENTS_ENV
 from sm_dist.errors import ConfigError
-from sm_dist.launch.profile import without_missing_profile
 from sm_dist.local import from_plan, requirements_check, verify
-from sm_dist.local.chaos import Fault, parse_faults
-from sm_dist.local.ckpt_sync import DEFAULT_INTERVAL
-from sm_dist.local.config import SAGEMAKER_GRACE_SECONDS, LocalJobConfig
+from sm_dist.local.chaos import Fault
+from sm_dist.local.config import LocalJobConfig
 from sm_dist.local.job import LocalJob, RunRecord, store_manifests
-from sm_dist.local.runner import (
-    DEFAULT_MAX_JOB_RESTARTS,
-    LocalRunner,
-    Outcome,
-    RunSettings,
-    print_line,
-)
+from sm_dist.local.options import LocalOptions
+from sm_dist.local.runner import LocalRunner, Outcome, RunSettings, print_line
 from sm_dist.local.stores import Store, open_store
 from sm_dist.local.verify import Verification
 from sm_dist.local.view import ProgressView
+from sm_dist.planning.profile import without_missing_profile
 
 if TYPE_CHECKING:
-    from sm_dist.launch.plan import Plan
+    from sm_dist.planning.plan import Plan
 
 _log = logging.getLogger(__name__)
 #: Fake credentials for the local endpoint (moto accepts any); never real ones.
@@ -93,10 +87,34 @@ def _needs_s3(plan: Plan, uris: list[str | None], faults: tuple[Fault, ...]) -> 
     return uses_s3
 
 
-def _one_run(plan: Plan, root: Path, label: str, faults: tuple[Fault, ...], endpoint: _Endpoint | None,
-             uri_override: str | None, options: dict[str, Any]) -> tuple[RunRecord, LocalJobConfig, str | None]:
+@dataclass(frozen=True)
+class _Job:
+    """What every run of one local job shares: the plan, its options and its code on disk."""
+
+    plan: Plan
+    options: LocalOptions
+    faults: tuple[Fault, ...]
+    bundle: Path
+    env: Mapping[str, str]
+    """Variables every host gets besides the plan's (the endpoint's, the process count)."""
+    echo: Callable[[str, str], None]
+
+    @property
+    def nproc(self) -> int:
+        return self.options.nproc_per_node or self.plan.job_spec.nproc_per_node or 1
+
+    @property
+    def max_runtime_s(self) -> float | None:
+        if self.options.max_runtime_s is not None:
+            return self.options.max_runtime_s
+        return float(self.plan.limits.max_runtime_s) if self.plan.limits.max_runtime_s else None
+
+
+def _one_run(job: _Job, root: Path, label: str, faults: tuple[Fault, ...], endpoint: _Endpoint | None,
+             uri_override: str | None) -> tuple[RunRecord, LocalJobConfig, str | None]:
+    plan, options = job.plan, job.options
     uri = from_plan.sync_uri(plan, uri_override, label)
-    code_dir = from_plan.code_for_run(options["bundle"], root / "code", from_plan.local_spec(plan, uri, label))
+    code_dir = from_plan.code_for_run(job.bundle, root / "code", from_plan.local_spec(plan, uri, label))
     config = from_plan.config_from_plan(plan, code_dir, uri, plan.job_name)
     listed_uri = uri or from_plan.runtime_s3_uri(plan, label)  # what checkpoints() lists
     store = None
@@ -104,19 +122,20 @@ def _one_run(plan: Plan, root: Path, label: str, faults: tuple[Fault, ...], endp
         store = endpoint.store(listed_uri) if listed_uri.startswith("s3://") and endpoint else open_store(listed_uri)
     settings = RunSettings(
         job_root=root, store=store if uri is not None else None, faults=faults,
-        grace_seconds=options["grace_seconds"], sync_interval=options["sync_interval"],
-        extra_env={**(endpoint.env if endpoint else {}), **options["env"]},
-        on_line=(lambda h, line: options["echo"](f"{label} {h}" if label != "run" else h, line)),
-        max_job_restarts=options["max_job_restarts"], max_runtime_s=options["max_runtime_s"],
+        grace_seconds=options.grace_seconds, sync_interval=options.sync_interval,
+        extra_env={**(endpoint.env if endpoint else {}), **job.env},
+        on_line=(lambda h, line: job.echo(f"{label} {h}" if label != "run" else h, line)),
+        max_job_restarts=options.max_job_restarts, max_runtime_s=job.max_runtime_s,
         nproc_per_host=plan.job_spec.nproc_per_node,
         s3_fault_switch=endpoint.fail_for if endpoint is not None and endpoint.server.url != endpoint.server.moto_url else None,
     )
     view = None
-    if options["view"]:
-        view = ProgressView(options["view_stream"] or sys.stdout, "" if label == "run" else label)
+    if options.view:
+        stream = options.echo_stream or sys.stdout
+        view = ProgressView(stream, "" if label == "run" else label)
         settings = replace(settings, on_tick=view.tick)
         print(f"{label}: {config.instance_count} hosts; logs in {root / 'logs'} (--logs streams them)",
-              file=options["view_stream"] or sys.stdout, flush=True)
+              file=stream, flush=True)
     runner = LocalRunner(config, settings)
     outcome = runner.run()
     if view is not None:
@@ -133,10 +152,6 @@ def _opt_ml_warnings(outcome: Outcome) -> list[str]:
         return []
     return ["this machine gives no host a private /opt/ml (no `unshare --mount`): a script's hard-coded "
             "/opt/ml paths are shared by every host and not synced; SM_MODEL_DIR and SM_CHECKPOINT_DIR are right"]
-
-
-def _plan_max_runtime(plan: Plan) -> float | None:
-    return float(plan.limits.max_runtime_s) if plan.limits.max_runtime_s else None
 
 
 def _echo(echo: bool, stream: TextIO | None) -> Callable[[str, str], None]:
@@ -156,45 +171,25 @@ def store_keys(store: Store | None) -> dict[str, int]:
         return {}
 
 
-def run(
-    plan: Plan, *, chaos: Iterable[str | Fault] = (), verify: bool = False, root: str | Path | None = None,
-    checkpoint_uri: str | None = None, grace_seconds: float = SAGEMAKER_GRACE_SECONDS,
-    sync_interval: float = DEFAULT_INTERVAL, echo: bool = True, echo_stream: TextIO | None = None,
-    view: bool = False,
-    nproc_per_node: int | None = None,
-    max_job_restarts: int = DEFAULT_MAX_JOB_RESTARTS, max_runtime_s: float | None = None,
-) -> LocalJob:
-    """Run `plan` (from `sm_dist.plan(..., local=True)`) locally; return the finished `LocalJob`.
+def run(plan: Plan, options: LocalOptions | Mapping[str, object] | None = None) -> LocalJob:
+    """Run `plan` (from `sm_dist.plan(..., local=True)`) on this machine; return the finished `LocalJob`.
 
-    chaos: "kill:STEP", "sigterm:STEP", "crash-in-save:STEP", "s3-faults[:SECONDS]" (combinable).
-    verify: run the job again without chaos and compare the final models (sm_dist's model hash, else
-        the weight files every host left in its model folder, tensor by tensor).
-    root: where the hosts' /opt/ml folders and logs go (default: a folder under the temp dir).
-    checkpoint_uri: the emulated CheckpointConfig.S3Uri — s3://... (local endpoint) or a folder.
-    grace_seconds: SIGTERM-to-SIGKILL grace of a stop (SageMaker: 120).
-    max_runtime_s: stop the run after this long (default: the plan's MaxRuntimeInSeconds).
-    echo / echo_stream: stream every host's log lines, prefixed by host (default: stdout).
-    view: print a compact live progress line instead (to echo_stream); the logs stay in files.
+    `options`: `LocalOptions` (or a dict of its fields): chaos, verify, root, checkpoint_uri,
+    grace_seconds, max_runtime_s, echo/view and where they go.
     """
-    faults = parse_faults(chaos)
-    if grace_seconds <= 0:
-        raise ConfigError("grace_seconds", grace_seconds, "use a positive number of seconds (SageMaker: 120)")
-    base = Path(root) if root is not None else Path(tempfile.gettempdir()) / "sm-dist-local" / plan.job_name
+    opts = LocalOptions.coerce(options)
+    base = Path(opts.root).resolve() if opts.root is not None else Path(tempfile.gettempdir()) / "sm-dist-local" / plan.job_name
     if base.exists() and any(base.iterdir()):
         raise ConfigError("root", str(base), "expected a new or empty folder")
     _check_requirements(plan)
     # the hosts run in this environment: checked above, never pip-installed into
     env = {INSTALL_REQUIREMENTS_ENV: "0"}
-    if nproc_per_node:
-        env["SM_DIST_NPROC_PER_NODE"] = str(nproc_per_node)
-    options = {"grace_seconds": grace_seconds, "sync_interval": sync_interval, "env": env,
-               "echo": _echo(echo and not view, echo_stream), "view": view, "view_stream": echo_stream,
-               "max_job_restarts": max_job_restarts,
-               "max_runtime_s": max_runtime_s if max_runtime_s is not None else _plan_max_runtime(plan)}
-    options["bundle"] = from_plan.write_code(plan, base / "bundle")
-    options["nproc"] = nproc_per_node or plan.job_spec.nproc_per_node or 1
+    if opts.nproc_per_node:
+        env["SM_DIST_NPROC_PER_NODE"] = str(opts.nproc_per_node)
+    job = _Job(plan=plan, options=opts, faults=opts.faults(), bundle=from_plan.write_code(plan, base / "bundle"),
+               env=env, echo=_echo(opts.echo and not opts.view, opts.echo_stream))
     with without_missing_profile():  # moto's in-process server makes boto3 Sessions
-        return _run_job(plan, base, faults, checkpoint_uri, verify, options)
+        return _run_job(job, base)
 
 
 def _check_requirements(plan: Plan) -> None:
@@ -210,28 +205,28 @@ def _check_requirements(plan: Plan) -> None:
                           f"the local hosts run in this Python environment; pip install -r {found.source}")
 
 
-def _run_job(plan: Plan, base: Path, faults: tuple[Fault, ...], checkpoint_uri: str | None, verify: bool,
-             options: dict[str, Any]) -> LocalJob:
+def _run_job(job: _Job, base: Path) -> LocalJob:
     """The run (and the verify run) against the local S3 endpoint when the job needs one."""
+    plan, checkpoint_uri = job.plan, job.options.checkpoint_uri
     uri = from_plan.sync_uri(plan, checkpoint_uri, "run")
     endpoint = None
-    if _needs_s3(plan, [uri, plan.job_spec.checkpoint.uri], faults):
-        endpoint = _Endpoint(plan.region or "us-east-1", faults=any(f.kind == "s3-faults" for f in faults))
+    if _needs_s3(plan, [uri, plan.job_spec.checkpoint.uri], job.faults):
+        endpoint = _Endpoint(plan.region or "us-east-1", faults=any(f.kind == "s3-faults" for f in job.faults))
     try:
-        record, config, listed_uri = _one_run(plan, base / "run", "run", faults, endpoint, checkpoint_uri, options)
+        record, config, listed_uri = _one_run(job, base / "run", "run", job.faults, endpoint, checkpoint_uri)
         checked = None
-        if verify:
+        if job.options.verify:
             verify_uri = None if checkpoint_uri is None else f"{checkpoint_uri.rstrip('/')}-verify"
-            checked, _, _ = _one_run(plan, base / "verify", "verify", (), endpoint, verify_uri, options)
+            checked, _, _ = _one_run(job, base / "verify", "verify", (), endpoint, verify_uri)
     finally:
         if endpoint is not None:
             stats = endpoint.server.plan.stats()
             endpoint.server.stop()
-    extra = {"s3_requests": stats["requests"], "s3_faults_injected": stats["injected"]} if endpoint else {}
-    return LocalJob(config=config, run=record, chaos=tuple(str(f) for f in faults), verify_run=checked,
-                    processes_per_host=options["nproc"], estimate_usd=plan.sizing.expected_usd(),
+    return LocalJob(config=config, run=record, chaos=tuple(str(f) for f in job.faults), verify_run=checked,
+                    processes_per_host=job.nproc, estimate_usd=plan.sizing.expected_usd(),
                     checkpoint_uri=listed_uri, verification=_verification(record, checked, config.hosts),
-                    extra=extra)
+                    s3_requests=stats["requests"] if endpoint else None,
+                    s3_faults_injected=stats["injected"] if endpoint else None)
 
 
 def _verification(record: RunRecord, checked: RunRecord | None, hosts: Iterable[str]) -> Verification | None:

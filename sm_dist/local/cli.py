@@ -1,10 +1,10 @@
 """`sm-dist fit --local`: the flags local mode adds to `sm-dist fit`, and its printed result.
 
-The wiring goes one way: `sm_dist.launch.cli` adds these flags, turns them into
-`sm_dist.local.run` options with `run_options`, hands the plan to the local backend through the
-facade (`sm_dist.fit(..., local=True)`), and prints the result with `report`. Nothing here
-imports launch. The local defaults (no region, role or bucket needed) are applied where plans
-are made (`sm_dist.launch.plan.LOCAL_DEFAULTS`), not here.
+The wiring goes one way: the facade's command (`sm_dist.launch.cli`) adds these flags, turns them
+into `LocalOptions` with `run_options`, hands the plan to the local backend through
+`sm_dist.fit(..., local=True)`, and prints the result with `report`. Nothing here imports the
+facade. The local defaults (no region, role or bucket needed) are applied where plans are made
+(`sm_dist.planning.plan.LOCAL_DEFAULTS`), not here.
 """
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from sm_dist.contract.sagemaker import STOP_GRACE_SECONDS
 from sm_dist.errors import ConfigError
+from sm_dist.local.options import LocalOptions
 
 if TYPE_CHECKING:
     from sm_dist.local.job import LocalJob
@@ -51,23 +53,21 @@ def check_local_flags(args: argparse.Namespace) -> None:
                 raise ConfigError(flag, value, "only with --local (chaos runs on this machine)")
 
 
-def run_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments of `sm_dist.local.run` the flags ask for."""
-    options: dict[str, Any] = {"chaos": tuple(args.chaos), "verify": args.verify, "root": args.local_root,
-                               "view": not args.logs}
-    if args.local_checkpoints:
-        options["checkpoint_uri"] = str(Path(args.local_checkpoints).expanduser().resolve())
-    if args.grace_seconds is not None:
-        options["grace_seconds"] = args.grace_seconds
-    if args.json:  # keep stdout for the one JSON object; the view or the hosts' logs go to stderr
-        options["echo_stream"] = sys.stderr
-    return options
+def run_options(args: argparse.Namespace) -> LocalOptions:
+    """The `LocalOptions` the flags ask for."""
+    return LocalOptions(
+        chaos=tuple(args.chaos), verify=args.verify, root=args.local_root, view=not args.logs,
+        checkpoint_uri=str(Path(args.local_checkpoints).expanduser().resolve()) if args.local_checkpoints else None,
+        grace_seconds=args.grace_seconds if args.grace_seconds is not None else STOP_GRACE_SECONDS,
+        # keep stdout for the one JSON object; the view or the hosts' logs go to stderr
+        echo_stream=sys.stderr if args.json else None,
+    )
 
 
 def report(job: LocalJob, as_json: bool) -> int:
     """Print the summary (or one JSON object); the job's exit code."""
     if as_json:
-        print(json.dumps(job.summary(), indent=2, default=str))
+        print(json.dumps(job.summary().to_dict(), indent=2, default=str))
     else:
         print(job)
     return int(job.exit_code)

@@ -7,18 +7,13 @@ be tested with a hand-written config and a fake container command.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sm_dist.contract.container import CHECKPOINT_LOCAL_PATH, OPT_ML
+from sm_dist.contract.sagemaker import check_channel_name, check_job_name
 from sm_dist.errors import ConfigError
-
-#: SageMaker's grace between SIGTERM and SIGKILL on StopTrainingJob (docs/PLATFORM.md §1.3, `docker stop -t 120`).
-SAGEMAKER_GRACE_SECONDS = 120.0
-#: Channel names SageMaker accepts: [A-Za-z0-9\.\-_]+ (API `Channel.ChannelName`).
-_CHANNEL_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,15 +42,13 @@ class LocalJobConfig:
     """CheckpointConfig.LocalPath inside the container."""
 
     def __post_init__(self) -> None:
-        if not re.fullmatch(r"[A-Za-z0-9](-*[A-Za-z0-9]){0,62}", self.job_name):
-            raise ConfigError("job_name", self.job_name, "use 1-63 letters, digits and hyphens (SageMaker's rule)")
+        check_job_name(self.job_name)
         if not self.container_command:
             raise ConfigError("container_command", self.container_command, "give the argv the job runs as PID 1")
         if not isinstance(self.instance_count, int) or self.instance_count < 1:
             raise ConfigError("instance_count", self.instance_count, "use a whole number >= 1")
         for name in self.channels:
-            if not _CHANNEL_RE.match(name) or name == "code":
-                raise ConfigError(f"channels[{name!r}]", name, "use letters, digits, '.', '-', '_' and not 'code'")
+            check_channel_name(name, f"channels[{name!r}]")
         for key, value in self.hyperparameters.items():
             if not isinstance(value, str):
                 raise ConfigError(f"hyperparameters[{key!r}]", value, "SageMaker stores every value as a string")

@@ -7,8 +7,6 @@ from pathlib import Path
 
 from sm_dist.contract.worker_errors import WorkerError, cause, errors_in
 
-__all__ = ["WorkerError", "errors_in", "real_error"]
-
 
 def real_error(logs: dict[str, Path]) -> WorkerError | None:
     """The error most likely to be the cause: the last non-collateral one (hosts in order; a log
@@ -22,3 +20,6 @@ def real_error(logs: dict[str, Path]) -> WorkerError | None:
             continue
         every.extend(errors_in(host, text.replace("\r", "\n").splitlines()))
     return cause(every)
+
+
+__all__ = ["real_error"]

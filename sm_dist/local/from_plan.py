@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 from sm_dist.contract.checkpoint import CheckpointMode
 from sm_dist.errors import ConfigError
 from sm_dist.jobspec import JOB_SPEC_FILENAME, JobSpec
-from sm_dist.launch.locations import LOCAL_BUCKET
 from sm_dist.local.config import LocalJobConfig
+from sm_dist.planning.locations import LOCAL_BUCKET
 
 if TYPE_CHECKING:
-    from sm_dist.launch.plan import Plan
+    from sm_dist.planning.plan import Plan
 
 
 def default_checkpoint_uri(job_name: str, label: str) -> str:
@@ -71,7 +71,7 @@ def local_spec(plan: Plan, uri: str | None, label: str) -> JobSpec:
 def write_code(plan: Plan, dest: Path) -> Path:
     """Write the plan's code bundle to `dest` (once per local job: its files are checked
     against the plan, so every run of the job gets the very same code)."""
-    from sm_dist.launch.bundle import write_bundle
+    from sm_dist.planning.bundle import write_bundle
 
     return write_bundle(plan.bundle, dest)
 

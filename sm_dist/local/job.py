@@ -1,8 +1,9 @@
-"""`LocalJob`: the handle of a finished local run, shaped like a cloud job's handle.
+"""`LocalJob`: the handle of a finished local run — the job-handle contract, as the cloud `Job`.
 
-status() / logs() / checkpoints() / cost() have the shapes of the cloud `Job`'s (JobStatus,
-lines, CheckpointInfo, a cost with `.usd`); summary() is what `sm-dist fit --local` prints
-(and, with --json, one JSON object).
+It implements `sm_dist.contract.job.JobHandle`: status() and checkpoints() return the same records
+as the cloud job's (JobStatus, CheckpointInfo), logs() the same "[algo-N] " lines, cost() a record
+with `.usd`, and summary() the `LocalSummary` that `sm-dist fit --local` prints (`--json`: its
+`to_dict()`). The run is over when the handle is returned, so wait() and stop() return the status.
 """
 
 from __future__ import annotations
@@ -12,13 +13,15 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from sm_dist.contract.checkpoint import MANIFEST_NAME, committed_manifest, parse_step
+from sm_dist.contract.job import CheckpointInfo, JobStatus, checkpoint_info
 from sm_dist.local.config import LocalJobConfig
 from sm_dist.local.cost import LocalCost, local_cost
 from sm_dist.local.progress import Progress
 from sm_dist.local.runner import Outcome
+from sm_dist.local.stores import Store
+from sm_dist.local.summary import LocalSummary, StepsWentBack
 from sm_dist.local.verify import Verification
 
 _log = logging.getLogger(__name__)
@@ -58,16 +61,16 @@ class LocalJob:
     estimate_usd: float | None = None
     checkpoint_uri: str | None = None
     verification: Verification | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    s3_requests: int | None = None
+    """Requests the local S3 endpoint served (None: the job used no S3)."""
+    s3_faults_injected: int | None = None
 
     @property
     def name(self) -> str:
         return self.config.job_name
 
-    def status(self) -> Any:
+    def status(self) -> JobStatus:
         """A `JobStatus`, as the cloud `Job.status()` returns: Completed, Failed or Stopped."""
-        from sm_dist.launch.job import JobStatus
-
         out = self.run.outcome
         restarts = out.job_restarts + self.run.in_job_restarts
         message = f"local: {self.config.instance_count} hosts, {restarts} restart(s)"
@@ -92,7 +95,15 @@ class LocalJob:
             for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
                 yield prefix + line
 
-    def checkpoints(self) -> list[Any]:
+    def wait(self) -> JobStatus:
+        """The job ended before its handle was returned: its status."""
+        return self.status()
+
+    def stop(self) -> JobStatus:
+        """Nothing left to stop: the status of the finished job."""
+        return self.status()
+
+    def checkpoints(self) -> list[CheckpointInfo]:
         """Step folders at the checkpoint URI when the job ended, newest first, as the cloud
         `Job.checkpoints()` lists them (`CheckpointInfo`; committed = its manifest is there and parses)."""
         return list_checkpoints(self.checkpoint_uri or "", self.run.checkpoint_keys, self.run.checkpoint_manifests)
@@ -107,9 +118,9 @@ class LocalJob:
         return None if self.verification is None else self.verification.verified
 
     @property
-    def chaos_missed(self) -> list[str]:
+    def chaos_missed(self) -> tuple[str, ...]:
         """Chaos specs given that never fired: the run proved nothing about them."""
-        return [c for c in self.chaos if c not in self.run.fired]
+        return tuple(c for c in self.chaos if c not in self.run.fired)
 
     @property
     def exit_code(self) -> int:
@@ -120,54 +131,33 @@ class LocalJob:
         return 0 if self.verify_run is None or self.verified is True else 1
 
     def __str__(self) -> str:
-        from sm_dist.local.summary import render_summary
+        return str(self.summary())
 
-        return render_summary(self.summary())
-
-    def summary(self) -> dict[str, Any]:
-        """One JSON-able object: steps, restarts, resumed_from, model_sha256, verified, cost."""
-        run, progress = self.run, self.run.progress
-        return {
-            "job_name": self.name,
-            "status": self.run.outcome.status,
-            "hosts": self.config.instance_count,
-            "processes_per_host": self.processes_per_host,
-            "steps": progress.steps,
-            "restarts": run.outcome.job_restarts + run.in_job_restarts,
-            "job_restarts": run.outcome.job_restarts,
-            "in_job_restarts": run.in_job_restarts,
-            "resumed_from": list(progress.resumed_from),
-            "steps_went_back": [{"host": h, "from": a, "to": b} for h, a, b in progress.went_back],
-            "model_sha256": progress.model_sha256,
-            "verified": self.verified,
-            "verify_result": self.verification.result if self.verification else None,
-            "verify_detail": self.verification.detail if self.verification else None,
-            "verify_model_sha256": self.verify_run.progress.model_sha256 if self.verify_run else None,
-            "chaos": list(self.chaos),
-            "chaos_fired": run.fired,
-            "chaos_missed": self.chaos_missed,
-            "chaos_events": run.events,
-            "checkpoint_uri": self.checkpoint_uri,
-            "checkpoint_files": len(run.checkpoint_keys),
-            "checkpoints_committed": [c.step for c in self.checkpoints() if c.committed],
-            "wall_seconds": round(run.seconds, 1),
-            "failures": dict(run.outcome.failures),
-            "error": run.outcome.error,
-            "logs": str(run.root / "logs"),
-            "warnings": list(run.warnings),
-            "stopped_reason": run.outcome.stopped_reason,
-            "root": str(run.root),
-            "cost": self.cost().to_dict(),
-            "estimate_usd": self.estimate_usd,
-            **self.extra,
-        }
+    def summary(self) -> LocalSummary:
+        """Steps, restarts, resumes, chaos, verification, checkpoints and cost, as one record."""
+        run, progress, check = self.run, self.run.progress, self.verification
+        return LocalSummary(
+            job_name=self.name, status=run.outcome.status, hosts=self.config.instance_count,
+            processes_per_host=self.processes_per_host, wall_seconds=round(run.seconds, 1), cost=self.cost(),
+            steps=progress.steps, restarts=run.outcome.job_restarts + run.in_job_restarts,
+            job_restarts=run.outcome.job_restarts, in_job_restarts=run.in_job_restarts,
+            resumed_from=tuple(progress.resumed_from),
+            steps_went_back=tuple(StepsWentBack(h, a, b) for h, a, b in progress.went_back),
+            model_sha256=progress.model_sha256, verified=self.verified,
+            verify_result=check.result if check else None, verify_detail=check.detail if check else None,
+            verify_model_sha256=self.verify_run.progress.model_sha256 if self.verify_run else None,
+            chaos=self.chaos, chaos_fired=tuple(run.fired), chaos_events=tuple(run.events),
+            checkpoint_uri=self.checkpoint_uri, checkpoint_files=len(run.checkpoint_keys),
+            checkpoints_committed=tuple(c.step for c in self.checkpoints() if c.committed),
+            failures=dict(run.outcome.failures), error=run.outcome.error, logs=str(run.root / "logs"),
+            warnings=tuple(run.warnings), stopped_reason=run.outcome.stopped_reason, root=str(run.root),
+            estimate_usd=self.estimate_usd, s3_requests=self.s3_requests, s3_faults_injected=self.s3_faults_injected,
+        )
 
 
-def list_checkpoints(uri: str, keys: Mapping[str, int], manifests: Mapping[str, bytes]) -> list[Any]:
+def list_checkpoints(uri: str, keys: Mapping[str, int], manifests: Mapping[str, bytes]) -> list[CheckpointInfo]:
     """Step folders among `keys` (relative key -> size), newest first, with the contract's "committed"
     (`committed_manifest`: the manifest is there and parses), as the cloud listing reports them."""
-    from sm_dist.launch.checkpoints import checkpoint_info
-
     steps: dict[tuple[int, str], list[int]] = {}
     for key, size in keys.items():
         folder, _, rest = key.partition("/")
@@ -184,7 +174,7 @@ def list_checkpoints(uri: str, keys: Mapping[str, int], manifests: Mapping[str, 
     return sorted(infos, key=lambda info: info.step, reverse=True)
 
 
-def store_manifests(store: Any) -> dict[str, bytes]:
+def store_manifests(store: Store | None) -> dict[str, bytes]:
     """Step folder -> manifest bytes of every step at the store (read before its endpoint stops)."""
     if store is None:
         return {}
@@ -198,5 +188,5 @@ def store_manifests(store: Any) -> dict[str, bytes]:
                     store.get(key, dest)
                     out[folder] = dest.read_bytes()
     except Exception as exc:  # noqa: BLE001 - a listing failure must not hide the run's result
-        _log.warning("cannot read the manifests at %s: %s", getattr(store, "uri", store), exc)
+        _log.warning("cannot read the manifests at %s: %s", store.uri, exc)
     return out

@@ -1,23 +1,98 @@
-"""The human-readable summary `sm-dist fit --local` prints after a run.
+"""`LocalSummary`: what a local run showed, as one record — printed by `sm-dist fit --local`.
 
-What local mode cannot know (a script that prints no step, no model hash) reads "unknown",
-never a made-up figure.
+`str()` is the human summary, `to_dict()` the `--json` object. What local mode cannot know (a
+script that prints no step, no model hash) is None and reads "unknown", never a made-up figure.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+
+from sm_dist.local.cost import LocalCost
 
 UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class StepsWentBack:
+    """A host whose step counter went down without a `resumed` line (it restarted from a checkpoint)."""
+
+    host: str
+    from_step: int
+    to_step: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {"host": self.host, "from": self.from_step, "to": self.to_step}
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalSummary:
+    """One local job: the run, its chaos, its restarts and resumes, verification and cost."""
+
+    job_name: str
+    status: str
+    """Completed, Failed or Stopped (as TrainingJobStatus)."""
+    hosts: int
+    processes_per_host: int | None
+    wall_seconds: float
+    cost: LocalCost
+    steps: int | None = None
+    """The last step the logs showed (None: the script prints none)."""
+    restarts: int = 0
+    job_restarts: int = 0
+    in_job_restarts: int = 0
+    resumed_from: tuple[int, ...] = ()
+    steps_went_back: tuple[StepsWentBack, ...] = ()
+    model_sha256: str | None = None
+    verified: bool | None = None
+    verify_result: str | None = None
+    verify_detail: str | None = None
+    verify_model_sha256: str | None = None
+    chaos: tuple[str, ...] = ()
+    chaos_fired: tuple[str, ...] = ()
+    chaos_events: tuple[str, ...] = ()
+    checkpoint_uri: str | None = None
+    checkpoint_files: int = 0
+    checkpoints_committed: tuple[int, ...] = ()
+    failures: Mapping[str, str] = field(default_factory=dict)
+    """Each failed host's `output/failure`."""
+    error: str | None = None
+    """The failing worker's own error line, with host and rank."""
+    logs: str | None = None
+    warnings: tuple[str, ...] = ()
+    stopped_reason: str | None = None
+    root: str | None = None
+    estimate_usd: float | None = None
+    s3_requests: int | None = None
+    s3_faults_injected: int | None = None
+
+    @property
+    def chaos_missed(self) -> tuple[str, ...]:
+        """Chaos specs given that never fired: the run proved nothing about them."""
+        return tuple(c for c in self.chaos if c not in self.chaos_fired)
+
+    def to_dict(self) -> dict[str, object]:
+        """The `--json` object (lists for tuples, the cost as a dict)."""
+        out: dict[str, object] = {}
+        for name, value in asdict(self).items():
+            out[name] = list(value) if isinstance(value, tuple) else value
+        out["steps_went_back"] = [b.to_dict() for b in self.steps_went_back]
+        out["failures"] = dict(self.failures)
+        out["chaos_missed"] = list(self.chaos_missed)
+        return out
+
+    def __str__(self) -> str:
+        return render_summary(self)
 
 
 def _money(value: float | None) -> str:
     return "unknown (instance type not in the catalog)" if value is None else f"${value:,.4f}"
 
 
-def _verified(s: dict[str, Any]) -> str:
-    result = s.get("verify_result")
-    detail = f" ({s['verify_detail']})" if s.get("verify_detail") and result != "identical" else ""
+def _verified(s: LocalSummary) -> str:
+    result = s.verify_result
+    detail = f" ({s.verify_detail})" if s.verify_detail and result != "identical" else ""
     if result == "identical":
         return "yes — identical to the uninterrupted run"
     if result == "differs":
@@ -27,61 +102,62 @@ def _verified(s: dict[str, Any]) -> str:
     return "not checked (use --verify)"
 
 
-def _resumed(s: dict[str, Any]) -> str:
-    if s["resumed_from"]:
-        return ", ".join(f"step {n}" for n in s["resumed_from"])
-    back = s.get("steps_went_back") or []
-    if back:
-        return ", ".join(f"steps went back on {b['host']}: {b['from']} → {b['to']}" for b in back[:3])
-    if s["steps"] is None and s["restarts"]:
+def _resumed(s: LocalSummary) -> str:
+    if s.resumed_from:
+        return ", ".join(f"step {n}" for n in s.resumed_from)
+    if s.steps_went_back:
+        return ", ".join(f"steps went back on {b.host}: {b.from_step} → {b.to_step}" for b in s.steps_went_back[:3])
+    if s.steps is None and s.restarts:
         return UNKNOWN + " (no step lines in the logs)"
     return "-"
 
 
-def _chaos(s: dict[str, Any]) -> list[str]:
-    missed = s.get("chaos_missed", [c for c in s["chaos"] if c not in s["chaos_fired"]])
-    line = (f"  chaos           {', '.join(s['chaos']) or 'none'}"
-            + (f"  (fired: {', '.join(s['chaos_fired'])})" if s["chaos_fired"] else ""))
-    lines = [line, *(f"    {event}" for event in s.get("chaos_events", []))]
-    if missed:
-        lines.append(f"    NEVER FIRED: {', '.join(missed)} — the job ended first; this run proves nothing about it")
+def _chaos(s: LocalSummary) -> list[str]:
+    line = (f"  chaos           {', '.join(s.chaos) or 'none'}"
+            + (f"  (fired: {', '.join(s.chaos_fired)})" if s.chaos_fired else ""))
+    lines = [line, *(f"    {event}" for event in s.chaos_events)]
+    if s.chaos_missed:
+        lines.append(f"    NEVER FIRED: {', '.join(s.chaos_missed)} — the job ended first; this run proves nothing about it")
     return lines
 
 
-def _failure(s: dict[str, Any]) -> list[str]:
-    if s["status"] == "Completed":
+def _failure(s: LocalSummary) -> list[str]:
+    if s.status == "Completed":
         return []
-    if s.get("error"):
-        lines = [f"  error           {s['error']}"]
+    if s.error:
+        lines = [f"  error           {s.error}"]
     else:
         lines = [f"  failure {host}: {text.strip().splitlines()[-1] if text.strip() else '(empty)'}"
-                 for host, text in sorted(s["failures"].items())]
-    if s.get("logs"):
-        lines.append(f"  logs            {s['logs']}")
+                 for host, text in sorted(s.failures.items())]
+    if s.logs:
+        lines.append(f"  logs            {s.logs}")
     return lines
 
 
-def render_summary(s: dict[str, Any]) -> str:
-    """Lines describing a LocalJob.summary() for a person."""
-    cost = s["cost"]
-    procs = s["processes_per_host"] or "?"
-    steps = UNKNOWN + " (no step lines in the logs)" if s["steps"] is None else s["steps"]
+def render_summary(s: LocalSummary) -> str:
+    """Lines describing a local job for a person."""
+    cost = s.cost
+    procs = s.processes_per_host or "?"
+    steps = UNKNOWN + " (no step lines in the logs)" if s.steps is None else s.steps
     lines = [
-        f"local job {s['job_name']}: {s['status']}  ({s['hosts']} hosts × {procs} processes, {s['wall_seconds']} s)",
+        f"local job {s.job_name}: {s.status}  ({s.hosts} hosts × {procs} processes, {s.wall_seconds} s)",
         *_failure(s),
         f"  steps           {steps}",
         *_chaos(s),
-        f"  restarts        {s['restarts']}  (in-job torchrun: {s['in_job_restarts']}, whole-job: {s['job_restarts']})",
+        f"  restarts        {s.restarts}  (in-job torchrun: {s.in_job_restarts}, whole-job: {s.job_restarts})",
         f"  resumed from    {_resumed(s)}",
-        f"  model sha256    {s['model_sha256'] or UNKNOWN}",
+        f"  model sha256    {s.model_sha256 or UNKNOWN}",
         f"  verified        {_verified(s)}",
-        f"  checkpoints     {s['checkpoint_uri'] or 'off'}",
-        f"  cost here       ${cost['local_usd']:.2f}",
-        f"  on SageMaker    {_money(cost['sagemaker_usd'])} for the same {s['wall_seconds']} s on "
-        f"{cost['instance_count']} × {cost['instance_type']}"
-        + (f" (${cost['usd_per_hour']}/h, prices of {cost['price_date']})" if cost["usd_per_hour"] else ""),
+        f"  checkpoints     {s.checkpoint_uri or 'off'}",
+        f"  cost here       ${cost.local_usd:.2f}",
+        f"  on SageMaker    {_money(cost.sagemaker_usd)} for the same {s.wall_seconds} s on "
+        f"{cost.instance_count} × {cost.instance_type}"
+        + (f" (${cost.usd_per_hour}/h, prices of {cost.price_date})" if cost.usd_per_hour else ""),
     ]
-    if s.get("estimate_usd") is not None:
-        lines.append(f"  plan estimate   {_money(s['estimate_usd'])} for the job on SageMaker (sm-dist estimate-cost)")
-    lines.extend(f"  WARNING         {warning}" for warning in s.get("warnings", []))
+    if s.estimate_usd is not None:
+        lines.append(f"  plan estimate   {_money(s.estimate_usd)} for the job on SageMaker (sm-dist estimate-cost)")
+    lines.extend(f"  WARNING         {warning}" for warning in s.warnings)
     return "\n".join(lines)
+
+
+__all__ = ["LocalSummary", "StepsWentBack", "render_summary"]

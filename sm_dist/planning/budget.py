@@ -12,10 +12,11 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sm_dist.contract.sagemaker import STOP_GRACE_SECONDS
 from sm_dist.errors import ConfigError
 
 if TYPE_CHECKING:
-    from sm_dist.launch.config import LaunchConfig
+    from sm_dist.planning.config import LaunchConfig
 
 #: Used when neither max_runtime_s nor max_cost_usd is given: the API's own default (1 day),
 #: set explicitly because ModelTrainer's default is 3600 s (docs/PLATFORM.md §1.2).
@@ -27,9 +28,9 @@ SPOT_WAIT_FACTOR = 2
 #: A budget that buys less than this is a typo, not a plan.
 MIN_RUNTIME_S = 60
 #: What a job may still run, billed, after MaxRuntime: SageMaker's SIGTERM-to-SIGKILL grace
-#: (120 s, docs/PLATFORM.md §1.3) and then the upload of /opt/ml/model and the checkpoints. The
+#: (`STOP_GRACE_S`) and then the upload of /opt/ml/model and the checkpoints. The
 #: upload allowance (60 s) is an assumption: a few GB at the ≥100 MB/s an instance gets from S3.
-STOP_GRACE_S = 120
+STOP_GRACE_S = STOP_GRACE_SECONDS
 UPLOAD_ALLOWANCE_S = 60
 
 

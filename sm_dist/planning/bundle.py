@@ -25,7 +25,7 @@ from sm_dist._resources import package_dir, resource_dir
 from sm_dist.contract.container import REQUIREMENTS_FILE, WHEELS_DIR
 from sm_dist.errors import ConfigError, LaunchError
 from sm_dist.jobspec import JOB_SPEC_FILENAME
-from sm_dist.launch.ignore import IgnoreRules, walk_source
+from sm_dist.planning.ignore import IgnoreRules, walk_source
 
 _log = logging.getLogger(__name__)
 

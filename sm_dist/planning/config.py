@@ -19,6 +19,7 @@ from sm_dist.contract.checkpoint import (
     check_keep,
     parse_mode,
 )
+from sm_dist.contract.sagemaker import BASE_JOB_NAME_RE, check_channel_name, check_job_name
 from sm_dist.errors import ConfigError
 from sm_dist.jobspec import entry_is_function
 from sm_dist.vocab import Precision, Strategy, parse_enum
@@ -34,9 +35,6 @@ DEFAULT_PY_VERSION: str | None = None
 DEFAULT_MAX_RESTARTS = 2
 #: ModelTrainer's default volume (train/defaults.py DEFAULT_VOLUME_SIZE).
 DEFAULT_VOLUME_GB = 30
-#: Channel names SageMaker accepts (API Channel.ChannelName); "code" is the bundle's.
-_CHANNEL_RE = re.compile(r"[A-Za-z0-9.\-_]{1,64}")
-_BASE_NAME_RE = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,39}")
 _ENV_KEY_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _TAG_KEY_RE = re.compile(r"[\w\s.:/=+\-@]{1,128}")
 
@@ -140,9 +138,9 @@ class LaunchConfig:
         object.__setattr__(self, "checkpoint_mode", parse_mode(self.checkpoint_mode, "checkpoint_mode"))
         if sum(x is not None for x in (self.params, self.model, self.hf_config)) > 1:
             raise ConfigError("params", self.params, "give only one of params=, model=, hf_config=")
-        if self.job_name is not None and not re.fullmatch(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}", self.job_name):
-            raise ConfigError("job_name", self.job_name, "use 1-63 letters, digits and hyphens")
-        if not _BASE_NAME_RE.fullmatch(self.base_job_name):
+        if self.job_name is not None:
+            check_job_name(self.job_name)
+        if not BASE_JOB_NAME_RE.fullmatch(self.base_job_name):
             raise ConfigError("base_job_name", self.base_job_name, "use 1-40 letters, digits and hyphens")
 
     def _check_numbers(self) -> None:
@@ -173,8 +171,7 @@ class LaunchConfig:
             if value is not None and not re.fullmatch(r"s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?", str(value)):
                 raise ConfigError(name, value, "expected s3://bucket/prefix")
         for channel, uri in self.inputs.items():
-            if not _CHANNEL_RE.fullmatch(str(channel)) or channel == "code":
-                raise ConfigError("inputs", channel, "channel names: letters, digits . - _ ; 'code' is taken by the bundle")
+            check_channel_name(str(channel))
             if not str(uri).startswith("s3://"):
                 raise ConfigError(f"inputs.{channel}", uri, "expected an s3:// URI (upload local data first)")
 

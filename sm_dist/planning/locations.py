@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from sm_dist.errors import ConfigError
 
 if TYPE_CHECKING:
-    from sm_dist.launch.config import LaunchConfig
+    from sm_dist.planning.config import LaunchConfig
 
 _ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::(\d{12}):role/.+")
 #: Prefix under the SDK's default bucket, like ModelTrainer's `<bucket>/<base_job_name>/`.

@@ -17,21 +17,27 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from sm_dist.catalog.images import default_version
 from sm_dist.contract.checkpoint import parse_mode
+from sm_dist.contract.torch_support import parse
 from sm_dist.errors import ConfigError
 from sm_dist.jobspec import CheckpointSpec, JobSpec
-from sm_dist.launch import bundle as bundle_mod
-from sm_dist.launch import preflight
-from sm_dist.launch import request as request_mod
-from sm_dist.launch.budget import Limits, stopping_limits
-from sm_dist.launch.config import LaunchConfig
-from sm_dist.launch.locations import LOCAL_BUCKET, local_locations, resolve_locations
-from sm_dist.launch.profile import profile_error, without_missing_profile
-from sm_dist.launch.sizing import Sizing, choose_strategy
+from sm_dist.metric_format import metric_definitions
+from sm_dist.planning import bundle as bundle_mod
+from sm_dist.planning import preflight
+from sm_dist.planning import request as request_mod
+from sm_dist.planning.budget import Limits, stopping_limits
+from sm_dist.planning.config import LaunchConfig
+from sm_dist.planning.locations import LOCAL_BUCKET, local_locations, resolve_locations
+from sm_dist.planning.profile import profile_error, without_missing_profile
+from sm_dist.planning.report import render_plan
+from sm_dist.planning.sizing import Sizing, choose_strategy
+from sm_dist.planning.tags import sm_dist_tags
 from sm_dist.vocab import Strategy
 
 #: Variables the job always gets: the code channel on PYTHONPATH, unbuffered logs.
@@ -93,8 +99,6 @@ class Plan:
         }
 
     def __str__(self) -> str:
-        from sm_dist.launch.report import render_plan
-
         return render_plan(self)
 
     def __repr__(self) -> str:
@@ -252,11 +256,6 @@ def _local_torch(config: LaunchConfig, local: bool) -> list[str]:
     """A local run on another torch than the job's image proves less: say so."""
     if not local or config.image_uri:
         return []
-    from importlib.metadata import PackageNotFoundError, version
-
-    from sm_dist.catalog.images import default_version
-    from sm_dist.contract.torch_support import parse
-
     image_torch = config.torch_version or default_version()
     try:
         here = version("torch")
@@ -313,11 +312,9 @@ def _source(config: LaunchConfig) -> Path:
 def _request_spec(config: LaunchConfig, code: CodePlan, role_arn: str, region: str, limits: Limits,
                   code_uri: str, environment: dict[str, str], output_uri: str) -> dict[str, Any]:
     """The flat settings request.build_request turns into a ModelTrainer."""
-    from sm_dist.metric_format import metric_definitions
-
     spec = code.spec
     ckpt = spec.checkpoint
-    ours = _sm_dist_tags(code, limits, config.spot)
+    ours = sm_dist_tags(spec.strategy.value, code.sizing.expected_usd(config.spot), limits.max_cost_usd, ckpt.uri)
     preflight.check_tags(config.tags, len(ours.keys() - config.tags.keys()))
     return {
         "job_name": spec.job_name, "role_arn": role_arn, "instance_type": config.instance_type,
@@ -334,23 +331,6 @@ def _request_spec(config: LaunchConfig, code: CodePlan, role_arn: str, region: s
         "encrypt_inter_container_traffic": config.encrypt_inter_container_traffic,
         "retry_attempts": config.retry_attempts, "metric_definitions": metric_definitions(config.metrics),
     }
-
-
-def _sm_dist_tags(code: CodePlan, limits: Limits, spot: bool) -> dict[str, str]:
-    """Estimate, cost ceiling and checkpoint URI, readable later by Job.cost()/checkpoints()."""
-    from sm_dist._version import __version__
-    from sm_dist.launch.job import TAG_CHECKPOINT, TAG_ESTIMATE, TAG_MAX_COST
-
-    tags = {"sm-dist:version": __version__, "sm-dist:strategy": code.spec.strategy.value}
-    estimate = code.sizing.expected_usd(spot)
-    if estimate is not None:
-        tags[TAG_ESTIMATE] = f"{estimate:.2f}"
-    if limits.max_cost_usd is not None:
-        tags[TAG_MAX_COST] = f"{limits.max_cost_usd:.2f}"
-    uri = code.spec.checkpoint.uri
-    if uri and len(uri) <= preflight.MAX_TAG_VALUE_CHARS and preflight.tag_text_ok(uri):  # else the API refuses
-        tags[TAG_CHECKPOINT] = uri  # else Job.checkpoints() knows it only from the plan or CheckpointConfig
-    return tags
 
 
 __all__ = ["BASE_ENVIRONMENT", "LOCAL_DEFAULTS", "CodePlan", "Plan", "launch_config", "make_plan", "new_job_name",

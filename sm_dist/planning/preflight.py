@@ -3,8 +3,8 @@
 Pure checks (no AWS call) run while the plan is made: the instance type is offered for
 training and can run the sm_dist runtime, `dp` is single-instance, spot has a checkpoint URI,
 hyperparameters are not secrets and survive SageMaker's shell env file, the environment fits
-the API. `remote_checks` runs in `fit` just before the upload: the checkpoint bucket is in the
-job's region and the role passes the SDK's validation (read-only calls).
+the API. The checks that need AWS run in the cloud backend just before the upload
+(`sm_dist.cloud.remote_checks`).
 """
 
 from __future__ import annotations
@@ -14,13 +14,10 @@ import json
 import logging
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sm_dist.errors import CatalogError, ConfigError
 from sm_dist.vocab import Strategy, did_you_mean
-
-if TYPE_CHECKING:
-    from sm_dist.launch.plan import Plan
 
 _log = logging.getLogger(__name__)
 
@@ -200,44 +197,7 @@ def check_tags(user_tags: Mapping[str, str], ours: int) -> None:
                               "or _ . : / = + - @")
 
 
-def remote_checks(plan: Plan, session: Any, validate_role: bool = True, skip_code_bucket: bool = False) -> None:
-    """Read-only AWS checks before fit uploads: the role (via the SDK), then bucket regions.
-
-    `skip_code_bucket`: the code goes to the SDK default bucket, which fit creates if missing.
-    """
-    if validate_role:
-        from sagemaker.core.helper.iam_role_resolver import resolve_and_validate_role
-        from sagemaker.core.helper.session_helper import Session
-
-        try:
-            resolve_and_validate_role(provided_role=plan.role_arn, sagemaker_session=Session(boto_session=session))
-        except ValueError as exc:  # RoleValidationError is a ValueError too
-            raise ConfigError("role", plan.role_arn, str(exc)) from None
-    uris = [plan.checkpoint_uri, None if skip_code_bucket else plan.code_s3_uri]
-    created_by_fit = f"s3://{plan.default_bucket}/" if skip_code_bucket and plan.default_bucket else None
-    for bucket_uri in dict.fromkeys(u for u in uris if u and not (created_by_fit and u.startswith(created_by_fit))):
-        check_bucket_region(session, bucket_uri, plan.region)
-
-
-def check_bucket_region(session: Any, uri: str, region: str) -> None:
-    """A bucket in another region makes SageMaker fail late (or pay cross-region traffic)."""
-    from botocore.exceptions import ClientError
-
-    bucket = uri[len("s3://"):].split("/", 1)[0]
-    try:
-        location = session.client("s3").get_bucket_location(Bucket=bucket).get("LocationConstraint")
-    except ClientError as exc:
-        code = exc.response.get("Error", {}).get("Code", "")
-        if code in ("NoSuchBucket", "404"):
-            raise ConfigError("s3 bucket", bucket, f"does not exist (from {uri}); create it or use sm-dist infra deploy") from None
-        _log.warning("could not check the region of bucket %s (%s)", bucket, code)
-        return
-    bucket_region = location or "us-east-1"  # the API returns null for us-east-1
-    if bucket_region != region:
-        raise ConfigError("s3 bucket", bucket, f"is in {bucket_region}, the job runs in {region}; use a bucket in {region}")
-
-
 __all__ = [
     "check_instance", "check_topology", "check_checkpointing", "check_hyperparameters",
-    "check_environment", "check_tags", "remote_checks", "tag_text_ok", "check_bucket_region", "training_instance_types",
+    "check_environment", "check_tags", "tag_text_ok", "training_instance_types",
 ]

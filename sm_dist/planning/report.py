@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from sm_dist.jobspec import JobSpec
 
 if TYPE_CHECKING:
-    from sm_dist.launch.plan import Plan
+    from sm_dist.planning.plan import Plan
 
 _MIB = 2**20
 

@@ -11,7 +11,7 @@ Networking, retry strategy, metric definitions, tags and the SageMaker config fi
 * in SAGEMAKER_TRAINING_JOB mode its constructor resolves and validates the role (IAM calls)
   and may create the default bucket. A plan must create nothing, so the trainer is built in
   LOCAL_CONTAINER mode, which skips exactly those steps; without SourceCode the request it
-  serializes is the same (tests/launch/test_request.py pins this). The role is validated
+  serializes is the same (tests/planning/test_request.py pins this). The role is validated
   separately, through the SDK, just before `fit` submits.
 
 The request is then checked with botocore's own parameter validation for CreateTrainingJob.
@@ -118,7 +118,7 @@ def validate_request(request: Mapping[str, Any]) -> None:
     """botocore's own parameter validation for CreateTrainingJob (types, required, min/max)."""
     from botocore.validate import ParamValidator
 
-    from sm_dist.launch.preflight import sagemaker_service_model
+    from sm_dist.planning.preflight import sagemaker_service_model
 
     shape = sagemaker_service_model().operation_model("CreateTrainingJob").input_shape
     report = ParamValidator().validate(dict(request), shape)

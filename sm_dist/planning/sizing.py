@@ -17,7 +17,7 @@ from sm_dist.vocab import Strategy
 if TYPE_CHECKING:
     from sm_dist.estimator.grid import Row
     from sm_dist.estimator.result import Estimate
-    from sm_dist.launch.config import LaunchConfig
+    from sm_dist.planning.config import LaunchConfig
 
 _GIB = 2**30
 

@@ -10,7 +10,7 @@ import pytest
 from sm_dist.cli import main
 from sm_dist.contract.checkpoint import Manifest
 
-from .conftest import CKPT_BUCKET, ROLE_ARN
+from _project import CKPT_BUCKET, ROLE_ARN
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -9,7 +9,7 @@ import pytest
 import sm_dist
 from sm_dist.jobspec import JOB_SPEC_FILENAME, JobSpec
 
-from .conftest import CKPT_BUCKET, DEFAULT_BUCKET, ROLE_ARN
+from _project import CKPT_BUCKET, DEFAULT_BUCKET, ROLE_ARN
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -15,7 +15,7 @@ import pytest
 import sm_dist
 from sm_dist.launch.api import build_bundle
 
-from .conftest import ROLE_ARN
+from _project import ROLE_ARN
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 

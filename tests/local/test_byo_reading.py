@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from sm_dist.local.failure import errors_in, real_error
+from sm_dist.contract.worker_errors import errors_in
+from sm_dist.local.failure import real_error
 from sm_dist.local.pgwatch import GroupWatch
 from sm_dist.local.procs import ProcInfo
 from sm_dist.local.progress import Progress

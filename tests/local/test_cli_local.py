@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import json
+from dataclasses import replace
 
 import pytest
 
 from sm_dist.errors import ConfigError
 from sm_dist.local.cli import add_local_flags, check_local_flags, run_options
-from sm_dist.local.summary import render_summary
+from sm_dist.local.cost import LocalCost
+from sm_dist.local.options import LocalOptions
+from sm_dist.local.summary import LocalSummary, StepsWentBack
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -32,66 +36,53 @@ def test_flags_parse_and_need_local() -> None:
 def test_flags_become_run_options(tmp_path) -> None:
     options = run_options(_parse(["--local", "--chaos", "kill:5", "--local-checkpoints", str(tmp_path),
                                   "--grace-seconds", "9"]))
-    assert options == {"chaos": ("kill:5",), "verify": False, "root": None, "checkpoint_uri": str(tmp_path.resolve()),
-                       "grace_seconds": 9.0, "view": True}
-    assert run_options(_parse(["--local", "--logs"]))["view"] is False
+    assert options == LocalOptions(chaos=("kill:5",), checkpoint_uri=str(tmp_path.resolve()), grace_seconds=9.0,
+                                   view=True)
+    assert run_options(_parse(["--local", "--logs"])).view is False
     with pytest.raises(ConfigError, match="--grace-seconds"):
         check_local_flags(_parse(["--grace-seconds", "9"]))
 
 
-def test_local_mode_does_not_call_back_into_the_facade() -> None:
-    """The backends are peers: sm_dist.local never imports sm_dist.launch.api (nor launch.cli), at
-    module level or inside a function."""
-    import ast
-    from pathlib import Path
-
-    import sm_dist.local
-
-    for path in Path(sm_dist.local.__file__).parent.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            imported = names + ([f"{node.module}.{a.name}" for a in node.names]
-                                if isinstance(node, ast.ImportFrom) else [])
-            assert not any(n in ("sm_dist.launch.api", "sm_dist.launch.cli") for n in imported), path.name
+def _cost(sagemaker_usd: float | None, instance_type: str = "ml.g5.xlarge") -> LocalCost:
+    return LocalCost(local_usd=0.0, instance_type=instance_type, instance_count=2, billable_seconds=60.0,
+                     usd_per_hour=1.408 if sagemaker_usd else None, sagemaker_usd=sagemaker_usd,
+                     price_date="2025-06" if sagemaker_usd else None, price_source=None)
 
 
 def test_summary_text() -> None:
-    summary = {
-        "job_name": "j", "status": "Completed", "hosts": 2, "processes_per_host": 2, "wall_seconds": 30.0,
-        "steps": 12, "chaos": ["kill:6"], "chaos_fired": ["kill:6"], "restarts": 1, "in_job_restarts": 1,
-        "job_restarts": 0, "resumed_from": [4], "model_sha256": "ab" * 32, "verified": True,
-        "verify_result": "identical", "verify_detail": "model sha256 abab… in both runs",
-        "checkpoint_uri": "s3://sm-dist-local/j/run/checkpoints", "failures": {}, "estimate_usd": None,
-        "cost": {"local_usd": 0.0, "sagemaker_usd": 0.0235, "instance_count": 2, "instance_type": "ml.g5.xlarge",
-                 "usd_per_hour": 1.408, "price_date": "2025-06"},
-    }
-    text = render_summary(summary)
+    summary = LocalSummary(
+        job_name="j", status="Completed", hosts=2, processes_per_host=2, wall_seconds=30.0, steps=12,
+        chaos=("kill:6",), chaos_fired=("kill:6",), restarts=1, in_job_restarts=1, job_restarts=0, resumed_from=(4,),
+        model_sha256="ab" * 32, verified=True, verify_result="identical",
+        verify_detail="model sha256 abab… in both runs", checkpoint_uri="s3://sm-dist-local/j/run/checkpoints",
+        cost=_cost(0.0235),
+    )
+    text = str(summary)
     assert "resumed from    step 4" in text and "identical to the uninterrupted run" in text
     assert "$0.0235" in text and "2 × ml.g5.xlarge" in text
-    failed = render_summary({**summary, "status": "Failed", "verified": None, "verify_result": None,
-                             "failures": {"algo-2": "x\nboom"}, "chaos": ["kill:6", "sigterm:99"]})
+    failed = str(replace(summary, status="Failed", verified=None, verify_result=None,
+                         failures={"algo-2": "x\nboom"}, chaos=("kill:6", "sigterm:99")))
     assert "failure algo-2: boom" in failed and "use --verify" in failed and "NEVER FIRED: sigterm:99" in failed
+    data = summary.to_dict()
+    assert data["chaos"] == ["kill:6"] and data["cost"]["sagemaker_usd"] == 0.0235 and data["chaos_missed"] == []
+    assert json.loads(json.dumps(data)) == data
 
 
 def test_summary_says_unknown_and_cannot_compare() -> None:
     """A script that prints no sm_dist line: unknown steps and hash, no invented figure; steps that
     went back show as such; the worker's own error and the logs folder on failure; warnings last."""
-    summary = {
-        "job_name": "j", "status": "Failed", "hosts": 2, "processes_per_host": 1, "wall_seconds": 9.0,
-        "steps": None, "chaos": ["kill:3s"], "chaos_fired": ["kill:3s"], "restarts": 1, "in_job_restarts": 1,
-        "job_restarts": 0, "resumed_from": [], "steps_went_back": [], "model_sha256": None, "verified": None,
-        "verify_result": "cannot compare", "verify_detail": "no weight file", "checkpoint_uri": None,
-        "failures": {"algo-1": "torchrun exited with code 1\ntraceback : To enable traceback see: x"},
-        "error": "ValueError: boom at step 3  (algo-2, rank 1)", "logs": "/r/run/logs",
-        "warnings": ["never saw a process group on rank 0 on algo-1"], "estimate_usd": None,
-        "cost": {"local_usd": 0.0, "sagemaker_usd": None, "instance_count": 2, "instance_type": "ml.x",
-                 "usd_per_hour": None, "price_date": None},
-    }
-    text = render_summary(summary)
+    summary = LocalSummary(
+        job_name="j", status="Failed", hosts=2, processes_per_host=1, wall_seconds=9.0, steps=None,
+        chaos=("kill:3s",), chaos_fired=("kill:3s",), restarts=1, in_job_restarts=1, job_restarts=0,
+        verify_result="cannot compare", verify_detail="no weight file",
+        failures={"algo-1": "torchrun exited with code 1\ntraceback : To enable traceback see: x"},
+        error="ValueError: boom at step 3  (algo-2, rank 1)", logs="/r/run/logs",
+        warnings=("never saw a process group on rank 0 on algo-1",), cost=_cost(None, "ml.x"),
+    )
+    text = str(summary)
     assert "steps           unknown" in text and "model sha256    unknown" in text
     assert "resumed from    unknown" in text and "verified        cannot compare (no weight file)" in text
     assert "error           ValueError: boom at step 3  (algo-2, rank 1)" in text and "To enable" not in text
     assert "logs            /r/run/logs" in text and text.splitlines()[-1].startswith("  WARNING")
-    back = render_summary({**summary, "steps": 7, "steps_went_back": [{"host": "algo-1", "from": 7, "to": 5}]})
+    back = str(replace(summary, steps=7, steps_went_back=(StepsWentBack("algo-1", 7, 5),)))
     assert "resumed from    steps went back on algo-1: 7 → 5" in back

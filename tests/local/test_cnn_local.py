@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 import sm_dist
-from sm_dist.local import LocalJob
+from sm_dist.local import LocalJob, LocalOptions
 from sm_dist.local import run as run_local
+from sm_dist.planning.plan import Plan
 
 pytestmark = pytest.mark.slow
 CNN_HPS = {"steps": "16", "dataset-size": "1024"}
@@ -27,7 +28,7 @@ CNN_HPS = {"steps": "16", "dataset-size": "1024"}
 GRACE = 60.0
 
 
-def make_plan(src: Path, *, entry: str = "cnn.py", hosts: int = 2, nproc: int = 2, **settings: Any) -> Any:
+def make_plan(src: Path, *, entry: str = "cnn.py", hosts: int = 2, nproc: int = 2, **settings: Any) -> Plan:
     src.mkdir(parents=True, exist_ok=True)  # an empty source dir: the bundle is sm_dist + the entrypoint
     return sm_dist.plan(
         entry, source_dir=str(src), local=True, instance_type="ml.g5.xlarge", instance_count=hosts,
@@ -36,8 +37,8 @@ def make_plan(src: Path, *, entry: str = "cnn.py", hosts: int = 2, nproc: int = 
     )
 
 
-def run(tmp: Path, plan: Any, **kw: Any) -> LocalJob:
-    return run_local(plan, root=tmp / "root", grace_seconds=GRACE, echo=False, **kw)
+def run(tmp: Path, plan: Plan, **kw: Any) -> LocalJob:
+    return run_local(plan, LocalOptions(root=tmp / "root", grace_seconds=GRACE, echo=False, **kw))
 
 
 def explain(job: LocalJob) -> str:
@@ -57,45 +58,45 @@ def kill_job(tmp_path_factory: pytest.TempPathFactory) -> LocalJob:
 
 def test_kill_survives_with_identical_model(kill_job: LocalJob) -> None:
     s = kill_job.summary()
-    assert s["status"] == "Completed", explain(kill_job)
-    assert s["chaos_fired"] == ["kill:6"]
-    assert "kill:6: SIGKILL to rank" in s["chaos_events"][0]
-    assert s["in_job_restarts"] >= 1 and s["restarts"] >= 1, explain(kill_job)
-    assert s["resumed_from"] and s["resumed_from"][0] >= 4, explain(kill_job)
-    assert s["steps"] == 16
-    assert s["verified"] is True, explain(kill_job)
-    assert s["model_sha256"] == s["verify_model_sha256"]
+    assert s.status == "Completed", explain(kill_job)
+    assert s.chaos_fired == ("kill:6",)
+    assert "kill:6: SIGKILL to rank" in s.chaos_events[0]
+    assert s.in_job_restarts >= 1 and s.restarts >= 1, explain(kill_job)
+    assert s.resumed_from and s.resumed_from[0] >= 4, explain(kill_job)
+    assert s.steps == 16
+    assert s.verified is True, explain(kill_job)
+    assert s.model_sha256 == s.verify_model_sha256
     assert kill_job.verify_run is not None and kill_job.verify_run.progress.resumed_from == []
 
 
 def test_spot_interruption_with_s3_faults(kill_job: LocalJob, tmp_path: Path) -> None:
     job = run(tmp_path, make_plan(tmp_path / "src"), chaos=["s3-faults:3", "sigterm:5"])
     s = job.summary()
-    assert s["status"] == "Completed", explain(job)
-    assert s["job_restarts"] == 1 and s["restarts"] >= 1
+    assert s.status == "Completed", explain(job)
+    assert s.job_restarts == 1 and s.restarts >= 1
     # every host saw the checkpoint committed and its launcher exited 143 (EXIT_INTERRUPTED)
     assert set(job.run.outcome.exit_codes[0].values()) == {143}, explain(job)
     assert job.run.outcome.restored_files[1] > 0  # the new "instances" got the checkpoints from the URI
-    assert s["resumed_from"] and 5 <= s["resumed_from"][0] < 16, explain(job)  # the SIGTERM checkpoint
-    assert s["s3_faults_injected"] > 0
-    assert s["model_sha256"] == kill_job.summary()["verify_model_sha256"], explain(job)
+    assert s.resumed_from and 5 <= s.resumed_from[0] < 16, explain(job)  # the SIGTERM checkpoint
+    assert s.s3_faults_injected > 0
+    assert s.model_sha256 == kill_job.summary().verify_model_sha256, explain(job)
 
 
 def test_crash_in_save(kill_job: LocalJob, tmp_path: Path) -> None:
     job = run(tmp_path, make_plan(tmp_path / "src"), chaos=["crash-in-save:8"])
     s = job.summary()
-    assert s["status"] == "Completed", explain(job)
-    assert "crash-in-save" in " ".join(s["chaos_fired"]), explain(job)
-    assert s["restarts"] >= 1
-    assert s["resumed_from"] == [4], explain(job)  # the half-written step 8 was never used
-    assert s["model_sha256"] == kill_job.summary()["verify_model_sha256"], explain(job)
+    assert s.status == "Completed", explain(job)
+    assert "crash-in-save" in " ".join(s.chaos_fired), explain(job)
+    assert s.restarts >= 1
+    assert s.resumed_from == (4,), explain(job)  # the half-written step 8 was never used
+    assert s.model_sha256 == kill_job.summary().verify_model_sha256, explain(job)
 
 
 def test_two_hosts_two_processes(tmp_path: Path) -> None:
     job = run(tmp_path, make_plan(tmp_path / "src", nproc=2, hyperparameters={"steps": "6", "dataset-size": "512"}))
     s = job.summary()
-    assert s["status"] == "Completed", explain(job)
-    assert (s["hosts"], s["processes_per_host"], s["steps"]) == (2, 2, 6)
+    assert s.status == "Completed", explain(job)
+    assert (s.hosts, s.processes_per_host, s.steps) == (2, 2, 6)
     for host in ("algo-1", "algo-2"):
         assert f"host {host} (" in text(job, host)  # the launcher ran as each host's first process
         assert "--nproc-per-node=2" in text(job, host)
@@ -107,7 +108,7 @@ def test_two_hosts_two_processes(tmp_path: Path) -> None:
     assert checkpoints[0].uri.startswith("s3://sm-dist-local/") and checkpoints[0].total_bytes > 0
     status = job.status()
     assert (status.status, status.done, status.failure_reason) == ("Completed", True, None)
-    assert s["cost"]["local_usd"] == 0.0 and s["cost"]["sagemaker_usd"] > 0 and job.cost().usd == 0.0
+    assert s.cost.local_usd == 0.0 and s.cost.sagemaker_usd > 0 and job.cost().usd == 0.0
 
 
 SMALL = {
@@ -121,8 +122,8 @@ SMALL = {
 def test_workloads_with_sharded_strategies(tmp_path: Path, entry: str, strategy: str) -> None:
     job = run(tmp_path, make_plan(tmp_path / "src", entry=entry, strategy=strategy, hyperparameters=SMALL[entry]))
     s = job.summary()
-    assert s["status"] == "Completed", explain(job)
-    assert s["steps"] == 2 and s["model_sha256"], explain(job)
+    assert s.status == "Completed", explain(job)
+    assert s.steps == 2 and s.model_sha256, explain(job)
     spec = json.loads((job.root / "hosts" / "algo-2" / "input" / "data" / "code" / "sm_dist_job.json").read_text())
     assert spec["strategy"] == strategy  # what every host's launcher and runtime read
 

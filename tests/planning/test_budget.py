@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from sm_dist.errors import ConfigError
-from sm_dist.launch.budget import (
+from sm_dist.planning.budget import (
     DEFAULT_MAX_RUNTIME_S,
     MAX_RUNTIME_LIMIT_S,
     SPOT_WAIT_FACTOR,

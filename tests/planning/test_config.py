@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sm_dist.errors import ConfigError
-from sm_dist.launch.config import LaunchConfig, load_config_file
+from sm_dist.planning.config import LaunchConfig, load_config_file
 from sm_dist.vocab import Strategy
 
 

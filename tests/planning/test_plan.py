@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 import sm_dist
-from sm_dist.launch.plan import Plan
+from sm_dist.planning.plan import Plan
 
-from .conftest import CKPT_BUCKET, ROLE_ARN
+from _project import CKPT_BUCKET, ROLE_ARN
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -95,29 +95,12 @@ def test_auto_over_budget_takes_the_cheapest_that_fits(source_dir: Path) -> None
     assert any("shorter than the estimated" in w for w in plan.warnings)
 
 
-def test_fit_local_hands_the_plan_to_local_mode(source_dir: Path, monkeypatch) -> None:
-    import sm_dist.local
-
-    seen = {}
-    monkeypatch.setattr(sm_dist.local, "run", lambda plan, **opts: seen.update(plan=plan, opts=opts) or "ran")
-    assert sm_dist.fit("train.py", source_dir=str(source_dir), local=True, local_options={"verify": True}, **EXPLICIT) == "ran"
-    assert isinstance(seen["plan"], Plan) and seen["opts"] == {"verify": True}
-
-
-def test_fit_local_needs_no_aws_settings(source_dir: Path, monkeypatch) -> None:
-    import sm_dist.local
-
-    monkeypatch.setattr(sm_dist.local, "run", lambda plan, **opts: plan)
-    plan = sm_dist.fit("train.py", source_dir=str(source_dir), local=True, instance_type="ml.m5.xlarge")
-    assert plan.region and plan.role_arn.startswith("arn:aws:iam::")
-
-
 def test_local_plan_needs_no_aws_setting_and_calls_nothing(source_dir: Path, monkeypatch) -> None:
     """A local plan fills region, role, bucket and instance type with labels, once, and calls no AWS API."""
     import botocore.client
 
-    from sm_dist.launch.locations import LOCAL_BUCKET, LOCAL_ROLE_ARN
-    from sm_dist.launch.plan import LOCAL_DEFAULTS
+    from sm_dist.planning.locations import LOCAL_BUCKET, LOCAL_ROLE_ARN
+    from sm_dist.planning.plan import LOCAL_DEFAULTS
 
     calls = []
     monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", lambda self, op, params: calls.append(op))
@@ -142,18 +125,11 @@ def test_cloud_plan_without_instance_type_names_the_field(source_dir: Path) -> N
 
 def test_a_local_plan_is_refused_by_the_cloud_backend(source_dir: Path) -> None:
     from sm_dist.errors import ConfigError
-    from sm_dist.launch import submit
+    from sm_dist.cloud import submit
 
     plan = sm_dist.plan("train.py", source_dir=str(source_dir), local=True)
     with pytest.raises(ConfigError, match="sm_dist.local.run"):
         submit.run(plan, session=object())
-
-
-def test_local_options_need_local(source_dir: Path) -> None:
-    from sm_dist.errors import ConfigError
-
-    with pytest.raises(ConfigError, match="local_options=\\['verify'\\]: only with local=True"):
-        sm_dist.fit("train.py", source_dir=str(source_dir), local_options={"verify": True}, **EXPLICIT)
 
 
 @pytest.mark.parametrize("aws_env", [{}, {"AWS_PROFILE": "does-not-exist"}], ids=["no AWS_*", "missing profile"])

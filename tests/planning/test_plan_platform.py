@@ -9,7 +9,7 @@ import pytest
 
 import sm_dist
 
-from .conftest import ROLE_ARN
+from _project import ROLE_ARN
 
 BASE = dict(instance_type="ml.p4d.24xlarge", instance_count=2, strategy="ddp", role=ROLE_ARN, region="us-east-1",
             output_s3_uri="s3://team-bucket/out", max_runtime_s=3600)

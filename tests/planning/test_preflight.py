@@ -9,7 +9,7 @@ import pytest
 import sm_dist
 from sm_dist.errors import CatalogError, ConfigError, DoesNotFitError, SmDistError
 
-from .conftest import CKPT_BUCKET, ROLE_ARN
+from _project import CKPT_BUCKET, ROLE_ARN
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -85,12 +85,12 @@ def test_good_call_does_create(aws: str, source_dir: Path) -> None:
     ("keyframes", False), ("lr", False),
 ])
 def test_secret_names(name: str, secret: bool) -> None:
-    from sm_dist.launch.preflight import looks_secret
+    from sm_dist.planning.preflight import looks_secret
 
     assert looks_secret(name) is secret
 
 
 def test_structured_values_are_not_mistaken_for_quotes() -> None:
-    from sm_dist.launch.preflight import check_hyperparameters
+    from sm_dist.planning.preflight import check_hyperparameters
 
     check_hyperparameters({"layers": [1, 2], "opt": {"betas": [0.9, 0.95]}, "name": "run-1"})

@@ -12,10 +12,10 @@ import pytest
 import sm_dist
 from sm_dist.container import requirements
 from sm_dist.errors import ConfigError, LaunchFailure
-from sm_dist.launch.report import render_plan
+from sm_dist.planning.report import render_plan
 from sm_dist.local import requirements_check
 
-from .conftest import ROLE_ARN
+from _project import ROLE_ARN
 
 CLOUD = dict(instance_type="ml.g5.xlarge", instance_count=2, strategy="ddp", role=ROLE_ARN, region="us-east-1",
              output_s3_uri="s3://team-bucket/out", max_runtime_s=3600)

@@ -1,0 +1,71 @@
+"""`sm-dist status | logs | stop | cost | checkpoints JOB`: the cloud job handle from the command line.
+
+Each command attaches to an existing SageMaker training job by name (`Job.attach`) and prints what
+the handle returns; `--json` prints the record's `to_dict()`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from sm_dist.cloud.job import Job
+
+
+def _print_json(data: object) -> None:
+    print(json.dumps(data, indent=2, default=str))
+
+
+def _job(args: argparse.Namespace) -> Job:
+    return Job.attach(args.job, region=args.region)
+
+
+def run_status(args: argparse.Namespace) -> int:
+    status = _job(args).status()
+    _print_json(status.to_dict()) if args.json else print(status)
+    return 0
+
+
+def run_logs(args: argparse.Namespace) -> int:
+    for line in _job(args).logs(follow=args.follow):
+        print(line, flush=True)
+    return 0
+
+
+def run_stop(args: argparse.Namespace) -> int:
+    print(_job(args).stop())
+    return 0
+
+
+def run_cost(args: argparse.Namespace) -> int:
+    cost = _job(args).cost()
+    _print_json(cost.to_dict()) if args.json else print(cost)
+    return 0
+
+
+def run_checkpoints(args: argparse.Namespace) -> int:
+    found = _job(args).checkpoints()
+    if args.json:
+        _print_json([c.to_dict() for c in found])
+        return 0
+    if not found:
+        print("no checkpoints yet")
+    for c in found:
+        size = f"{c.total_bytes / 2**20:,.1f} MiB" if c.total_bytes is not None else "-"
+        print(f"step {c.step:>9}  {'committed' if c.committed else 'NOT committed':<13}  {size:>12}  {c.uri}")
+    return 0
+
+
+def register(command: str, parser: argparse.ArgumentParser) -> None:
+    """Add `command`'s arguments to `parser` (called by sm_dist.cli)."""
+    parser.add_argument("job", help="training job name")
+    parser.add_argument("--region", help="AWS region (default: your AWS configuration's)")
+    if command == "logs":
+        parser.add_argument("--follow", "-f", action="store_true", help="keep printing until the job ends")
+    else:
+        parser.add_argument("--json", action="store_true", help="machine-readable output")
+    runners = {"status": run_status, "logs": run_logs, "stop": run_stop, "cost": run_cost, "checkpoints": run_checkpoints}
+    parser.set_defaults(_run=runners[command])
+
+
+__all__ = ["register"]

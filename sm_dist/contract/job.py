@@ -1,0 +1,120 @@
+"""The job handle: what `sm_dist.fit(...)` returns, whichever backend ran the plan.
+
+Both backends implement `JobHandle` — the cloud `sm_dist.cloud.Job` (a SageMaker training job)
+and the local `sm_dist.local.LocalJob` (the same job on this machine) — with the records defined
+here, so a notebook or a script written against one works against the other. Standard library
+only: the backends import this module, never each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import Protocol, runtime_checkable
+
+from sm_dist.contract.checkpoint import Manifest
+
+#: TrainingJobStatus values after which nothing changes (the API's own vocabulary).
+TERMINAL = ("Completed", "Failed", "Stopped")
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """TrainingJobStatus with its secondary status and the latest message."""
+
+    name: str
+    status: str
+    """InProgress, Completed, Failed, Stopping or Stopped."""
+    secondary: str
+    """SecondaryStatus (Starting, Downloading, Training, Uploading, ...; local mode: the stop reason)."""
+    message: str = ""
+    failure_reason: str | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.status in TERMINAL
+
+    def to_dict(self) -> dict[str, object]:
+        return {**asdict(self), "done": self.done}
+
+    def __str__(self) -> str:
+        text = f"{self.name}: {self.status} / {self.secondary}"
+        text += f" — {self.message}" if self.message else ""
+        return text + (f"\n  failure: {self.failure_reason}" if self.failure_reason else "")
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """One step folder under a job's checkpoint URI."""
+
+    step: int
+    uri: str
+    committed: bool
+    """The contract's rule (`contract.checkpoint.committed_manifest`): its manifest is there and parses."""
+    total_bytes: int | None = None
+    """Sum of the file sizes the manifest lists (or of the files found, when not committed)."""
+    files: int | None = None
+    world_size: int | None = None
+    strategy: str | None = None
+    created_unix: float | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def checkpoint_info(step: int, uri: str, manifest: Manifest | None, *, total_bytes: int | None = None,
+                    files: int | None = None) -> CheckpointInfo:
+    """One row of a listing; committed exactly when `manifest` (from committed_manifest) is not None."""
+    if manifest is None:
+        return CheckpointInfo(step=step, uri=uri, committed=False, total_bytes=total_bytes, files=files)
+    return CheckpointInfo(
+        step=step, uri=uri, committed=True, total_bytes=sum(f.size for f in manifest.files.values()),
+        files=len(manifest.files), world_size=manifest.world_size, strategy=manifest.strategy,
+        created_unix=manifest.created_unix,
+    )
+
+
+class Cost(Protocol):
+    """What a job cost: `usd` (None while unknown) and a JSON-able form."""
+
+    @property
+    def usd(self) -> float | None: ...
+
+    def to_dict(self) -> dict[str, object]: ...
+
+
+class Summary(Protocol):
+    """A job's summary: printed by `sm-dist fit` (str) and by `--json` (to_dict)."""
+
+    def to_dict(self) -> dict[str, object]: ...
+
+
+@runtime_checkable
+class JobHandle(Protocol):
+    """A training job, in the cloud or on this machine."""
+
+    @property
+    def name(self) -> str: ...
+
+    def status(self) -> JobStatus: ...
+
+    def wait(self) -> JobStatus:
+        """Block until the job is done (a local job is done when its handle is returned)."""
+        ...
+
+    def logs(self, follow: bool = False) -> Iterator[str]:
+        """Every host's log lines, each prefixed "[algo-N] "."""
+        ...
+
+    def stop(self) -> JobStatus: ...
+
+    def checkpoints(self) -> list[CheckpointInfo]:
+        """Step folders at the checkpoint URI, newest first."""
+        ...
+
+    def cost(self) -> Cost: ...
+
+    def summary(self) -> Summary: ...
+
+
+__all__ = ["TERMINAL", "CheckpointInfo", "Cost", "JobHandle", "JobStatus", "Summary", "checkpoint_info"]
