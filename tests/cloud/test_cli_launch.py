@@ -6,11 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from _project import CKPT_BUCKET, ROLE_ARN
 
 from sm_dist.cli import main
 from sm_dist.contract.checkpoint import Manifest
-
-from _project import CKPT_BUCKET, ROLE_ARN
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from _project import CKPT_BUCKET, DEFAULT_BUCKET, ROLE_ARN
 
 import sm_dist
 from sm_dist.jobspec import JOB_SPEC_FILENAME, JobSpec
-
-from _project import CKPT_BUCKET, DEFAULT_BUCKET, ROLE_ARN
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -10,11 +10,11 @@ from datetime import datetime, timezone
 import pytest
 from botocore.stub import Stubber
 
+from sm_dist.cloud.job import Job
+from sm_dist.cloud.logs import LOG_GROUP, iter_log_lines
 from sm_dist.contract.checkpoint import FileEntry, Manifest
 from sm_dist.errors import ConfigError
-from sm_dist.cloud.job import Job
 from sm_dist.planning.tags import TAG_ESTIMATE
-from sm_dist.cloud.logs import LOG_GROUP, iter_log_lines
 
 NAME = "sm-dist-20260101-000000-000"
 ARN = f"arn:aws:sagemaker:us-east-1:123456789012:training-job/{NAME}"

@@ -11,11 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from _project import ROLE_ARN
 
 import sm_dist
 from sm_dist.launch.api import build_bundle
-
-from _project import ROLE_ARN
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 

@@ -9,11 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from _project import CKPT_BUCKET, ROLE_ARN
 
 import sm_dist
 from sm_dist.planning.plan import Plan
-
-from _project import CKPT_BUCKET, ROLE_ARN
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -124,8 +123,8 @@ def test_cloud_plan_without_instance_type_names_the_field(source_dir: Path) -> N
 
 
 def test_a_local_plan_is_refused_by_the_cloud_backend(source_dir: Path) -> None:
-    from sm_dist.errors import ConfigError
     from sm_dist.cloud import submit
+    from sm_dist.errors import ConfigError
 
     plan = sm_dist.plan("train.py", source_dir=str(source_dir), local=True)
     with pytest.raises(ConfigError, match="sm_dist.local.run"):

@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from _project import CKPT_BUCKET, ROLE_ARN
 
 import sm_dist
 from sm_dist.errors import CatalogError, ConfigError, DoesNotFitError, SmDistError
-
-from _project import CKPT_BUCKET, ROLE_ARN
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import copy
 
 import pytest
+from _project import ROLE_ARN
 
 from sm_dist.errors import LaunchError, SmDistError
 from sm_dist.planning import request as request_mod
-
-from _project import ROLE_ARN
 
 SPEC = {
     "job_name": "sm-dist-test-1", "role_arn": ROLE_ARN, "instance_type": "ml.p4d.24xlarge", "instance_count": 2,

@@ -8,14 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from _project import ROLE_ARN
 
 import sm_dist
 from sm_dist.container import requirements
 from sm_dist.errors import ConfigError, LaunchFailure
-from sm_dist.planning.report import render_plan
 from sm_dist.local import requirements_check
-
-from _project import ROLE_ARN
+from sm_dist.planning.report import render_plan
 
 CLOUD = dict(instance_type="ml.g5.xlarge", instance_count=2, strategy="ddp", role=ROLE_ARN, region="us-east-1",
              output_s3_uri="s3://team-bucket/out", max_runtime_s=3600)
