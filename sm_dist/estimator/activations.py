@@ -8,6 +8,9 @@ applied to the blocks people train today and to the kernels and precision rules 
   output and the fp32 log-sum-exp per head. A flash/SDPA kernel keeps no s×s scores; "eager"
   attention (checkpointing "none" only) adds the fp32 softmax, its 16-bit copy for the second
   matmul and the repeated k/v and output copies.
+- attention under a KV cache (Hugging Face's `use_cache`, on by default and built in training
+  too): the cache's k and v are concatenated copies; where q, k and v are views of one fused
+  projection (GPT-2, Falcon) the copies come on top of it, elsewhere they replace k and v.
 - MLP: a fused GELU keeps its input and output (2·ffn); Hugging Face's "gelu_new" (GPT-2, Phi),
   written as Python arithmetic, keeps five ffn-wide intermediates; gated SwiGLU/GeGLU keeps
   gate, activation, up and product (4·ffn), with the model's own intermediate size. MoE: the
@@ -80,6 +83,7 @@ class Block(NamedTuple):
     activation: str = "gelu"  #: the MLP's activation (hidden_act); see UNFUSED_ACTIVATIONS
     experts: int = 0  #: MoE experts per layer (0: dense)
     experts_per_token: int = 0  #: MoE top-k
+    kv_cache: bool = False  #: a KV cache is built in the forward (Hugging Face use_cache)
 
 
 def parse_checkpointing(value: object) -> str:
@@ -104,6 +108,7 @@ class BlockOverrides(TypedDict, total=False):
     activation: str
     experts: int
     experts_per_token: int
+    kv_cache: bool
 
 
 _T = TypeVar("_T")
@@ -134,8 +139,9 @@ def block_from(shape: ModelShape | None = None, *, hidden: int, heads: int, **gi
     activation = pick(given.get("activation"), shape.activation if shape else "gelu", "gelu").lower()
     experts = pick(given.get("experts"), shape.experts if shape else 0, 0) or 0
     top_k = pick(given.get("experts_per_token"), shape.experts_per_token if shape else 0, 0) or 0
+    cache = bool(pick(given.get("kv_cache"), shape.kv_cache if shape else False, False))
     return Block(int(hidden), int(heads), int(kv), int(head_dim), int(ffn), gated, norm, fused, attention,
-                 bool(given.get("dropout")), activation, int(experts), int(top_k) if experts else 0)
+                 bool(given.get("dropout")), activation, int(experts), int(top_k) if experts else 0, cache)
 
 
 def _norm_bytes(block: Block, precision: Precision, consumers: int) -> float:
@@ -156,9 +162,11 @@ def _norm_bytes(block: Block, precision: Precision, consumers: int) -> float:
 def _attention_bytes(block: Block, precision: Precision, eager: bool) -> float:
     m = FP32 if precision is Precision.FP32 else HALF
     q, kv = block.heads * block.head_dim, block.kv_heads * block.head_dim
+    # a KV cache's concatenated k and v: extra where q keeps the fused projection's whole output alive
+    cache = m * 2 * kv if block.kv_cache and block.fused_qkv else 0
     if not eager:  # q, k, v, the output (read in place by the output projection), log-sum-exp
-        return m * (2 * q + 2 * kv) + FP32 * block.heads
-    return m * 4 * q  # q, k and v repeated to every head, the output copied for the projection
+        return m * (2 * q + 2 * kv) + FP32 * block.heads + cache
+    return m * 4 * q + cache  # q, k and v repeated to every head, the output copied for the projection
 
 
 def _scores_bytes(block: Block, precision: Precision, seq_len: int) -> float:
@@ -273,8 +281,9 @@ def describe(block: Block, precision: object, checkpointing: str) -> str:
              f"CUDA autocast rules (16-bit matmul inputs, fp32 norms/softmax/loss, {'fp32' if prec is Precision.AMP else 'bf16'} residual)")
     recompute = {"none": "nothing recomputed", "selective": "attention scores recomputed",
                  "full": "full recompute: block inputs kept + one block re-run"}[mode]
+    qkv = "fused q/k/v projection" + (" + the KV cache's k/v copies (use_cache)" if block.kv_cache else "")
     return (f"counted per block from the shape: {attn} {kernel}, {mlp}, {block.norm}, "
-            f"{'fused' if block.fused_qkv else 'separate'} q/k/v projections; {rules}; {recompute}; "
+            f"{qkv if block.fused_qkv else 'separate q/k/v projections'}; {rules}; {recompute}; "
             "fp32 log-softmax of the logits (4·s·b·v)")
 
 

@@ -114,8 +114,9 @@ def shape_from_config(config: dict[str, Any], path: str, seq_len: int | None = N
     positions = cfg.int("max_position_embeddings", "n_positions", "n_ctx", default=0) if model_type != "falcon" else 0
     seq = int(seq_len) if seq_len else min(DEFAULT_SEQ_LEN, positions or DEFAULT_SEQ_LEN)
     name = str(config.get("_name_or_path") or model_type)
+    # every HF config class defaults use_cache to True, and the cache is built in training too
     base: dict[str, Any] = {"name": name, "layers": layers, "hidden": hidden, "heads": heads, "vocab": vocab, "seq_len": seq,
-            "max_positions": positions}
+            "max_positions": positions, "kv_cache": bool(config.get("use_cache", True))}
     if model_type == "gpt2":
         if hidden % heads:
             raise ConfigError("hf_config", path, f"n_embd={hidden} is not divisible by n_head={heads}")

@@ -37,9 +37,11 @@ class ModuleLike(Protocol):
 
 
 class PricingClient(Protocol):
-    """The one call live prices make on a boto3 `pricing` client (prices_live.py)."""
+    """The one call live prices make on a boto3 `pricing` client (prices_live.py); boto3's client
+    and its typed stubs (mypy-boto3-pricing) satisfy it."""
 
-    def get_products(self, **kwargs: object) -> Mapping[str, Any]: ...
+    def get_products(self, *, ServiceCode: str, Filters: Sequence[Any] = ..., MaxResults: int = ...,
+                     NextToken: str = ...) -> Mapping[str, Any]: ...
 
 
 #: A file path, as `open()` takes it.

@@ -41,6 +41,7 @@ class ModelShape(NamedTuple):
     active_ffn: int = 0  #: MLP inner width one token passes through (MoE: top-k experts + shared); 0: ffn
     block_params: int = 0  #: one block's parameters when known exactly (MoE: every expert); 0: derived
     max_positions: int = 0  #: the model's maximum context (max_position_embeddings), 0 when unknown
+    kv_cache: bool = False  #: a KV cache is built while training (Hugging Face `use_cache`, on by default)
 
     @property
     def flops_params(self) -> int:

@@ -56,6 +56,20 @@ def test_gqa_keeps_less_than_mha() -> None:
     assert activation_bytes(**kw, kv_heads=32) - activation_bytes(**kw, kv_heads=8) == 4 * 2 * 24 * 128 * 2 * S * B  # layers, k and v, heads dropped, head_dim, bf16
 
 
+def test_a_kv_cache_adds_k_and_v_copies_only_beside_a_fused_projection() -> None:
+    """With use_cache the cache's k and v are concatenated copies: on top of GPT-2's fused qkv output
+    (which q keeps alive), instead of k and v for separate projections (nothing added)."""
+    kw = dict(layers=3, hidden=1024, heads=16, vocab=1000, seq_len=S, micro_batch=B)
+    for precision, width in (("mixed", 2), ("fp32", 4)):
+        extra = activation_bytes(**kw, precision=precision, kv_cache=True) - activation_bytes(**kw, precision=precision)
+        assert extra == 3 * 2 * 1024 * width * S * B  # layers, k and v, kv width, bytes
+    llama = dict(kw, norm="rmsnorm", gated=True, ffn=2816, kv_heads=4)
+    assert activation_bytes(**llama, kv_cache=True) == activation_bytes(**llama)
+    gpt2 = PRESETS["gpt2"]
+    assert not gpt2.kv_cache  # presets describe the model, not a cache; an HF config says use_cache
+    assert "KV cache" in describe(block_from(gpt2._replace(kv_cache=True), hidden=768, heads=12), "mixed", "selective")
+
+
 def test_eager_attention_adds_scores_only_without_recompute() -> None:
     kw = dict(layers=2, hidden=1024, heads=16, vocab=1000, seq_len=S, micro_batch=B)
     flash_none = activation_bytes(**kw, checkpointing="none")
