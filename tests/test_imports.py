@@ -177,6 +177,8 @@ def problem(edge: Edge) -> str | None:
     top = edge.imported.split(".")[0]
     if top in sys.stdlib_module_names:
         return None
+    if edge.type_only:  # annotations only (boto3's stubs, IPython's printer): never imported at run time
+        return None
     if top in THIRD_PARTY_ANYWHERE.get(world, set()):
         return None
     if edge.in_function and (top in THIRD_PARTY_IN_FUNCTIONS.get(world, set())

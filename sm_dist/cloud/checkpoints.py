@@ -8,10 +8,13 @@ in-flight or abandoned saves and are listed as not committed.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sm_dist.contract.checkpoint import MANIFEST_NAME, committed_manifest, parse_step
 from sm_dist.contract.job import CheckpointInfo, checkpoint_info
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 
 def _split(uri: str) -> tuple[str, str]:
@@ -19,7 +22,7 @@ def _split(uri: str) -> tuple[str, str]:
     return bucket, (key.rstrip("/") + "/") if key else ""
 
 
-def _step_prefixes(s3: Any, bucket: str, prefix: str) -> list[tuple[int, str]]:
+def _step_prefixes(s3: S3Client, bucket: str, prefix: str) -> list[tuple[int, str]]:
     steps = []
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, Delimiter="/"):
         for common in page.get("CommonPrefixes", []):
@@ -29,7 +32,7 @@ def _step_prefixes(s3: Any, bucket: str, prefix: str) -> list[tuple[int, str]]:
     return steps
 
 
-def _manifest_bytes(s3: Any, bucket: str, key: str) -> bytes | None:
+def _manifest_bytes(s3: S3Client, bucket: str, key: str) -> bytes | None:
     from botocore.exceptions import ClientError
 
     try:
@@ -40,7 +43,7 @@ def _manifest_bytes(s3: Any, bucket: str, key: str) -> bytes | None:
         raise
 
 
-def list_checkpoints(s3: Any, uri: str) -> list[CheckpointInfo]:
+def list_checkpoints(s3: S3Client, uri: str) -> list[CheckpointInfo]:
     """Every step folder under `uri`, newest first; committed = its manifest is there and parses."""
     bucket, prefix = _split(uri)
     out = []

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sm_dist.catalog import CATALOG_REGION, get_instance, regions
 from sm_dist.errors import CatalogError
 from sm_dist.planning.tags import TAG_ESTIMATE, TAG_MAX_COST
+
+if TYPE_CHECKING:
+    from IPython.lib.pretty import RepresentationPrinter
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ class JobCost:
     def __str__(self) -> str:
         return render_cost(self)
 
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+    def _repr_pretty_(self, printer: RepresentationPrinter, cycle: bool) -> None:
         printer.text(str(self))
 
 

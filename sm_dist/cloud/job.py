@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Literal, TextIO, TypeAlias, overload
 
 from sm_dist.cloud.checkpoints import list_checkpoints
 from sm_dist.cloud.cost import JobCost, job_cost
@@ -22,6 +22,14 @@ from sm_dist.errors import ConfigError, LaunchError
 from sm_dist.planning.tags import TAG_CHECKPOINT
 
 if TYPE_CHECKING:
+    from boto3.session import Session
+    from mypy_boto3_logs import CloudWatchLogsClient
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_sagemaker import SageMakerClient
+    from mypy_boto3_sagemaker.type_defs import DescribeTrainingJobResponseTypeDef
+
+    #: A client Job uses: SageMaker (status, stop, tags), CloudWatch Logs, S3 (checkpoints).
+    AwsClient: TypeAlias = SageMakerClient | CloudWatchLogsClient | S3Client
     from sm_dist.planning.plan import Plan
 
 #: Seconds between DescribeTrainingJob calls while waiting (the SDK's own waiter uses 30 s).
@@ -31,18 +39,19 @@ WAIT_POLL_S = 30.0
 class Job:
     """A SageMaker training job launched by (or attached to) sm_dist."""
 
-    def __init__(self, name: str, *, session: Any = None, region: str | None = None, plan: Plan | None = None,
-                 clients: dict[str, Any] | None = None) -> None:
+    def __init__(self, name: str, *, session: Session | None = None, region: str | None = None,
+                 plan: Plan | None = None, clients: Mapping[str, AwsClient] | None = None) -> None:
         """`clients`: ready boto3 clients by service name ("sagemaker", "logs", "s3"), else made
         from `session` on first use."""
         self.name = name
         self.plan = plan
         self._session = session
         self._region = region or (plan.region if plan is not None else None)
-        self._clients: dict[str, Any] = dict(clients or {})
+        self._clients: dict[str, AwsClient] = dict(clients or {})
 
     @classmethod
-    def attach(cls, name: str, session: Any = None, region: str | None = None, clients: dict[str, Any] | None = None) -> Job:
+    def attach(cls, name: str, session: Session | None = None, region: str | None = None,
+               clients: Mapping[str, AwsClient] | None = None) -> Job:
         """A handle on an existing job (checked to exist)."""
         job = cls(name, session=session, region=region, clients=clients)
         job.describe()
@@ -51,7 +60,14 @@ class Job:
     def __repr__(self) -> str:
         return f"Job({self.name!r})"
 
-    def client(self, service: str) -> Any:
+    @overload
+    def client(self, service: Literal["sagemaker"]) -> SageMakerClient: ...
+    @overload
+    def client(self, service: Literal["logs"]) -> CloudWatchLogsClient: ...
+    @overload
+    def client(self, service: Literal["s3"]) -> S3Client: ...
+    def client(self, service: Literal["sagemaker", "logs", "s3"]) -> AwsClient:
+        """The boto3 client of `service` for this job's region (given, or made from the session)."""
         if service not in self._clients:
             if self._session is None:
                 import boto3
@@ -62,7 +78,7 @@ class Job:
             self._clients[service] = self._session.client(service, region_name=self._region)
         return self._clients[service]
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> DescribeTrainingJobResponseTypeDef:
         """The raw DescribeTrainingJob response."""
         from botocore.exceptions import ClientError
 
@@ -147,7 +163,7 @@ class Job:
                             checkpoint_uri=uri, region=self._region)
 
 
-def _status(name: str, desc: dict[str, Any]) -> JobStatus:
+def _status(name: str, desc: DescribeTrainingJobResponseTypeDef) -> JobStatus:
     transitions = desc.get("SecondaryStatusTransitions") or []
     return JobStatus(
         name=name, status=desc.get("TrainingJobStatus", "?"), secondary=desc.get("SecondaryStatus", "?"),

@@ -11,7 +11,11 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mypy_boto3_logs import CloudWatchLogsClient
+    from mypy_boto3_logs.type_defs import FilteredLogEventTypeDef
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 #: Seconds between polls while following a running job.
@@ -25,7 +29,7 @@ def host_of(stream_name: str) -> str:
     return match.group(1) if match else stream_name.split("/", 1)[-1]
 
 
-def _page_events(client: Any, job_name: str, start_ms: int) -> Iterator[dict[str, Any]]:
+def _page_events(client: CloudWatchLogsClient, job_name: str, start_ms: int) -> Iterator[FilteredLogEventTypeDef]:
     from botocore.exceptions import ClientError
 
     kwargs: dict[str, Any] = {"logGroupName": LOG_GROUP, "logStreamNamePrefix": f"{job_name}/", "startTime": start_ms}
@@ -46,7 +50,7 @@ def _page_events(client: Any, job_name: str, start_ms: int) -> Iterator[dict[str
 
 
 def iter_log_lines(
-    client: Any, job_name: str, *, follow: bool = False, is_done: Callable[[], bool] | None = None,
+    client: CloudWatchLogsClient, job_name: str, *, follow: bool = False, is_done: Callable[[], bool] | None = None,
     poll_s: float = FOLLOW_POLL_S, sleep: Callable[[float], None] = time.sleep,
 ) -> Iterator[str]:
     """Lines "[algo-N] message" for all hosts. With `follow`, keep polling until `is_done()`

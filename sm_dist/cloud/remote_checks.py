@@ -8,17 +8,19 @@ earlier, while the plan is made (`sm_dist.planning.preflight`).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sm_dist.errors import ConfigError
 
 if TYPE_CHECKING:
+    from boto3.session import Session
+
     from sm_dist.planning.plan import Plan
 
 _log = logging.getLogger(__name__)
 
 
-def remote_checks(plan: Plan, session: Any, validate_role: bool = True, skip_code_bucket: bool = False) -> None:
+def remote_checks(plan: Plan, session: Session, validate_role: bool = True, skip_code_bucket: bool = False) -> None:
     """Read-only AWS checks before fit uploads: the role (via the SDK), then bucket regions.
 
     `skip_code_bucket`: the code goes to the SDK default bucket, which fit creates if missing.
@@ -37,7 +39,7 @@ def remote_checks(plan: Plan, session: Any, validate_role: bool = True, skip_cod
         check_bucket_region(session, bucket_uri, plan.region)
 
 
-def check_bucket_region(session: Any, uri: str, region: str) -> None:
+def check_bucket_region(session: Session, uri: str, region: str) -> None:
     """A bucket in another region makes SageMaker fail late (or pay cross-region traffic)."""
     from botocore.exceptions import ClientError
 

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sm_dist.cloud.job import Job
 from sm_dist.cloud.remote_checks import remote_checks
 from sm_dist.errors import ConfigError, LaunchError
 
 if TYPE_CHECKING:
+    from boto3.session import Session
+    from mypy_boto3_s3 import S3Client
+
+    from sm_dist.planning.bundle import BundleFile
     from sm_dist.planning.plan import Plan
 
 _log = logging.getLogger(__name__)
@@ -31,7 +35,7 @@ def _split(uri: str) -> tuple[str, str]:
     return bucket, key
 
 
-def ensure_default_bucket(s3: Any, bucket: str, region: str) -> None:
+def ensure_default_bucket(s3: S3Client, bucket: str, region: str) -> None:
     """Create the SDK-style default bucket if missing (what ModelTrainer would do)."""
     from botocore.exceptions import ClientError
 
@@ -42,17 +46,19 @@ def ensure_default_bucket(s3: Any, bucket: str, region: str) -> None:
         if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket", "NotFound"):
             raise LaunchError(f"cannot use the default bucket {bucket}: {exc}") from None
     _log.info("creating the SageMaker default bucket %s", bucket)
-    kwargs = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
-    s3.create_bucket(Bucket=bucket, **kwargs)
+    if region == "us-east-1":  # the API refuses a LocationConstraint naming us-east-1
+        s3.create_bucket(Bucket=bucket)
+    else:
+        s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": region})  # type: ignore[typeddict-item]  # any region string
 
 
-def upload_bundle(plan: Plan, s3: Any) -> int:
+def upload_bundle(plan: Plan, s3: S3Client) -> int:
     """PUT every bundle file under plan.code_s3_uri (bytes checked against the plan); returns bytes."""
     bucket, prefix = _split(plan.code_s3_uri)
     kms = plan.request["OutputDataConfig"].get("KmsKeyId")
     extra = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": kms} if kms else {}
 
-    def put(item_data: tuple[Any, bytes]) -> int:
+    def put(item_data: tuple[BundleFile, bytes]) -> int:
         item, data = item_data
         s3.put_object(Bucket=bucket, Key=prefix + item.path, Body=data, **extra)
         return len(data)
@@ -63,7 +69,7 @@ def upload_bundle(plan: Plan, s3: Any) -> int:
     return total
 
 
-def submit(plan: Plan, session: Any, validate_role: bool = True) -> str:
+def submit(plan: Plan, session: Session, validate_role: bool = True) -> str:
     """Run the remote checks, upload the code, create the job; returns the job name."""
     from botocore.exceptions import ClientError
 
@@ -85,7 +91,7 @@ def submit(plan: Plan, session: Any, validate_role: bool = True) -> str:
     return plan.job_name
 
 
-def run(plan: Plan, *, session: Any = None, validate_role: bool = True, wait: bool = False) -> Job:
+def run(plan: Plan, *, session: Session | None = None, validate_role: bool = True, wait: bool = False) -> Job:
     """Launch `plan` on SageMaker and return its `Job` (`wait=True`: after the job ended).
 
     `session`: a boto3 Session (default: one for the plan's region). `validate_role=False`

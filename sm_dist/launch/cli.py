@@ -81,7 +81,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     return settings
 
 
-def _print_json(data: Any) -> None:
+def _print_json(data: object) -> None:
     print(json.dumps(data, indent=2, default=str))
 
 

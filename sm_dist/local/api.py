@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from sm_dist.contract.container import INSTALL_REQUIREMENTS_ENV
 from sm_dist.errors import ConfigError
@@ -32,6 +32,8 @@ from sm_dist.local.view import ProgressView
 from sm_dist.planning.profile import without_missing_profile
 
 if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
     from sm_dist.planning.plan import Plan
 
 _log = logging.getLogger(__name__)
@@ -64,7 +66,7 @@ class _Endpoint:
             pass
         return store
 
-    def client(self) -> Any:
+    def client(self) -> S3Client:
         import boto3
         from botocore.config import Config
 

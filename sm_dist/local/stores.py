@@ -9,10 +9,13 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from sm_dist.contract.container import PARTIAL_SUFFIX
 from sm_dist.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 #: Suffix of a file being copied into a FolderStore (never listed; the contract's).
 _PARTIAL = PARTIAL_SUFFIX
@@ -70,7 +73,7 @@ class FolderStore:
 class S3Store:
     """s3://bucket/prefix through boto3 (imported here: local mode is on the launch side)."""
 
-    def __init__(self, uri: str, endpoint_url: str | None, client: Any = None) -> None:
+    def __init__(self, uri: str, endpoint_url: str | None, client: S3Client | None = None) -> None:
         bucket, _, prefix = uri[len("s3://"):].partition("/")
         if not uri.startswith("s3://") or not bucket:
             raise ConfigError("checkpoint_uri", uri, "expected s3://bucket/prefix")

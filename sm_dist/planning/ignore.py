@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sm_dist.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
 IGNORE_FILE = ".smdistignore"
 #: Folders never uploaded (matched by name anywhere in the tree).
@@ -43,7 +46,7 @@ def default_lines() -> list[str]:
     return [f"{name}/" for name in DEFAULT_DIRS] + list(DEFAULT_FILES)
 
 
-def compile_rules(lines: Iterable[str], origin: str) -> Any:
+def compile_rules(lines: Iterable[str], origin: str) -> GitIgnoreSpec:
     """A pathspec GitIgnoreSpec of `lines`; a line it cannot read is a ConfigError naming it."""
     import pathspec
 

@@ -14,11 +14,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sm_dist.errors import ConfigError
 
 if TYPE_CHECKING:
+    from boto3.session import Session
+
     from sm_dist.planning.config import LaunchConfig
 
 _ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::(\d{12}):role/.+")
@@ -44,7 +46,7 @@ class Locations:
     source: str
 
 
-def _infra(config: LaunchConfig, session_factory: Callable[[], Any]) -> dict[str, str] | None:
+def _infra(config: LaunchConfig, session_factory: Callable[[], Session]) -> dict[str, str] | None:
     from sm_dist.provision import config as infra_config
     from sm_dist.provision.outputs import resolve
 
@@ -57,7 +59,7 @@ def _infra(config: LaunchConfig, session_factory: Callable[[], Any]) -> dict[str
     return resolve(stack_name=config.infra_stack or None, session=session_factory())
 
 
-def _sdk_role(role: str | None, session: Any) -> str:
+def _sdk_role(role: str | None, session: Session) -> str:
     from sagemaker.core.helper.iam_role_resolver import resolve_and_validate_role
     from sagemaker.core.helper.session_helper import Session
 
@@ -70,7 +72,7 @@ def _sdk_role(role: str | None, session: Any) -> str:
         ) from None
 
 
-def resolve_locations(config: LaunchConfig, session_factory: Callable[[], Any], region: str) -> Locations:
+def resolve_locations(config: LaunchConfig, session_factory: Callable[[], Session], region: str) -> Locations:
     """Role ARN and output prefix for `config`. `session_factory()` gives a boto3 Session."""
     infra = _infra(config, session_factory)
     role = config.role or (infra or {}).get("role_arn")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sm_dist.catalog.images import default_version
 from sm_dist.contract.checkpoint import parse_mode
@@ -39,6 +39,12 @@ from sm_dist.planning.report import render_plan
 from sm_dist.planning.sizing import Sizing, choose_strategy
 from sm_dist.planning.tags import sm_dist_tags
 from sm_dist.vocab import Strategy
+
+if TYPE_CHECKING:
+    from boto3.session import Session
+    from IPython.lib.pretty import RepresentationPrinter
+
+    from sm_dist.catalog import Instance
 
 #: Variables the job always gets: the code channel on PYTHONPATH, unbuffered logs.
 BASE_ENVIRONMENT = {"PYTHONPATH": request_mod.CODE_DIR, "PYTHONUNBUFFERED": "1"}
@@ -105,7 +111,7 @@ class Plan:
         return (f"Plan({self.job_name!r}, {self.instance_count} × {self.instance_type}, "
                 f"strategy={self.strategy.value!r}, {len(self.bundle.files)} files, {len(self.warnings)} warnings)")
 
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+    def _repr_pretty_(self, printer: RepresentationPrinter, cycle: bool) -> None:
         """IPython/Jupyter: show the rendered plan, not the field dump."""
         printer.text(str(self))
 
@@ -117,7 +123,7 @@ def new_job_name(base: str, now: float | None = None) -> str:
     return f"{base}-{stamp}"
 
 
-def _region(config: LaunchConfig, session_factory: Callable[[], Any]) -> str:
+def _region(config: LaunchConfig, session_factory: Callable[[], Session]) -> str:
     region = config.region or session_factory().region_name
     if not region:
         raise ConfigError("region", None, "pass region='us-east-1' (--region) or set AWS_REGION")
@@ -173,7 +179,7 @@ class CodePlan:
     sizing: Sizing
     spec: JobSpec
     bundle: bundle_mod.Bundle
-    instance: Any
+    instance: Instance | None
     warnings: tuple[str, ...]
 
 
@@ -218,7 +224,7 @@ def launch_config(entry: str, settings: Mapping[str, Any], *, local: bool = Fals
     return LaunchConfig.from_mapping({"entry": entry, **data})
 
 
-def make_plan(config: LaunchConfig, session: Any = None, *, local: bool = False) -> Plan:
+def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bool = False) -> Plan:
     """Check `config` and build the plan. `session`: a boto3 Session, created only if needed.
 
     `local=True`: the plan `sm_dist.local.run` takes; no AWS call, no AWS setting needed.
@@ -238,7 +244,7 @@ def make_plan(config: LaunchConfig, session: Any = None, *, local: bool = False)
     limits, limit_warnings = stopping_limits(config, usd_per_hour, code.sizing.expected_hours)
     code_uri = request_mod.s3_join(where.output_s3_uri, job_name, "input", request_mod.CODE_CHANNEL) + "/"
     environment = {**BASE_ENVIRONMENT, **config.environment}
-    settings = _request_spec(config, code, where.role_arn, region, limits, code_uri, environment, where.output_s3_uri)
+    settings = _request_spec(config, code, job_name, where.role_arn, region, limits, code_uri, environment, where.output_s3_uri)
     with without_missing_profile():
         request = request_mod.build_request(settings)
     return Plan(
@@ -275,26 +281,28 @@ def _warnings(warnings: list[str], local: bool) -> tuple[str, ...]:
     return tuple(dict.fromkeys(warnings))
 
 
-def _session_factory(config: LaunchConfig, session: Any) -> Callable[[], Any]:
+def _session_factory(config: LaunchConfig, session: Session | None) -> Callable[[], Session]:
     """A function giving `session`, or a boto3 Session made on first call (never for a local plan)."""
-    holder: list[Any] = [session]
+    holder: list[Session | None] = [session]
 
-    def session_factory() -> Any:
-        if holder[0] is None:
+    def session_factory() -> Session:
+        made = holder[0]
+        if made is None:
             from botocore.exceptions import ProfileNotFound
 
             try:
                 if config.region:
                     import boto3
 
-                    holder[0] = boto3.Session(region_name=config.region)
+                    made = boto3.Session(region_name=config.region)
                 else:  # follows AWS_REGION like the AWS CLI v2 (botocore alone reads AWS_DEFAULT_REGION)
                     from sm_dist.provision.aws import session_or_default
 
-                    holder[0] = session_or_default()
+                    made = session_or_default()
             except ProfileNotFound:
                 raise profile_error() from None
-        return holder[0]
+            holder[0] = made
+        return made
 
     return session_factory
 
@@ -309,28 +317,29 @@ def _source(config: LaunchConfig) -> Path:
     return Path(config.source_dir).resolve()
 
 
-def _request_spec(config: LaunchConfig, code: CodePlan, role_arn: str, region: str, limits: Limits,
-                  code_uri: str, environment: dict[str, str], output_uri: str) -> dict[str, Any]:
-    """The flat settings request.build_request turns into a ModelTrainer."""
+def _request_spec(config: LaunchConfig, code: CodePlan, job_name: str, role_arn: str, region: str, limits: Limits,
+                  code_uri: str, environment: dict[str, str], output_uri: str) -> request_mod.RequestSpec:
+    """What request.build_request turns into a ModelTrainer."""
     spec = code.spec
     ckpt = spec.checkpoint
     ours = sm_dist_tags(spec.strategy.value, code.sizing.expected_usd(config.spot), limits.max_cost_usd, ckpt.uri)
     preflight.check_tags(config.tags, len(ours.keys() - config.tags.keys()))
-    return {
-        "job_name": spec.job_name, "role_arn": role_arn, "instance_type": config.instance_type,
-        "instance_count": config.instance_count, "volume_size_gb": config.volume_size_gb,
-        "volume_kms_key": config.volume_kms_key, "spot": config.spot,
-        "image_uri": config.image_uri or request_mod.default_image(region, config.torch_version, config.py_version, config.instance_type),
-        "max_runtime_s": limits.max_runtime_s, "max_wait_s": limits.max_wait_s,
-        "output_s3_uri": output_uri, "output_kms_key": config.output_kms_key,
-        "checkpoint_config_uri": ckpt.uri if ckpt.mode == "sagemaker-sync" else None,
-        "channels": request_mod.channel_uris(code_uri, config.inputs), "environment": environment,
-        "hyperparameters": spec.hyperparameters, "tags": {**ours, **config.tags},
-        "subnets": config.subnets, "security_group_ids": config.security_group_ids,
-        "network_isolation": config.network_isolation,
-        "encrypt_inter_container_traffic": config.encrypt_inter_container_traffic,
-        "retry_attempts": config.retry_attempts, "metric_definitions": metric_definitions(config.metrics),
-    }
+    return request_mod.RequestSpec(
+        job_name=job_name, role_arn=role_arn, instance_type=config.instance_type,
+        instance_count=config.instance_count, volume_size_gb=config.volume_size_gb,
+        volume_kms_key=config.volume_kms_key, spot=config.spot,
+        image_uri=config.image_uri or request_mod.default_image(region, config.torch_version, config.py_version,
+                                                                config.instance_type),
+        max_runtime_s=limits.max_runtime_s, max_wait_s=limits.max_wait_s,
+        output_s3_uri=output_uri, output_kms_key=config.output_kms_key,
+        checkpoint_config_uri=ckpt.uri if ckpt.mode == "sagemaker-sync" else None,
+        channels=request_mod.channel_uris(code_uri, config.inputs), environment=environment,
+        hyperparameters=spec.hyperparameters, tags={**ours, **config.tags},
+        subnets=tuple(config.subnets), security_group_ids=tuple(config.security_group_ids),
+        network_isolation=config.network_isolation,
+        encrypt_inter_container_traffic=config.encrypt_inter_container_traffic,
+        retry_attempts=config.retry_attempts or 0, metric_definitions=tuple(metric_definitions(config.metrics)),
+    )
 
 
 __all__ = ["BASE_ENVIRONMENT", "LOCAL_DEFAULTS", "CodePlan", "Plan", "launch_config", "make_plan", "new_job_name",

@@ -14,10 +14,15 @@ import json
 import logging
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sm_dist.errors import CatalogError, ConfigError
 from sm_dist.vocab import Strategy, did_you_mean
+
+if TYPE_CHECKING:
+    from botocore.model import ServiceModel
+
+    from sm_dist.catalog import Instance
 
 _log = logging.getLogger(__name__)
 
@@ -55,7 +60,7 @@ RESERVED_ENV = re.compile(r"^(SM_DIST_.*|PYTHONPATH|TORCH_DISABLE_SHARE_RDZV_TCP
 
 
 @functools.lru_cache(maxsize=1)
-def sagemaker_service_model() -> Any:
+def sagemaker_service_model() -> ServiceModel:
     """botocore's SageMaker API model (loading it takes ~0.5 s, so once per process).
 
     Read with botocore's data loader, not a Session: a session reads the AWS profile, and a plan
@@ -69,10 +74,13 @@ def sagemaker_service_model() -> Any:
 
 def training_instance_types() -> tuple[str, ...]:
     """Instance types CreateTrainingJob accepts (botocore's TrainingInstanceType enum)."""
-    return tuple(sagemaker_service_model().shape_for("TrainingInstanceType").enum)
+    from botocore.model import StringShape
+
+    shape = sagemaker_service_model().shape_for("TrainingInstanceType")
+    return tuple(shape.enum) if isinstance(shape, StringShape) else ()
 
 
-def check_instance(instance_type: str, region: str) -> Any | None:
+def check_instance(instance_type: str, region: str) -> Instance | None:
     """The catalog Instance (None when the catalog has no row for it) — or a ConfigError.
 
     Prices of regions the catalog lacks are taken from its own region (a warning says so).

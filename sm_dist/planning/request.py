@@ -21,10 +21,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from sm_dist.contract.container import CHECKPOINT_LOCAL_PATH, CODE_CHANNEL, CODE_DIR
 from sm_dist.errors import ConfigError, LaunchError, SdkError
+from sm_dist.planning.preflight import sagemaker_service_model
+
+if TYPE_CHECKING:
+    from sagemaker.core.helper.session_helper import Session as SageMakerSession
+    from sagemaker.train.model_trainer import Mode, ModelTrainer
 
 _log = logging.getLogger(__name__)
 
@@ -53,7 +59,39 @@ def default_image(region: str, torch_version: str | None, py_version: str | None
     return image.uri
 
 
-def _trainer(spec: Mapping[str, Any], session: Any, training_mode: Any = None) -> Any:
+@dataclass(frozen=True, kw_only=True)
+class RequestSpec:
+    """What the plan decided, in the terms ModelTrainer takes; `build_request` turns it into the request."""
+
+    job_name: str
+    role_arn: str
+    instance_type: str
+    instance_count: int
+    image_uri: str
+    output_s3_uri: str
+    channels: Mapping[str, str]
+    """Input channels in request order (name -> S3 URI), the code channel first."""
+    max_runtime_s: int
+    max_wait_s: int | None = None
+    volume_size_gb: int = 30
+    volume_kms_key: str | None = None
+    spot: bool = False
+    output_kms_key: str | None = None
+    checkpoint_config_uri: str | None = None
+    """CheckpointConfig.S3Uri (its LocalPath is /opt/ml/checkpoints); None: no CheckpointConfig."""
+    environment: Mapping[str, str] = field(default_factory=dict)
+    hyperparameters: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, str] = field(default_factory=dict)
+    subnets: tuple[str, ...] = ()
+    security_group_ids: tuple[str, ...] = ()
+    network_isolation: bool = False
+    encrypt_inter_container_traffic: bool = False
+    retry_attempts: int = 0
+    metric_definitions: tuple[Mapping[str, str], ...] = ()
+    """SageMaker MetricDefinitions: {"Name", "Regex"} each."""
+
+
+def _trainer(spec: RequestSpec, session: SageMakerSession | None, training_mode: Mode | None = None) -> ModelTrainer:
     from sagemaker.core.shapes import MetricDefinition, RetryStrategy, StoppingCondition
     from sagemaker.core.training.configs import (
         CheckpointConfig,
@@ -65,48 +103,48 @@ def _trainer(spec: Mapping[str, Any], session: Any, training_mode: Any = None) -
     from sagemaker.train.model_trainer import Mode, ModelTrainer
 
     networking = None
-    if spec["subnets"] or spec["encrypt_inter_container_traffic"] or spec["network_isolation"]:
+    if spec.subnets or spec.encrypt_inter_container_traffic or spec.network_isolation:
         networking = Networking(
-            subnets=list(spec["subnets"]) or None, security_group_ids=list(spec["security_group_ids"]) or None,
-            enable_network_isolation=spec["network_isolation"] or None,
-            enable_inter_container_traffic_encryption=spec["encrypt_inter_container_traffic"] or None,
+            subnets=list(spec.subnets) or None, security_group_ids=list(spec.security_group_ids) or None,
+            enable_network_isolation=spec.network_isolation or None,
+            enable_inter_container_traffic_encryption=spec.encrypt_inter_container_traffic or None,
         )
     trainer = ModelTrainer(
         training_mode=training_mode or Mode.LOCAL_CONTAINER,  # see the module docstring
-        sagemaker_session=session, role=spec["role_arn"], base_job_name=spec["job_name"],
-        training_image=spec["image_uri"],
+        sagemaker_session=session, role=spec.role_arn, base_job_name=spec.job_name,
+        training_image=spec.image_uri,
         compute=Compute(
-            instance_type=spec["instance_type"], instance_count=spec["instance_count"],
-            volume_size_in_gb=spec["volume_size_gb"], volume_kms_key_id=spec["volume_kms_key"],
-            enable_managed_spot_training=spec["spot"] or None,
+            instance_type=spec.instance_type, instance_count=spec.instance_count,
+            volume_size_in_gb=spec.volume_size_gb, volume_kms_key_id=spec.volume_kms_key,
+            enable_managed_spot_training=spec.spot or None,
         ),
         stopping_condition=StoppingCondition(
-            max_runtime_in_seconds=spec["max_runtime_s"], max_wait_time_in_seconds=spec["max_wait_s"],
+            max_runtime_in_seconds=spec.max_runtime_s, max_wait_time_in_seconds=spec.max_wait_s,
         ),
         output_data_config=OutputDataConfig(
-            s3_output_path=spec["output_s3_uri"], kms_key_id=spec["output_kms_key"], compression_type="GZIP",
+            s3_output_path=spec.output_s3_uri, kms_key_id=spec.output_kms_key, compression_type="GZIP",
         ),
-        checkpoint_config=(CheckpointConfig(s3_uri=spec["checkpoint_config_uri"], local_path=CHECKPOINT_LOCAL_PATH)
-                           if spec["checkpoint_config_uri"] else None),
-        input_data_config=[InputData(channel_name=name, data_source=uri) for name, uri in spec["channels"].items()],
-        environment=dict(spec["environment"]), hyperparameters=dict(spec["hyperparameters"]),
-        tags=[{"key": k, "value": v} for k, v in spec["tags"].items()] or None,
+        checkpoint_config=(CheckpointConfig(s3_uri=spec.checkpoint_config_uri, local_path=CHECKPOINT_LOCAL_PATH)
+                           if spec.checkpoint_config_uri else None),
+        input_data_config=[InputData(channel_name=name, data_source=uri) for name, uri in spec.channels.items()],
+        environment=dict(spec.environment), hyperparameters=dict(spec.hyperparameters),
+        tags=[{"key": k, "value": v} for k, v in spec.tags.items()] or None,
         networking=networking,
     )
-    if spec["retry_attempts"]:
-        trainer = trainer.with_retry_strategy(RetryStrategy(maximum_retry_attempts=spec["retry_attempts"]))
-    metrics = [MetricDefinition(name=m["Name"], regex=m["Regex"]) for m in spec["metric_definitions"]]
+    if spec.retry_attempts:
+        trainer = trainer.with_retry_strategy(RetryStrategy(maximum_retry_attempts=spec.retry_attempts))
+    metrics = [MetricDefinition(name=m["Name"], regex=m["Regex"]) for m in spec.metric_definitions]
     return trainer.with_metric_definitions(metrics) if metrics else trainer
 
 
-def build_request(spec: Mapping[str, Any], session: Any = None) -> dict[str, Any]:
-    """CreateTrainingJob parameters for `spec` (the keys `_trainer` reads); no AWS call."""
+def build_request(spec: RequestSpec, session: SageMakerSession | None = None) -> dict[str, Any]:
+    """CreateTrainingJob parameters for `spec`; no AWS call."""
     try:
         trainer = _trainer(spec, session)
         request = trainer._create_training_job_args(boto3=True)  # the SDK's own serializer
     except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
         raise SdkError(f"the SageMaker SDK rejected the launch settings ({type(exc).__name__}): {exc}") from None
-    request["TrainingJobName"] = spec["job_name"]  # ModelTrainer appends a timestamp to a base name
+    request["TrainingJobName"] = spec.job_name  # ModelTrainer appends a timestamp to a base name
     algo = request["AlgorithmSpecification"]
     algo["ContainerEntrypoint"] = list(LAUNCHER_COMMAND)
     algo.pop("ContainerArguments", None)
@@ -118,9 +156,9 @@ def validate_request(request: Mapping[str, Any]) -> None:
     """botocore's own parameter validation for CreateTrainingJob (types, required, min/max)."""
     from botocore.validate import ParamValidator
 
-    from sm_dist.planning.preflight import sagemaker_service_model
-
     shape = sagemaker_service_model().operation_model("CreateTrainingJob").input_shape
+    if shape is None:
+        raise LaunchError("botocore's SageMaker model has no CreateTrainingJob input (reinstall botocore)")
     report = ParamValidator().validate(dict(request), shape)
     if report.has_errors():
         raise LaunchError(f"the built CreateTrainingJob request is invalid (a bug in sm_dist): {report.generate_report()}")
@@ -136,4 +174,4 @@ def s3_join(base: str, *parts: str) -> str:
     return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts if p)])
 
 
-__all__ = ["LAUNCHER_COMMAND", "CODE_DIR", "build_request", "validate_request", "default_image", "channel_uris", "s3_join"]
+__all__ = ["LAUNCHER_COMMAND", "CODE_DIR", "RequestSpec", "build_request", "validate_request", "default_image", "channel_uris", "s3_join"]

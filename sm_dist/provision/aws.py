@@ -11,12 +11,17 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sm_dist.errors import ConfigError, InfraError
 
+if TYPE_CHECKING:
+    from boto3.session import Session
+    from mypy_boto3_cloudformation import CloudFormationClient
+    from mypy_boto3_s3 import S3Client
 
-def session_or_default(session: Any = None) -> Any:
+
+def session_or_default(session: Session | None = None) -> Session:
     """`session`, or a default boto3 Session that follows the standard AWS configuration.
 
     botocore itself reads only AWS_DEFAULT_REGION; the AWS CLI v2 and the other SDKs also read
@@ -29,13 +34,19 @@ def session_or_default(session: Any = None) -> Any:
     return boto3.Session(region_name=os.environ.get("AWS_REGION") or None)
 
 
-def client(session: Any, service: str) -> Any:
-    """A boto3 client for `service`; a missing region is a ConfigError naming the fix."""
-    with aws_errors(f"{service} client"):
-        return session_or_default(session).client(service)
+def cloudformation(session: Session | None) -> CloudFormationClient:
+    """A CloudFormation client; a missing region is a ConfigError naming the fix."""
+    with aws_errors("cloudformation client"):
+        return session_or_default(session).client("cloudformation")
 
 
-def region_of(cfn_client: Any) -> str:
+def s3(session: Session | None) -> S3Client:
+    """An S3 client; a missing region is a ConfigError naming the fix."""
+    with aws_errors("s3 client"):
+        return session_or_default(session).client("s3")
+
+
+def region_of(cfn_client: CloudFormationClient) -> str:
     """The region a client talks to (for messages and the config file)."""
     return str(cfn_client.meta.region_name)
 

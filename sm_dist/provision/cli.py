@@ -10,7 +10,10 @@ import argparse
 import json
 import logging
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sm_dist.provision.stack import StackInfo
 
 
 def register(command: str, parser: argparse.ArgumentParser) -> None:
@@ -62,7 +65,7 @@ def _template(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_info(info: Any, as_json: bool) -> None:
+def _print_info(info: StackInfo, as_json: bool) -> None:
     if as_json:
         from dataclasses import asdict
 

@@ -11,9 +11,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sm_dist.provision import aws
+
+if TYPE_CHECKING:
+    from mypy_boto3_cloudformation import CloudFormationClient
+    from mypy_boto3_cloudformation.type_defs import StackEventTypeDef
 
 _log = logging.getLogger(__name__)
 
@@ -39,16 +43,16 @@ def format_event(event: Mapping[str, Any]) -> str:
     return f"{line}: {reason}" if reason else line
 
 
-def latest_event_id(cfn: Any, stack: str) -> str | None:
+def latest_event_id(cfn: CloudFormationClient, stack: str) -> str | None:
     """Id of the newest event of `stack` now (so a later watch shows only newer events)."""
     with aws.aws_errors(f"events of stack {stack}"):
         found = cfn.describe_stack_events(StackName=stack)["StackEvents"]
     return found[0]["EventId"] if found else None
 
 
-def new_events(cfn: Any, stack: str, after: str | None) -> list[dict[str, Any]]:
+def new_events(cfn: CloudFormationClient, stack: str, after: str | None) -> list[StackEventTypeDef]:
     """Events of `stack` newer than event id `after`, oldest first (pages until `after`)."""
-    fresh: list[dict[str, Any]] = []
+    fresh: list[StackEventTypeDef] = []
     with aws.aws_errors(f"events of stack {stack}"):
         for page in cfn.get_paginator("describe_stack_events").paginate(StackName=stack):
             for event in page["StackEvents"]:  # newest first
@@ -59,19 +63,19 @@ def new_events(cfn: Any, stack: str, after: str | None) -> list[dict[str, Any]]:
 
 
 def watch(
-    cfn: Any,
+    cfn: CloudFormationClient,
     stack_id: str,
     *,
     after: str | None = None,
     on_event: EventSink | None = None,
     poll_seconds: float = POLL_SECONDS,
     sleep: Callable[[float], None] = time.sleep,
-) -> tuple[str, list[dict[str, Any]]]:
+) -> tuple[str, list[StackEventTypeDef]]:
     """Poll `stack_id` until its status is final; returns (final status, events seen, oldest first).
 
     `stack_id` should be the stack's id (ARN), which still resolves after a delete.
     """
-    seen: list[dict[str, Any]] = []
+    seen: list[StackEventTypeDef] = []
     while True:
         with aws.aws_errors(f"describe stack {stack_id}"):
             status = cfn.describe_stacks(StackName=stack_id)["Stacks"][0]["StackStatus"]

@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sm_dist.errors import ConfigError
 from sm_dist.provision import aws, config
+
+if TYPE_CHECKING:
+    from boto3.session import Session
+    from mypy_boto3_cloudformation import CloudFormationClient
+    from mypy_boto3_cloudformation.type_defs import StackTypeDef
 
 _log = logging.getLogger(__name__)
 
@@ -34,7 +39,7 @@ DESCRIPTION_MARKER = "sm_dist:"
 _UNUSABLE = ("CREATE_IN_PROGRESS", "CREATE_FAILED", "ROLLBACK_", "DELETE_", "REVIEW_IN_PROGRESS")
 
 
-def describe_stack(cfn: Any, stack_name: str) -> dict[str, Any] | None:
+def describe_stack(cfn: CloudFormationClient, stack_name: str) -> StackTypeDef | None:
     """DescribeStacks for one stack; None when no such (live) stack exists in the client's region."""
     with aws.aws_errors(f"describe stack {stack_name}"):
         try:
@@ -92,7 +97,7 @@ def from_config(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return {k: str(entry[k]) for k in (*RESOLVED_KEYS, "artifact_uri") if entry.get(k)}
 
 
-def resolve(stack_name: str | None = None, session: Any = None, *, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def resolve(stack_name: str | None = None, session: Session | None = None, *, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """Role ARN, bucket and checkpoint URI of an sm_dist infra stack.
 
     `stack_name` given: read that stack's outputs from CloudFormation (unknown stack ->
@@ -104,7 +109,7 @@ def resolve(stack_name: str | None = None, session: Any = None, *, environ: Mapp
         return from_config(environ)
     if not isinstance(stack_name, str) or not stack_name:
         raise ConfigError("infra_stack", stack_name, "a CloudFormation stack name, e.g. 'sm-dist'")
-    cfn = aws.client(session, "cloudformation")
+    cfn = aws.cloudformation(session)
     stack = describe_stack(cfn, stack_name)
     if stack is None:
         raise ConfigError(

@@ -11,15 +11,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sm_dist.errors import ConfigError, InfraError
 from sm_dist.provision import aws, config, events, outputs, params, template
 
+if TYPE_CHECKING:
+    from boto3.session import Session
+    from mypy_boto3_cloudformation import CloudFormationClient
+    from mypy_boto3_cloudformation.literals import CapabilityType
+    from mypy_boto3_cloudformation.type_defs import ParameterTypeDef, StackTypeDef
+
 _log = logging.getLogger(__name__)
 
 # The template creates an IAM role without a fixed name.
-CAPABILITIES = ("CAPABILITY_IAM",)
+CAPABILITIES: tuple[CapabilityType, ...] = ("CAPABILITY_IAM",)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,13 +69,13 @@ def _check_updatable(stack: Mapping[str, Any]) -> None:
         raise InfraError(f"stack {name} is {status}; wait for it to finish, then deploy again")
 
 
-def _update_parameters(stack: Mapping[str, Any], values: Mapping[str, str], declared: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _update_parameters(stack: StackTypeDef, values: Mapping[str, str], declared: Mapping[str, Any]) -> list[ParameterTypeDef]:
     """Given values win; other parameters keep their previous value.
 
     A previous value equal to the template default is left out (CloudFormation then applies
     the default, the same value) rather than sent as UsePreviousValue, which moto mishandles.
     """
-    result: list[dict[str, Any]] = [{"ParameterKey": k, "ParameterValue": v} for k, v in values.items()]
+    result: list[ParameterTypeDef] = [{"ParameterKey": k, "ParameterValue": v} for k, v in values.items()]
     for previous in stack.get("Parameters") or []:
         key = previous["ParameterKey"]
         if key in values or key not in declared:
@@ -79,11 +85,11 @@ def _update_parameters(stack: Mapping[str, Any], values: Mapping[str, str], decl
     return result
 
 
-def _submit(cfn: Any, name: str, body: str, values: Mapping[str, str], existing: Mapping[str, Any] | None, template_name: str) -> str | None:
+def _submit(cfn: CloudFormationClient, name: str, body: str, values: Mapping[str, str], existing: StackTypeDef | None, template_name: str) -> str | None:
     """Send CreateStack or UpdateStack; returns the stack id, or None when there is nothing to update."""
     with aws.aws_errors(f"deploy stack {name}"):
         if existing is None:
-            plist = [{"ParameterKey": k, "ParameterValue": v} for k, v in values.items()]
+            plist: list[ParameterTypeDef] = [{"ParameterKey": k, "ParameterValue": v} for k, v in values.items()]
             created = cfn.create_stack(StackName=name, TemplateBody=body, Parameters=plist, Capabilities=list(CAPABILITIES))
             return str(created["StackId"])
         declared = template.load(template_name).get("Parameters", {})
@@ -101,7 +107,7 @@ def deploy(
     stack_name: str,
     parameters: Mapping[str, str] | None = None,
     *,
-    session: Any = None,
+    session: Session | None = None,
     template_name: str = template.DEFAULT_TEMPLATE,
     on_event: events.EventSink | None = None,
     poll_seconds: float = events.POLL_SECONDS,
@@ -116,7 +122,7 @@ def deploy(
     name = params.check_stack_name(stack_name)
     values = params.check_parameters(dict(parameters or {}), template_name)
     body = template.template_text(template_name)
-    cfn = aws.client(session, "cloudformation")
+    cfn = aws.cloudformation(session)
     existing = outputs.describe_stack(cfn, name)
     if existing is not None:
         _check_updatable(existing)
@@ -141,10 +147,10 @@ def deploy(
     return _info(final, region, changed=changed)
 
 
-def show(stack_name: str, *, session: Any = None) -> StackInfo:
+def show(stack_name: str, *, session: Session | None = None) -> StackInfo:
     """Status, outputs and parameters of a deployed stack; unknown stack -> ConfigError."""
     name = params.check_stack_name(stack_name)
-    cfn = aws.client(session, "cloudformation")
+    cfn = aws.cloudformation(session)
     stack = outputs.describe_stack(cfn, name)
     if stack is None:
         raise ConfigError("stack", name, f"no such stack in region {aws.region_of(cfn)}; check the name, AWS_REGION and AWS_PROFILE")

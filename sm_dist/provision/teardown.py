@@ -8,18 +8,24 @@ changes, unless `empty_bucket=True`, in which case every object version is delet
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from sm_dist.errors import ConfigError, InfraError
 from sm_dist.provision import aws, config, events, outputs, params
+
+if TYPE_CHECKING:
+    from boto3.session import Session
+    from mypy_boto3_cloudformation import CloudFormationClient
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.type_defs import ObjectIdentifierTypeDef
 
 _log = logging.getLogger(__name__)
 
 _BATCH = 1000  # DeleteObjects takes at most 1000 keys per call
 
 
-def stack_buckets(cfn: Any, stack_id: str) -> list[str]:
+def stack_buckets(cfn: CloudFormationClient, stack_id: str) -> list[str]:
     """Names of the S3 buckets a stack created (its AWS::S3::Bucket resources)."""
     names: list[str] = []
     with aws.aws_errors(f"resources of stack {stack_id}"):
@@ -31,7 +37,7 @@ def stack_buckets(cfn: Any, stack_id: str) -> list[str]:
     return names
 
 
-def _versions(s3: Any, bucket: str) -> Any:
+def _versions(s3: S3Client, bucket: str) -> Iterator[ObjectIdentifierTypeDef]:
     """Yield {"Key", "VersionId"} for every object version and delete marker; nothing if the bucket is gone."""
     try:
         for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
@@ -42,17 +48,17 @@ def _versions(s3: Any, bucket: str) -> Any:
             raise
 
 
-def first_object(s3: Any, bucket: str) -> str | None:
+def first_object(s3: S3Client, bucket: str) -> str | None:
     """The key of some object (or version) in `bucket`, or None when it is empty or gone."""
     with aws.aws_errors(f"list bucket {bucket}"):
         return next((v["Key"] for v in _versions(s3, bucket)), None)
 
 
-def empty(s3: Any, bucket: str) -> int:
+def empty(s3: S3Client, bucket: str) -> int:
     """Delete every object version and delete marker in `bucket`; returns how many were deleted."""
     deleted = 0
     with aws.aws_errors(f"empty bucket {bucket}"):
-        batch: list[dict[str, str]] = []
+        batch: list[ObjectIdentifierTypeDef] = []
         # List everything first: deleting while paginating the listing could skip versions.
         for version in [*_versions(s3, bucket)]:
             batch.append(version)
@@ -65,7 +71,7 @@ def empty(s3: Any, bucket: str) -> int:
     return deleted
 
 
-def _delete_batch(s3: Any, bucket: str, batch: list[dict[str, str]]) -> int:
+def _delete_batch(s3: S3Client, bucket: str, batch: list[ObjectIdentifierTypeDef]) -> int:
     result = s3.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
     errors = result.get("Errors") or []
     if errors:
@@ -77,7 +83,7 @@ def _delete_batch(s3: Any, bucket: str, batch: list[dict[str, str]]) -> int:
 def delete(
     stack_name: str,
     *,
-    session: Any = None,
+    session: Session | None = None,
     empty_bucket: bool = False,
     on_event: events.EventSink | None = None,
     poll_seconds: float = events.POLL_SECONDS,
@@ -88,7 +94,7 @@ def delete(
     A non-empty stack bucket -> InfraError and nothing is deleted, unless `empty_bucket`.
     """
     name = params.check_stack_name(stack_name)
-    cfn = aws.client(session, "cloudformation")
+    cfn = aws.cloudformation(session)
     stack = outputs.describe_stack(cfn, name)
     if stack is None:
         raise ConfigError("stack", name, f"no such stack in region {aws.region_of(cfn)}; check the name, AWS_REGION and AWS_PROFILE")
@@ -97,7 +103,7 @@ def delete(
         raise InfraError(f"stack {name} is {stack['StackStatus']}; wait for it to finish, then delete")
     stack_id = stack["StackId"]
     buckets = stack_buckets(cfn, stack_id)
-    s3 = aws.client(session, "s3") if buckets else None
+    s3 = aws.s3(session)
     for bucket in buckets:
         key = first_object(s3, bucket)
         if key is not None and not empty_bucket:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 from _project import ROLE_ARN
@@ -10,18 +11,18 @@ from _project import ROLE_ARN
 from sm_dist.errors import LaunchError, SmDistError
 from sm_dist.planning import request as request_mod
 
-SPEC = {
-    "job_name": "sm-dist-test-1", "role_arn": ROLE_ARN, "instance_type": "ml.p4d.24xlarge", "instance_count": 2,
-    "volume_size_gb": 50, "volume_kms_key": "arn:aws:kms:us-east-1:123456789012:key/vol", "spot": True,
-    "image_uri": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.8-gpu-py312",
-    "max_runtime_s": 7200, "max_wait_s": 14400, "output_s3_uri": "s3://out-bucket/sm-dist",
-    "output_kms_key": "arn:aws:kms:us-east-1:123456789012:key/out", "checkpoint_config_uri": "s3://ckpt-bucket/run",
-    "channels": {"code": "s3://out-bucket/sm-dist/sm-dist-test-1/input/code/", "train": "s3://data/train/"},
-    "environment": {"PYTHONPATH": "/opt/ml/input/data/code"}, "hyperparameters": {"lr": "0.1"},
-    "tags": {"team": "ml"}, "subnets": ("subnet-1",), "security_group_ids": ("sg-1",), "network_isolation": True,
-    "encrypt_inter_container_traffic": True, "retry_attempts": 2,
-    "metric_definitions": [{"Name": "loss", "Regex": "loss=([0-9.]+)"}],
-}
+SPEC = request_mod.RequestSpec(
+    job_name="sm-dist-test-1", role_arn=ROLE_ARN, instance_type="ml.p4d.24xlarge", instance_count=2,
+    volume_size_gb=50, volume_kms_key="arn:aws:kms:us-east-1:123456789012:key/vol", spot=True,
+    image_uri="763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.8-gpu-py312",
+    max_runtime_s=7200, max_wait_s=14400, output_s3_uri="s3://out-bucket/sm-dist",
+    output_kms_key="arn:aws:kms:us-east-1:123456789012:key/out", checkpoint_config_uri="s3://ckpt-bucket/run",
+    channels={"code": "s3://out-bucket/sm-dist/sm-dist-test-1/input/code/", "train": "s3://data/train/"},
+    environment={"PYTHONPATH": "/opt/ml/input/data/code"}, hyperparameters={"lr": "0.1"},
+    tags={"team": "ml"}, subnets=("subnet-1",), security_group_ids=("sg-1",), network_isolation=True,
+    encrypt_inter_container_traffic=True, retry_attempts=2,
+    metric_definitions=({"Name": "loss", "Regex": "loss=([0-9.]+)"},),
+)
 
 
 def test_request_has_every_setting(aws: str) -> None:
@@ -31,11 +32,11 @@ def test_request_has_every_setting(aws: str) -> None:
     assert "ContainerArguments" not in algo
     assert req["TrainingJobName"] == "sm-dist-test-1"
     assert req["ResourceConfig"] == {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "VolumeSizeInGB": 50,
-                                     "VolumeKmsKeyId": SPEC["volume_kms_key"]}
+                                     "VolumeKmsKeyId": SPEC.volume_kms_key}
     assert req["StoppingCondition"] == {"MaxRuntimeInSeconds": 7200, "MaxWaitTimeInSeconds": 14400}
     assert req["EnableManagedSpotTraining"] is True
     assert req["CheckpointConfig"] == {"S3Uri": "s3://ckpt-bucket/run", "LocalPath": "/opt/ml/checkpoints"}
-    assert req["OutputDataConfig"]["KmsKeyId"] == SPEC["output_kms_key"]
+    assert req["OutputDataConfig"]["KmsKeyId"] == SPEC.output_kms_key
     assert req["VpcConfig"] == {"SecurityGroupIds": ["sg-1"], "Subnets": ["subnet-1"]}
     assert req["EnableNetworkIsolation"] is True and req["EnableInterContainerTrafficEncryption"] is True
     assert req["RetryStrategy"] == {"MaximumRetryAttempts": 2}
@@ -96,5 +97,5 @@ def test_settings_the_sdk_rejects_are_an_sdk_error(aws: str) -> None:
     from sm_dist.errors import ConfigError, SdkError
 
     with pytest.raises(SdkError, match="SageMaker SDK rejected the launch settings") as info:
-        request_mod.build_request({**SPEC, "instance_count": "two"})
+        request_mod.build_request(dataclasses.replace(SPEC, instance_count="two"))  # type: ignore[arg-type]
     assert isinstance(info.value, LaunchError) and not isinstance(info.value, ConfigError)
