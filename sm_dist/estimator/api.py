@@ -7,6 +7,7 @@ frozen `Estimate`. Standard library only; torch is touched only through a given 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -21,7 +22,9 @@ from sm_dist.estimator.result import Estimate
 from sm_dist.vocab import Precision, Strategy, parse_enum
 
 if TYPE_CHECKING:
+    from sm_dist.estimator.calibration import Calibration
     from sm_dist.estimator.inputs import (
+        CalibrationLike,
         CheckpointingLike,
         CountsLike,
         HfConfigLike,
@@ -153,6 +156,36 @@ def _strategies(values: StrategiesLike | None) -> list[Strategy]:
     return [parse_enum(Strategy, s, "strategy") for s in given]
 
 
+def _calibrations(value: CalibrationLike | None, mfu: float | None) -> dict[str, Calibration]:
+    """The calibration records given, by GPU family (none: {})."""
+    if value is None:
+        return {}
+    if mfu is not None:
+        raise ConfigError("calibration", "with mfu", "give mfu= (one MFU for every GPU) or calibration= (measured, "
+                          "per GPU family), not both")
+    from sm_dist.estimator import calibration  # only when given: start-up
+
+    items = [value] if isinstance(value, (str, os.PathLike, calibration.Calibration)) else list(value)
+    return calibration.by_family([r if isinstance(r, calibration.Calibration) else calibration.load(r) for r in items])
+
+
+def _calibration_warnings(calibrated: dict[str, Calibration], shape: models.ModelShape, instances: list[Instance],
+                          warnings: list[str]) -> None:
+    """Say when a calibration applies to no instance compared, or was measured on a model of another size."""
+    from sm_dist.estimator.calibration import SIZE_WARNING_FACTOR
+
+    compared = {i.gpu_model for i in instances}
+    for family, record in calibrated.items():
+        if family not in compared:
+            warnings.append(f"the {family} calibration applies to none of the instance types compared "
+                            f"({', '.join(sorted(compared))}): their MFU is the prior")
+        ratio = shape.flops_params / record.params
+        if not 1 / SIZE_WARNING_FACTOR <= ratio <= SIZE_WARNING_FACTOR:
+            warnings.append(f"the {family} MFU was measured on {record.model} ({record.params / 1e9:.3g}B parameters), "
+                            f"this estimate is for {shape.flops_params / 1e9:.3g}B: MFU moves with model size; "
+                            "calibrate with this model for a closer figure")
+
+
 def _batch_warning(rows: list[grid.Row], work: grid.Workload, warnings: list[str]) -> None:
     """Say when many GPUs force a global batch well above the one asked for (convergence changes)."""
     over = [r for r in rows if r.global_batch > 1.1 * work.global_batch]
@@ -171,12 +204,15 @@ def estimate(
     strategies: StrategiesLike | None = None, spot: bool = False, region: str = CATALOG_REGION,
     mfu: float | None = None, prices: str = "catalog", max_hours: float | None = None, budget: float | None = None,
     spot_discount: float | None = None, pricing_client: PricingClient | None = None, cache_dir: StrPath | None = None,
+    calibration: CalibrationLike | None = None,
 ) -> Estimate:
     """Estimate memory per GPU, step time, hours and cost for every combination asked for, and
     recommend the cheapest plan that fits (fastest within `budget`, cheapest within `max_hours`).
 
     `activation_checkpointing` / `micro_batch` left as None are searched per row (SEARCHED_*);
-    each row says which setting it used."""
+    each row says which setting it used. `calibration` (sm-dist calibrate's file, or a finished
+    job's figures, see estimator/calibration.py) replaces the MFU prior of its GPU family by the
+    measured MFU; other families keep the prior."""
     warnings: list[str] = []
     settings = _settings(activation_checkpointing, micro_batch)
     shape, buffers = _shape(params, model, hf_config, warnings)
@@ -198,13 +234,15 @@ def estimate(
         raise ConfigError("spot_discount", spot_discount, "a fraction off on-demand: expected 0 < discount < 1 (e.g. 0.6)")
     limits = {k: _number(k, v) for k, v in (("max_hours", max_hours), ("budget", budget)) if v is not None}
     strats = _strategies(strategies)
+    calibrated = _calibrations(calibration, mfu_value)
+    measured = {family: record.mfu for family, record in calibrated.items() if record.mfu}
     instances, live_spot = _instances(instance_types, region, prices, pricing_client, cache_dir, warnings)
     rows: list[grid.Row] = []
     counts = _counts(instance_counts)
     tried = grid.variants(work, settings)
     memo: dict[tuple[Strategy, int, int], MemoryBreakdown] = {}
     for inst in instances:
-        inst_mfu = mfu_value or timing.default_mfu(inst)
+        inst_mfu = timing.instance_mfu(inst, mfu_value, measured)
         inst_discount = discount if discount is not None else live_spot.get(inst.name, cost_mod.DEFAULT_SPOT_DISCOUNT)
         for count in counts:
             here = grid.tried_on(tried, inst.gpus * count)
@@ -216,9 +254,10 @@ def estimate(
     if choice is not None and choice.row.note:
         rows[next(i for i, r in enumerate(rows) if r[:4] == choice.row[:4])] = choice.row
     _batch_warning(rows, work, warnings)
+    _calibration_warnings(calibrated, shape, instances, warnings)
     return Estimate.build(rows=rows, recommendation=choice, work=work, settings=settings, instances=instances,
-                          spot=bool(spot),
-                          mfu=mfu_value, spot_discount=discount, live_spot=live_spot, limits=limits, warnings=warnings)
+                          spot=bool(spot), mfu=mfu_value, spot_discount=discount, live_spot=live_spot, limits=limits,
+                          warnings=warnings, calibrations=calibrated)
 
 
 __all__ = ["estimate", "Estimate", "DEFAULT_INSTANCE_TYPES", "DEFAULT_INSTANCE_COUNTS"]

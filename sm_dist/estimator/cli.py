@@ -87,6 +87,9 @@ def register(command: str, parser: argparse.ArgumentParser) -> None:
     money.add_argument("--spot", action="store_true", help="rank plans by their managed-spot cost")
     money.add_argument("--spot-discount", help="fraction off on-demand for spot (default 0.6)")
     money.add_argument("--mfu", help="model FLOPs utilisation, 0-1 (default: a prior per GPU family)")
+    money.add_argument("--calibration", action="append", metavar="FILE",
+                       help="repeatable: a file `sm-dist calibrate --out FILE` wrote; its measured MFU replaces the "
+                            "prior for that GPU family (other families keep theirs)")
     money.add_argument("--prices", default="catalog", choices=("catalog", "live"),
                        help="catalog (shipped, dated) or live (AWS Price List API, cached)")
     money.add_argument("--max-hours", help="recommend the cheapest plan finishing within this many hours")
@@ -124,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
         max_hours=parse_number("--max-hours", args.max_hours, integer=False),
         budget=parse_number("--budget", args.budget, integer=False),
         spot_discount=parse_number("--spot-discount", args.spot_discount, integer=False),
+        calibration=args.calibration,
     )
     sys.stdout.write((result.to_json() if args.json else result.table(all_rows=args.all)) + "\n")
     if args.plot:

@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias
 
+from sm_dist.estimator.calibration import Calibration
 from sm_dist.vocab import Precision, Strategy
 
 
@@ -60,6 +61,8 @@ InstanceTypesLike: TypeAlias = str | Sequence[str]
 CountsLike: TypeAlias = int | Sequence[int]
 #: `activation_checkpointing=`: "none" | "selective" | "full", or True (full) / False (none).
 CheckpointingLike: TypeAlias = str | bool
+#: `calibration=`: a calibration file (`sm-dist calibrate --out`), a record, or several (one per GPU family).
+CalibrationLike: TypeAlias = StrPath | Calibration | Sequence[StrPath | Calibration]
 
-__all__ = ["CheckpointingLike", "CountsLike", "HfConfigLike", "InstanceTypesLike", "ModelLike", "ModuleLike",
+__all__ = ["CalibrationLike", "CheckpointingLike", "CountsLike", "HfConfigLike", "InstanceTypesLike", "ModelLike", "ModuleLike",
            "PrecisionLike", "PricingClient", "StrPath", "StrategiesLike", "TensorLike"]

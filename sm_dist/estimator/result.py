@@ -11,6 +11,7 @@ from sm_dist.estimator.recommend import Recommendation
 from sm_dist.estimator.record import EstimateRecord
 
 if TYPE_CHECKING:
+    from sm_dist.estimator.calibration import Calibration
     from sm_dist.estimator.inputs import StrPath
     from sm_dist.estimator.plot import Axes  # matplotlib's, named where the core world may import it
 
@@ -27,6 +28,7 @@ class Estimate(EstimateRecord):
         settings: tuple[tuple[str, int], ...] = (), instances: list[Instance], spot: bool, mfu: float | None,
         spot_discount: float | None,
         live_spot: dict[str, float], limits: dict[str, float], warnings: list[str],
+        calibrations: dict[str, Calibration] | None = None,
     ) -> Estimate:
         """Collect assumptions and warnings around the evaluated rows."""
         warns = list(warnings)
@@ -43,7 +45,7 @@ class Estimate(EstimateRecord):
                  "heads": shape.heads, "vocab": shape.vocab, "approximate_shape": shape.approximate,
                  "tokens": work.tokens, "seq_len": work.seq_len, "global_batch": work.global_batch,
                  "micro_batch": work.micro_batch if len({m for _, m in settings}) == 1 else None}
-        assumptions = _assumptions(work, settings, instances, mfu, spot_discount, live_spot)
+        assumptions = _assumptions(work, settings, instances, mfu, spot_discount, live_spot, calibrations or {})
         return cls(tuple(rows), recommendation, assumptions, tuple(dict.fromkeys(warns)), model, spot)
 
     def table(self, all_rows: bool = False) -> str:
@@ -92,14 +94,27 @@ def _flops_text(work: grid.Workload, modes: set[str]) -> str:
     return f"6·{params}"
 
 
+def _mfu_source(mfu: float | None, calibrations: dict[str, Calibration]) -> str:
+    priors = "priors per GPU family (timing.MFU_PRIORS): A100 0.40, H100 0.35, ..."
+    if mfu:
+        return "given"
+    if not calibrations:
+        return priors
+    measured = "; ".join(f"{family} calibrated: {record.describe()}" for family, record in calibrations.items())
+    return f"{measured}; {priors} for the other families"
+
+
 def _assumptions(work: grid.Workload, settings: tuple[tuple[str, int], ...], instances: list[Instance],
-                 mfu: float | None, spot_discount: float | None, live_spot: dict[str, float]) -> dict[str, Any]:
+                 mfu: float | None, spot_discount: float | None, live_spot: dict[str, float],
+                 calibrations: dict[str, Calibration]) -> dict[str, Any]:
+    measured = {family: record.mfu for family, record in calibrations.items() if record.mfu}
     prices = {i.name: {"sagemaker_usd_per_hour": i.sagemaker_usd_per_hour, "ec2_usd_per_hour": i.ec2_usd_per_hour,
                        "date": i.price_date, "source": i.price_source, "derived": i.sagemaker_price_derived,
                        "region": i.region} for i in instances}
     return {
-        "mfu": {i.name: (mfu or timing.default_mfu(i)) for i in instances},
-        "mfu_source": "given" if mfu else "priors per GPU family (timing.MFU_PRIORS): A100 0.40, H100 0.35, ...",
+        "mfu": {i.name: timing.instance_mfu(i, mfu, measured) for i in instances},
+        "mfu_source": _mfu_source(mfu, calibrations),
+        "calibration": {family: record.to_dict() for family, record in calibrations.items()},
         "flops_per_token": _flops_text(work, {c for c, _ in settings}),
         "prices": prices,
         "startup_seconds": cost.STARTUP_SECONDS,

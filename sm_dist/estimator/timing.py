@@ -20,6 +20,7 @@ per GPU whatever N is, over every link at once, so it wins beyond two workers. n
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from sm_dist.catalog import Instance
@@ -149,4 +150,10 @@ def default_mfu(inst: Instance) -> float:
     return MFU_PRIORS.get(inst.gpu_model, 0.30)
 
 
-__all__ = ["StepTime", "step_time", "comm_volume_psi", "flops_per_token", "default_mfu", "MFU_PRIORS"]
+def instance_mfu(inst: Instance, given: float | None = None, measured: Mapping[str, float] | None = None) -> float:
+    """The MFU rows on `inst` are timed with: the one given, else the one measured for its GPU
+    family (a calibration), else the family's prior."""
+    return given or (measured or {}).get(inst.gpu_model) or default_mfu(inst)
+
+
+__all__ = ["StepTime", "step_time", "comm_volume_psi", "flops_per_token", "default_mfu", "instance_mfu", "MFU_PRIORS"]
