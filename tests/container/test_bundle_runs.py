@@ -6,15 +6,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from _harness import HANG_GUARD_S, Group, start, wait_until
 from _project import ROLE_ARN
 
 import sm_dist
 from sm_dist.launch.api import build_bundle
+from sm_dist.planning.plan import Plan
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
@@ -28,7 +29,12 @@ def _host(root: Path, host: str, bundle: Path, hosts: list[str] = HOSTS) -> None
     shutil.copytree(bundle, root / "input" / "data" / "code")
 
 
-def _env(plan, root: Path, port: int) -> dict[str, str]:
+def _argv(plan: Plan) -> list[str]:
+    """The plan's container command, run by this Python."""
+    return [sys.executable if a == "python3" else a for a in plan.container_command]
+
+
+def _env(plan: Plan, root: Path, port: int) -> dict[str, str]:
     keep = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
     container = {k: v.replace("/opt/ml", str(root)) for k, v in plan.environment.items()}
     return {**keep, **container, "SM_DIST_OPT_ML": str(root), "SM_DIST_RDZV_HOST": "127.0.0.1",
@@ -44,22 +50,18 @@ def test_planned_bundle_trains_on_two_emulated_hosts(source_dir: Path, tmp_path:
     )
     bundle = build_bundle(plan, tmp_path / "bundle")
     port = port_factory()
-    procs = []
+    for host in HOSTS:
+        _host(tmp_path / host, host, bundle)
     # algo-2 starts first, so its torchrun has the lower pid: with every host at 127.0.0.1 the
     # rendezvous ordered hosts by pid and put global rank 0 on algo-2 (a flake in CI).
-    for host in reversed(HOSTS):
-        root = tmp_path / host
-        _host(root, host, bundle)
-        argv = [sys.executable if a == "python3" else a for a in plan.container_command]
-        procs.insert(0, subprocess.Popen(argv, env=_env(plan, root, port), cwd=tmp_path, text=True,
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE))
-    outputs = [p.communicate() for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], [err[-3000:] for _, err in outputs]
-    out0, err0 = outputs[0]
-    steps = [line for line in out0.splitlines() if line.startswith("[sm_dist] step=")]
+    order = list(reversed(HOSTS))
+    group = Group([_argv(plan)] * len(order), [_env(plan, tmp_path / h, port) for h in order], cwd=tmp_path)
+    assert group.wait() == [0, 0], group.report()
+    algo1 = group.outputs()[order.index("algo-1")]
+    steps = [line for line in algo1.splitlines() if line.startswith("[sm_dist] step=")]
     assert steps and steps[-1].startswith("[sm_dist] step=3 ")
     # the launcher ran the bundle's copy of the entrypoint, with the hyperparameters as flags
-    assert str(tmp_path / "algo-1" / "input/data/code/sm_dist/_entrypoints/cnn.py --batch-size 8 --dataset-size 64 --steps 3") in err0
+    assert str(tmp_path / "algo-1" / "input/data/code/sm_dist/_entrypoints/cnn.py --batch-size 8 --dataset-size 64 --steps 3") in algo1
 
 
 def test_stop_reaches_the_training_loop_and_exits_interrupted(source_dir: Path, tmp_path: Path, port_factory) -> None:
@@ -77,15 +79,10 @@ def test_stop_reaches_the_training_loop_and_exits_interrupted(source_dir: Path, 
     )
     root = tmp_path / "algo-1"
     _host(root, "algo-1", build_bundle(plan, tmp_path / "bundle"), hosts=["algo-1"])
-    argv = [sys.executable if a == "python3" else a for a in plan.container_command]
-    proc = subprocess.Popen(argv, env=_env(plan, root, port_factory()), cwd=tmp_path, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    for line in proc.stdout:  # wait until training runs
-        if line.startswith("[sm_dist] step="):
-            break
-    proc.send_signal(signal.SIGTERM)
-    proc.stdout.read()
-    assert proc.wait() == EXIT_INTERRUPTED
+    group = start(_argv(plan), _env(plan, root, port_factory()), cwd=tmp_path)
+    wait_until(lambda: "[sm_dist] step=" in group.outputs()[0], group, timeout=HANG_GUARD_S, what="a training step")
+    group.procs[0].send_signal(signal.SIGTERM)
+    assert group.wait() == [EXIT_INTERRUPTED], group.report()
     committed = sorted(p.parent.name for p in ckpt.glob("step-*/manifest.json"))
     assert committed, "no checkpoint committed on stop"
     assert not (root / "output" / "failure").exists()

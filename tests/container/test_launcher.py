@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from _harness import Group, child_env, start, wait_until
 
 from sm_dist.container import launcher, launcher_env
 from sm_dist.jobspec import EXIT_INTERRUPTED, JobSpec
@@ -57,22 +55,13 @@ def make_host(root: Path, host: str, hosts: list[str], spec: JobSpec) -> Path:
     return root
 
 
-def start(root: Path, port: int, out: Path, mode: str = "exit") -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "TORCHELASTIC", "PET_"))}
-    env.update(
-        SM_DIST_OPT_ML=str(root), SM_DIST_RDZV_HOST="127.0.0.1", SM_DIST_RDZV_PORT=str(port),
-        OUT_DIR=str(out), MODE=mode, PYTHONPATH=str(REPO), SM_NUM_GPUS="0",
-    )
-    return subprocess.Popen(
-        [sys.executable, "-m", "sm_dist.container.launcher"], env=env, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )
+def launcher_env_for(root: Path, port: int, out: Path, mode: str = "exit") -> dict[str, str]:
+    """What the launcher of the emulated host at `root` gets (the harness strips the machine's launcher variables)."""
+    return child_env({"SM_DIST_OPT_ML": str(root), "SM_DIST_RDZV_HOST": "127.0.0.1", "SM_DIST_RDZV_PORT": str(port),
+                      "OUT_DIR": str(out), "MODE": mode, "PYTHONPATH": str(REPO), "SM_NUM_GPUS": "0"})
 
 
-def wait_for(paths: list[Path], proc: subprocess.Popen[str]) -> None:
-    while not all(p.exists() for p in paths):
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.1)
+LAUNCHER = [sys.executable, "-m", "sm_dist.container.launcher"]
 
 
 def test_natural_host_order_and_rank(tmp_path: Path) -> None:
@@ -138,9 +127,8 @@ def test_two_hosts_form_one_job(tmp_path: Path, port_factory) -> None:
     hosts = ["algo-1", "algo-2"]
     port, out = port_factory(), tmp_path / "out"
     out.mkdir()
-    procs = [start(make_host(tmp_path / h, h, hosts, spec), port, out) for h in hosts]
-    codes = [p.wait() for p in procs]
-    assert codes == [0, 0], [p.communicate() for p in procs]
+    group = Group([LAUNCHER] * 2, [launcher_env_for(make_host(tmp_path / h, h, hosts, spec), port, out) for h in hosts])
+    assert group.wait() == [0, 0], group.report()
     seen = [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert {s["WORLD_SIZE"] for s in seen} == {"2"}
     assert sorted(s["SM_CURRENT_HOST"] for s in seen) == hosts
@@ -156,10 +144,10 @@ def test_sigterm_reaches_the_script(tmp_path: Path, port_factory, mode: str) -> 
     root = make_host(tmp_path / "algo-1", "algo-1", ["algo-1"], JobSpec(entry="train.py"))
     out = tmp_path / "out"
     out.mkdir()
-    proc = start(root, port_factory(), out, mode=mode)
-    wait_for([out / "rank0.json.ready"], proc)
-    proc.send_signal(signal.SIGTERM)
-    code = proc.wait()
+    group = start(LAUNCHER, launcher_env_for(root, port_factory(), out, mode=mode))
+    wait_until((out / "rank0.json.ready").exists, group, what="the script to install its SIGTERM handler")
+    group.procs[0].send_signal(signal.SIGTERM)
+    [code] = group.wait()
     assert json.loads((out / "rank0.json").read_text())["sigterm"] is True
     failure = root / "output" / "failure"
     if mode == "commit":
@@ -172,8 +160,7 @@ def test_sigterm_reaches_the_script(tmp_path: Path, port_factory, mode: str) -> 
 @pytest.mark.slow
 def test_failure_is_reported(tmp_path: Path, port_factory) -> None:
     root = make_host(tmp_path / "algo-1", "algo-1", ["algo-1"], JobSpec(entry="train.py"))
-    proc = start(root, port_factory(), tmp_path, mode="fail")
-    code = proc.wait()
+    [code] = start(LAUNCHER, launcher_env_for(root, port_factory(), tmp_path, mode="fail")).wait()
     text = (root / "output" / "failure").read_text()
     assert code == 1
     assert len(text) <= launcher.FAILURE_MAX_CHARS and "boom" in text

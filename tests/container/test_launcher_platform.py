@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _harness import free_port
 
 from sm_dist.container import launcher, launcher_env
 from sm_dist.errors import LaunchFailure
@@ -73,14 +74,8 @@ def test_rendezvous_waits_for_all_hosts_longer_than_torchs_default(tmp_path: Pat
     assert f"join_timeout={launcher_env.RDZV_WAIT_S}" in conf and launcher_env.RDZV_WAIT_S > 600
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_a_host_waits_for_a_late_first_host_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
-    port = _free_port()
+    port = free_port()
     server = socket.socket()
 
     def first_host_starts_late() -> None:
@@ -101,7 +96,7 @@ def test_a_host_waits_for_a_late_first_host_and_says_so(caplog: pytest.LogCaptur
 
 def test_a_first_host_that_never_comes_fails_with_the_reason() -> None:
     with pytest.raises(LaunchFailure, match="did not accept connections in 0 s"):
-        launcher_env.wait_for_store("127.0.0.1", _free_port(), timeout=0.3, interval=0.1)
+        launcher_env.wait_for_store("127.0.0.1", free_port(), timeout=0.3, interval=0.1)
 
 
 @pytest.mark.parametrize(("version", "refused"), [("2.4.1+cu121", True), ("2.8.0+cu128", True), ("2.10.0", False),

@@ -3,19 +3,19 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from _harness import start, start_ranks
 
 from sm_dist.metric_format import parse_line
 from sm_dist.runtime.model_output import SHA_FILENAME, load_model, state_dict_sha256
 from sm_dist.runtime.models.gpt import GPT, GPTConfig
 from sm_dist.runtime.models.resnet import ResNet18
 
-from .conftest import ENTRYPOINTS, HANG_GUARD_S, Run, parse_run, worker_env
+from .conftest import ENTRYPOINTS, Run, parse_run, worker_env
 
 pytestmark = pytest.mark.slow
 
@@ -31,18 +31,21 @@ def _check_model(run, model_dir: Path, steps: int) -> dict[str, torch.Tensor]:
     return weights
 
 
+def run_one(argv: list[str]) -> tuple[int, str]:
+    """One process, no launcher: its exit code and everything it printed."""
+    group = start(argv, worker_env())
+    (code,) = group.wait()
+    return code, group.output
+
+
 def _srun(port: int, args: list[str], tasks: int = 2) -> Run:
     """What `srun -n 2 python cnn.py ...` gives each task on one node: SLURM_* variables, no torchrun."""
-    procs = []
-    for rank in range(tasks):
-        env = {**worker_env(), "SLURM_NTASKS": str(tasks), "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank),
-               "SLURM_NODEID": "0", "SLURM_JOB_NODELIST": "localhost", "SLURM_NTASKS_PER_NODE": str(tasks),
-               "SLURM_JOB_NAME": "train", "SLURM_JOB_ID": "4242", "MASTER_ADDR": "127.0.0.1",
-               "MASTER_PORT": str(port)}
-        procs.append(subprocess.Popen([sys.executable, str(ENTRYPOINTS / "cnn.py"), *args], env=env, text=True,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
-    outs = [p.communicate(timeout=HANG_GUARD_S)[0] for p in procs]
-    return parse_run(max(p.returncode for p in procs), outs[0] + outs[1])
+    envs = [worker_env({"SLURM_NTASKS": str(tasks), "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank),
+                        "SLURM_NODEID": "0", "SLURM_JOB_NODELIST": "localhost", "SLURM_NTASKS_PER_NODE": str(tasks),
+                        "SLURM_JOB_NAME": "train", "SLURM_JOB_ID": "4242", "MASTER_ADDR": "127.0.0.1",
+                        "MASTER_PORT": str(port)}) for rank in range(tasks)]
+    group = start_ranks([sys.executable, str(ENTRYPOINTS / "cnn.py"), *args], envs)
+    return parse_run(max(group.wait()), group.output)
 
 
 def test_cnn_same_seed_same_model_under_torchrun_and_slurm(torchrun, port_factory, tmp_path: Path) -> None:
@@ -57,8 +60,7 @@ def test_cnn_same_seed_same_model_under_torchrun_and_slurm(torchrun, port_factor
 def test_cnn_single_process(tmp_path: Path) -> None:
     argv = [sys.executable, str(ENTRYPOINTS / "cnn.py"), "--steps", "3", "--batch-size", "16", "--seed", "8",
             "--model-dir", str(tmp_path / "m")]
-    proc = subprocess.run(argv, capture_output=True, text=True, env=worker_env(), timeout=HANG_GUARD_S, check=False)
-    run = parse_run(proc.returncode, proc.stdout + proc.stderr)
+    run = parse_run(*run_one(argv))
     _check_model(run, tmp_path / "m", 3)
 
 
@@ -87,10 +89,10 @@ def test_gpt_sharded_strategies_on_local_text(torchrun, tmp_path: Path, strategy
 
 def test_bad_flag_is_one_line_and_exit_2(tmp_path: Path) -> None:
     argv = [sys.executable, str(ENTRYPOINTS / "gpt.py"), "--n-head", "5", "--steps", "1"]
-    proc = subprocess.run(argv, capture_output=True, text=True, env=worker_env(), timeout=HANG_GUARD_S, check=False)
-    assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1].startswith("gpt: error: n_head=5")
-    assert "Traceback" not in proc.stderr
+    code, output = run_one(argv)
+    assert code == 2
+    assert output.strip().splitlines()[-1].startswith("gpt: error: n_head=5")
+    assert "Traceback" not in output
 
 
 def test_run_function_under_torchrun(torchrun, tmp_path: Path) -> None:
