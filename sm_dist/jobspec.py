@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from sm_dist.contract.checkpoint import CheckpointSettings
+from sm_dist.contract.checkpoint import DEFAULT_KEEP, CheckpointSettings
 from sm_dist.errors import ConfigError
 from sm_dist.vocab import Precision, Strategy, parse_enum
 
@@ -65,6 +65,12 @@ class CheckpointSpec(CheckpointSettings):
         super().__post_init__()
         if self.uri is not None and not self.uri.startswith("s3://"):
             raise ConfigError("checkpoint.uri", self.uri, "expected s3://bucket/prefix")
+
+    def to_settings(self) -> CheckpointSettings:
+        """The checkpointer's settings: these, with keep=None made the default (DEFAULT_KEEP)."""
+        return CheckpointSettings(mode=self.mode, uri=self.uri, local_path=self.local_path,
+                                  keep=DEFAULT_KEEP if self.keep is None else self.keep,
+                                  interval_steps=self.interval_steps, async_save=self.async_save)
 
 
 @dataclass(frozen=True, kw_only=True)

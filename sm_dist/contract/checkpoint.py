@@ -169,6 +169,8 @@ class CheckpointMode(StrEnum):
 #: Fewest committed checkpoints kept: one can be unreadable (bad disk, partial sync) and the
 #: other still restores.
 MIN_KEEP = 2
+#: Committed checkpoints kept when nothing says otherwise: the Checkpointer's and CheckpointSettings'
+#: default, and what the job spec's keep=None stands for.
 DEFAULT_KEEP = 2
 
 

@@ -18,15 +18,21 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sm_dist.errors import SmDistError
+
+if TYPE_CHECKING:
+    from sm_dist.runtime.checkpoint.checkpointer import Checkpointer
+    from sm_dist.runtime.context import RunContext
+    from sm_dist.runtime.train import TrainResult, Workload
 
 _log = logging.getLogger(__name__)
 
 #: Adds a workload's own flags to its argument group (an ArgumentParser works as well).
 AddFlags = Callable[[argparse._ArgumentGroup], None]
-MakeWorkload = Callable[[argparse.Namespace, Any], Any]
+#: Builds the Workload from the parsed flags, after runtime.init() (so every rank seeds it alike).
+MakeWorkload = Callable[[argparse.Namespace, "RunContext"], "Workload"]
 
 
 def build_parser(prog: str, add_flags: AddFlags, *, batch_size: int, lr: float | None,
@@ -56,9 +62,9 @@ def run_entrypoint(prog: str, add_flags: AddFlags, make_workload: MakeWorkload, 
     return 0
 
 
-def train_with_flags(args: argparse.Namespace, make_workload: MakeWorkload) -> Any:
+def train_with_flags(args: argparse.Namespace, make_workload: MakeWorkload) -> TrainResult:
     """runtime.init with the flags, build the workload (plus --lr-schedule unless it brings its own
-    scheduler) and the Checkpointer, fit. Returns a TrainResult."""
+    scheduler) and the Checkpointer, fit."""
     from sm_dist import runtime
     from sm_dist.runtime.schedules import lr_schedule
     from sm_dist.runtime.train import fit, train_config
@@ -72,29 +78,24 @@ def train_with_flags(args: argparse.Namespace, make_workload: MakeWorkload) -> A
         return fit(ctx, workload, config, make_checkpointer(ctx, args))
 
 
-def make_checkpointer(ctx: Any, args: argparse.Namespace) -> Any:
-    """A Checkpointer from the flags over the job spec, or None when no location is configured."""
+def make_checkpointer(ctx: RunContext, args: argparse.Namespace) -> Checkpointer | None:
+    """A Checkpointer with the flags over the job spec's settings, or None when no location is configured."""
+    from sm_dist.contract.checkpoint import CheckpointSettings
     from sm_dist.jobspec import load_job_spec
+    from sm_dist.runtime.train_args import checkpoint_settings
 
     if args.no_checkpoint:
         return None
-    overrides: dict[str, Any] = {}
-    if args.checkpoint_dir:
-        overrides.update(mode="local", local_path=args.checkpoint_dir, uri=None)
-    if args.checkpoint_uri:
-        overrides.update(uri=args.checkpoint_uri)
-    for flag, key in (("save_every", "interval_steps"), ("keep", "keep"), ("async_save", "async_save")):
-        if getattr(args, flag) is not None:
-            overrides[key] = getattr(args, flag)
     spec = load_job_spec()
     in_spec = spec is not None and (spec.checkpoint.mode != "auto" or spec.checkpoint.uri or spec.checkpoint.local_path)
     if not (args.checkpoint_dir or args.checkpoint_uri or in_spec or ctx.env.checkpoint_dir):
         _log.info("no checkpoint location (--checkpoint-dir, --checkpoint-uri or the job spec): "
                   "training without checkpoints")
         return None
-    from sm_dist.runtime.checkpoint import Checkpointer
+    from sm_dist.runtime.checkpoint.checkpointer import Checkpointer
 
-    return Checkpointer.from_env(ctx, **overrides)
+    base = spec.checkpoint.to_settings() if spec is not None else CheckpointSettings()
+    return Checkpointer(ctx, checkpoint_settings(args, base))
 
 
 def configure_logging() -> None:

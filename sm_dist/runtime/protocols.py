@@ -17,6 +17,16 @@ if TYPE_CHECKING:
 OptimizerFactory = Callable[[Iterable["nn.Parameter"]], "torch.optim.Optimizer"]
 
 
+class RunIdentity(Protocol):
+    """Where this process stands in the job: a RunEnv or a RunContext (both have these)."""
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def world_size(self) -> int: ...
+
+
 class Stateful(Protocol):
     """An object the checkpointer saves and restores through its own state dict: an LR scheduler,
     a grad scaler, the resumable sampler or loader."""
@@ -42,4 +52,4 @@ class StateStrategy(Protocol):
                         state: dict[str, Any]) -> None: ...
 
 
-__all__ = ["OptimizerFactory", "StateStrategy", "Stateful"]
+__all__ = ["OptimizerFactory", "RunIdentity", "StateStrategy", "Stateful"]

@@ -10,18 +10,27 @@ None, so `runtime.init` takes them from the job spec (SM_DIST_JOB_SPEC) and then
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import logging
 import sys
 from collections.abc import Sequence
+from typing import TypeVar
 
+from sm_dist.contract.checkpoint import CheckpointMode, CheckpointSettings
 from sm_dist.errors import ConfigError
 from sm_dist.vocab import did_you_mean
+
+_log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 _NULL = ("", "null", "none")
 #: Flags a legacy `torch.distributed.launch` appends; torchrun sets LOCAL_RANK instead (docs/PLATFORM.md §2.1).
 _IGNORED = ("--local-rank",)
+#: Earlier flag names that still work: old name -> the flag it now is.
+DEPRECATED_FLAGS = {"--save-every": "--checkpoint-interval-steps"}
 
 
 def flag_bool(text: str) -> bool:
@@ -84,15 +93,37 @@ def add_common_flags(parser: argparse.ArgumentParser, *, batch_size: int, lr: fl
 
 
 def add_checkpoint_flags(parser: argparse.ArgumentParser) -> None:
-    """--checkpoint-dir/--checkpoint-uri --save-every --keep --async-save (None = job spec)."""
+    """--checkpoint-dir/--checkpoint-uri --checkpoint-interval-steps --keep --async-save (None = job spec)."""
     ckpt = parser.add_argument_group("checkpoints (None = job spec, then the checkpointer's default)")
     where = ckpt.add_mutually_exclusive_group()
     where.add_argument("--checkpoint-dir", type=optional_str, help="local folder for checkpoints")
     where.add_argument("--checkpoint-uri", type=optional_str, help="s3://bucket/prefix for checkpoints")
-    ckpt.add_argument("--save-every", type=optional_int, help="save every N optimizer steps")
+    # one name from sm-dist fit to the runtime: LaunchConfig.checkpoint_interval_steps, the job spec's
+    # checkpoint.interval_steps; --save-every is its earlier name here
+    ckpt.add_argument("--checkpoint-interval-steps", "--save-every", dest="checkpoint_interval_steps",
+                      type=optional_int, help="save every N optimizer steps (--save-every: deprecated name)")
     ckpt.add_argument("--keep", type=optional_int, help="committed checkpoints to keep (>= 2)")
     ckpt.add_argument("--async-save", type=flag_bool, nargs="?", const=True, help="write checkpoints in the background")
     ckpt.add_argument("--no-checkpoint", action="store_true", help="train without checkpoints")
+
+
+def checkpoint_settings(args: argparse.Namespace, base: CheckpointSettings) -> CheckpointSettings:
+    """The checkpoint flags over `base` (the job spec's settings): a flag given replaces its field."""
+    settings = base
+    if args.checkpoint_dir:
+        settings = dataclasses.replace(settings, mode=CheckpointMode.LOCAL, local_path=args.checkpoint_dir, uri=None)
+    if args.checkpoint_uri:
+        settings = dataclasses.replace(settings, uri=args.checkpoint_uri)
+    return dataclasses.replace(
+        settings,
+        interval_steps=_given(args.checkpoint_interval_steps, settings.interval_steps),
+        keep=_given(args.keep, settings.keep),
+        async_save=_given(args.async_save, settings.async_save),
+    )
+
+
+def _given(flag: _T | None, field: _T) -> _T:
+    return field if flag is None else flag
 
 
 def normalize_argv(argv: Sequence[str]) -> list[str]:
@@ -117,7 +148,11 @@ def normalize_argv(argv: Sequence[str]) -> list[str]:
 def parse_flags(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None, *,
                 allow_unknown: bool = False) -> argparse.Namespace:
     """Parse SageMaker-style argv; an unknown flag is a ConfigError with a suggestion (unless allowed)."""
-    args, unknown = parser.parse_known_args(normalize_argv(sys.argv[1:] if argv is None else argv))
+    argv = normalize_argv(sys.argv[1:] if argv is None else argv)
+    args, unknown = parser.parse_known_args(argv)
+    for old, new in DEPRECATED_FLAGS.items():
+        if any(arg == old or arg.startswith(old + "=") for arg in argv):
+            _log.warning("%s is deprecated; use %s", old, new)
     if unknown and not allow_unknown:
         known = [opt for action in parser._actions for opt in action.option_strings]
         flag = unknown[0].partition("=")[0]

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from sm_dist.contract.checkpoint import DEFAULT_KEEP, CheckpointSettings
 from sm_dist.errors import ConfigError
 from sm_dist.jobspec import CheckpointSpec, JobSpec
 from sm_dist.runtime.checkpoint import (
@@ -22,6 +23,8 @@ from sm_dist.runtime.checkpoint.config import (
     open_storage,
     resolve_mode,
 )
+from sm_dist.runtime.entry import build_parser
+from sm_dist.runtime.train_args import checkpoint_settings, parse_flags
 
 
 def _env(**fields: object) -> SimpleNamespace:
@@ -36,6 +39,27 @@ def test_from_env_takes_the_job_spec_and_explicit_arguments_win(tmp_path, monkey
     with Checkpointer.from_env(None, keep=4) as ckpt:
         assert isinstance(ckpt.storage, LocalStorage) and ckpt.storage.root == tmp_path / "ck"
         assert (ckpt.config.interval_steps, ckpt.config.keep, ckpt.config.async_save) == (7, 4, True)
+
+
+def test_the_settings_record_travels_whole_and_keep_none_in_the_spec_is_the_default(tmp_path):
+    spec = CheckpointSpec(mode="local", local_path=str(tmp_path / "ck"), interval_steps=7)
+    settings = spec.to_settings()
+    assert type(settings) is CheckpointSettings and settings.keep == DEFAULT_KEEP
+    with Checkpointer(None, settings) as ckpt:
+        assert ckpt.config is settings and isinstance(ckpt.storage, LocalStorage)
+    with pytest.raises(ConfigError, match="not both"):
+        Checkpointer(None, settings, keep=3)
+
+
+@pytest.mark.parametrize("flag", ["--checkpoint-interval-steps", "--save-every", "--save_every"])
+def test_the_entrypoint_flags_replace_fields_of_the_job_specs_record(flag, caplog):
+    parser = build_parser("t", lambda group: None, batch_size=4, lr=0.1)
+    args = parse_flags(parser, ["--checkpoint-dir", "/d", flag, "5", "--keep", "3"])
+    base = CheckpointSettings(mode="s3", uri="s3://b/p", interval_steps=2, async_save=True)
+    assert checkpoint_settings(args, base) == CheckpointSettings(mode="local", local_path="/d", interval_steps=5,
+                                                                 keep=3, async_save=True)
+    assert ("deprecated" in caplog.text) == (flag != "--checkpoint-interval-steps")
+    assert checkpoint_settings(parse_flags(parser, []), base) == base
 
 
 @pytest.mark.parametrize(("config", "env", "mode"), [

@@ -23,7 +23,7 @@ def test_defaults_leave_run_settings_to_the_job_spec() -> None:
     args = parse_flags(_parser(), [])
     assert (args.strategy, args.precision, args.seed) == (None, None, None)
     assert (args.batch_size, args.lr, args.epochs, args.steps, args.clip) == (4, 0.1, 1, None, 1.0)
-    assert (args.checkpoint_dir, args.save_every, args.keep, args.async_save) == (None, None, None, None)
+    assert (args.checkpoint_dir, args.checkpoint_interval_steps, args.keep, args.async_save) == (None, None, None, None)
 
 
 def test_sagemaker_style_underscores_json_values() -> None:
@@ -32,7 +32,7 @@ def test_sagemaker_style_underscores_json_values() -> None:
             "--strategy", "fsdp", "--save_every", "5"]
     args = parse_flags(_parser(), argv)
     assert (args.batch_size, args.async_save, args.clip, args.dataset_size) == (8, True, None, 20)
-    assert (args.strategy, args.save_every) == ("fsdp", 5)
+    assert (args.strategy, args.checkpoint_interval_steps) == ("fsdp", 5)
 
 
 def test_bare_async_save_flag_means_true() -> None:

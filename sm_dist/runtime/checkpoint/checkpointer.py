@@ -7,20 +7,21 @@ collectives), and every rank calls ``save``/``maybe_save``/``resume``/``close`` 
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 import os
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import torch
 import torch.distributed as dist
 
-from sm_dist.contract.checkpoint import parse_mode
-from sm_dist.errors import CheckpointError
+from sm_dist.contract.checkpoint import DEFAULT_KEEP, CheckpointMode, CheckpointSettings, parse_mode
+from sm_dist.errors import CheckpointError, ConfigError
 from sm_dist.runtime.checkpoint.config import (
-    CheckpointConfig,
-    RunIdentity,
     open_storage,
     run_identity,
 )
@@ -33,7 +34,7 @@ from sm_dist.runtime.checkpoint.load import (
 )
 from sm_dist.runtime.checkpoint.manifest import Manifest
 from sm_dist.runtime.checkpoint.payload import collect_payload
-from sm_dist.runtime.checkpoint.save import Group, write_checkpoint
+from sm_dist.runtime.checkpoint.save import Group, SavePayload, write_checkpoint
 from sm_dist.runtime.checkpoint.signals import (
     StopSignal,
     final_save_fits,
@@ -41,25 +42,49 @@ from sm_dist.runtime.checkpoint.signals import (
 )
 from sm_dist.runtime.checkpoint.state import has_dtensor, resolve_strategy
 from sm_dist.runtime.checkpoint.storage import Storage
+from sm_dist.runtime.protocols import RunIdentity, Stateful, StateStrategy
+
+if TYPE_CHECKING:
+    from torch import nn
+    from torch.distributed import ProcessGroup
 
 _log = logging.getLogger(__name__)
+
+
+class SettingsChanges(TypedDict, total=False):
+    """Fields of CheckpointSettings that `Checkpointer.from_env` may replace."""
+
+    mode: CheckpointMode
+    uri: str | None
+    local_path: str | None
+    keep: int | None
+    interval_steps: int | None
+    async_save: bool
 
 
 class Checkpointer:
     """Crash-safe checkpoints for one training run (docs/ARCHITECTURE.md, "Contract: checkpoints").
 
     env_or_ctx: a RunContext (its strategy saves and loads the state) or RunEnv; None reads the
-    ranks from torch.distributed. uri/mode/local_path: where (see config.py for "auto").
-    keep: committed checkpoints kept (>= 2, None = all). interval_steps: maybe_save's period.
-    async_save: maybe_save writes in the background. storage/strategy: explicit objects, mostly
-    for tests. handle_signals: record SIGTERM for the per-step stop vote.
+    ranks from torch.distributed. settings: where, how often and how many (CheckpointSettings,
+    e.g. the job spec's); or, instead of the record, its fields one by one: uri/mode/local_path
+    (where; see config.py for "auto"), keep (committed checkpoints kept, >= 2, None = all),
+    interval_steps (maybe_save's period), async_save (maybe_save writes in the background).
+    storage/strategy: explicit objects, mostly for tests. handle_signals: record SIGTERM for the
+    per-step stop vote.
     """
 
-    def __init__(self, env_or_ctx: RunIdentity | None = None, *, uri: str | None = None, mode: str = "auto", keep: int | None = 2,
-                 interval_steps: int | None = None, async_save: bool = False, local_path: str | None = None,
-                 storage: Any = None, strategy: Any = None, handle_signals: bool = True) -> None:
-        self.config = CheckpointConfig(mode=parse_mode(mode), uri=uri, local_path=local_path, keep=keep,
-                                       interval_steps=interval_steps, async_save=async_save)
+    def __init__(self, env_or_ctx: RunIdentity | None = None, settings: CheckpointSettings | None = None, *,
+                 uri: str | None = None, mode: str | CheckpointMode = CheckpointMode.AUTO,
+                 keep: int | None = DEFAULT_KEEP, interval_steps: int | None = None, async_save: bool = False,
+                 local_path: str | None = None, storage: Storage | None = None, strategy: StateStrategy | None = None,
+                 handle_signals: bool = True) -> None:
+        fields = CheckpointSettings(mode=parse_mode(mode), uri=uri, local_path=local_path, keep=keep,
+                                  interval_steps=interval_steps, async_save=async_save)
+        if settings is not None and fields != CheckpointSettings():
+            raise ConfigError("settings", settings, "give the settings record or its fields (uri=, mode=, keep=, "
+                              "...), not both")
+        self.config = settings if settings is not None else fields
         self._ctx = env_or_ctx
         self.rank, self.world_size = run_identity(env_or_ctx)
         self._strategy = resolve_strategy(env_or_ctx, strategy)
@@ -79,20 +104,13 @@ class Checkpointer:
             self._signal.install()
 
     @classmethod
-    def from_env(cls, ctx: Any = None, **overrides: Any) -> Checkpointer:
-        """Defaults from the job spec ($SM_DIST_JOB_SPEC) and the run environment; `overrides` win."""
-        from sm_dist.jobspec import load_job_spec
+    def from_env(cls, ctx: RunIdentity | None = None, **overrides: Unpack[SettingsChanges]) -> Checkpointer:
+        """The job spec's settings ($SM_DIST_JOB_SPEC; the defaults without one) and the run
+        environment; `overrides` (CheckpointSettings fields, e.g. keep=4) replace the spec's."""
+        settings = job_settings()
+        return cls(ctx, dataclasses.replace(settings, **overrides) if overrides else settings)
 
-        spec = load_job_spec()
-        settings: dict[str, Any] = {}
-        if spec is not None:
-            c = spec.checkpoint
-            settings = {"mode": c.mode, "uri": c.uri, "local_path": c.local_path, "interval_steps": c.interval_steps,
-                        "keep": c.keep if c.keep is not None else 2, "async_save": c.async_save}
-        settings.update(overrides)
-        return cls(ctx, **settings)
-
-    def _make_groups(self) -> tuple[Group, Any]:
+    def _make_groups(self) -> tuple[Group, ProcessGroup | None]:
         if self.world_size == 1:
             return Group(rank=0, world_size=1), None
         if not dist.is_initialized():
@@ -119,9 +137,9 @@ class Checkpointer:
             raise CheckpointError(box[0])
 
     # -- saving ---------------------------------------------------------------------------------
-    def save(self, step: int, *, model: Any, optimizer: Any = None, scheduler: Any = None, scaler: Any = None,
-             sampler: Any = None, epoch: int = 0, extras: dict[str, Any] | None = None,
-             blocking: bool = True) -> Manifest | None:
+    def save(self, step: int, *, model: nn.Module, optimizer: torch.optim.Optimizer | None = None,
+             scheduler: Stateful | None = None, scaler: Stateful | None = None, sampler: Stateful | None = None,
+             epoch: int = 0, extras: dict[str, Any] | None = None, blocking: bool = True) -> Manifest | None:
         """Write and commit a checkpoint of `step` (collective).
 
         blocking=False copies the state to CPU and returns; the write, upload and commit run in
@@ -134,7 +152,7 @@ class Checkpointer:
         start = time.monotonic()
         payload = collect_payload(step, epoch=epoch, strategy=self._strategy, model=model, optimizer=optimizer,
                                   scheduler=scheduler, scaler=scaler, sampler=sampler, extras=extras,
-                                  rank=self.rank, copy=not blocking, ctx=self._ctx)
+                                  rank=self.rank, copy=not blocking, precision=_precision(self._ctx))
         if blocking:
             manifest = write_checkpoint(payload, self.storage, self._group, self._faults, self.config.keep)
             self.last_save_seconds = self.last_stall_seconds = time.monotonic() - start
@@ -146,7 +164,7 @@ class Checkpointer:
         self.last_stall_seconds = time.monotonic() - start
         return None
 
-    def _background(self, payload: Any, storage: Storage) -> None:
+    def _background(self, payload: SavePayload, storage: Storage) -> None:
         start = time.monotonic()
         try:
             write_checkpoint(payload, storage, self._group, self._faults, self.config.keep)
@@ -171,17 +189,22 @@ class Checkpointer:
             error, self._thread_error = self._thread_error, None
             raise CheckpointError(f"a background checkpoint failed and was not committed: {error}") from error
 
-    def maybe_save(self, step: int, **state: Any) -> Manifest | None:
-        """Call once per step on every rank: votes on a stop, then saves every `interval_steps`.
+    def maybe_save(self, step: int, *, model: nn.Module, optimizer: torch.optim.Optimizer | None = None,
+                   scheduler: Stateful | None = None, scaler: Stateful | None = None, sampler: Stateful | None = None,
+                   epoch: int = 0, extras: dict[str, Any] | None = None) -> Manifest | None:
+        """Call once per step on every rank (the state as for save): votes on a stop, then saves
+        every `interval_steps`.
 
         After an agreed stop (SIGTERM) it saves a final checkpoint if it fits in the grace time,
         closes, and raises SystemExit(EXIT_INTERRUPTED).
         """
+        save = functools.partial(self.save, step, model=model, optimizer=optimizer, scheduler=scheduler,
+                                 scaler=scaler, sampler=sampler, epoch=epoch, extras=extras)
         if self.stop_requested():
-            self._stop(step, state)
+            self._stop(step, save)
         every = self.config.interval_steps
         if every and step % every == 0 and step != self.last_step:
-            return self.save(step, blocking=not self.config.async_save, **state)
+            return save(blocking=not self.config.async_save)
         return None
 
     # -- stopping -------------------------------------------------------------------------------
@@ -199,10 +222,10 @@ class Checkpointer:
         """Behave as if this rank received SIGTERM now."""
         self._signal.trigger()
 
-    def _stop(self, step: int, state: dict[str, Any]) -> None:
+    def _stop(self, step: int, save: Callable[..., Manifest | None]) -> None:
         from sm_dist.jobspec import EXIT_INTERRUPTED, INTERRUPT_MARKER_ENV
 
-        committed = self._final_save(step, state)
+        committed = self._final_save(step, save)
         marker = os.environ.get(INTERRUPT_MARKER_ENV)
         # One writer per host (its local rank 0): every host's launcher reads its own marker to
         # exit EXIT_INTERRUPTED; the file names the host's own container path.
@@ -213,7 +236,7 @@ class Checkpointer:
         _log.warning("stopped after step %d on request; exit code %d", step, EXIT_INTERRUPTED)
         raise SystemExit(EXIT_INTERRUPTED)
 
-    def _final_save(self, step: int, state: dict[str, Any]) -> bool:
+    def _final_save(self, step: int, save: Callable[..., Manifest | None]) -> bool:
         """Save `step` if it fits in the grace time left; True if the latest state is committed."""
         if self.storage is None:
             return False
@@ -234,15 +257,16 @@ class Checkpointer:
                          "the last committed step is %s", elapsed, guess, grace, self.last_step)
             return False
         try:
-            self.save(step, blocking=True, **state)
+            save(blocking=True)
         except CheckpointError as exc:
             _log.error("final checkpoint failed: %s", exc)
             return False
         return True
 
     # -- resuming -------------------------------------------------------------------------------
-    def resume(self, *, model: Any, optimizer: Any = None, scheduler: Any = None, scaler: Any = None,
-               sampler: Any = None) -> ResumeState | None:
+    def resume(self, *, model: nn.Module, optimizer: torch.optim.Optimizer | None = None,
+               scheduler: Stateful | None = None, scaler: Stateful | None = None,
+               sampler: Stateful | None = None) -> ResumeState | None:
         """Restore the newest good checkpoint into the given objects (collective); None if there is none."""
         if self.storage is None:
             return None
@@ -285,4 +309,18 @@ class Checkpointer:
         self.close(raise_errors=exc[0] is None)
 
 
-__all__ = ["Checkpointer", "ResumeState"]
+def job_settings() -> CheckpointSettings:
+    """The job spec's checkpoint settings ($SM_DIST_JOB_SPEC), or the defaults when there is none."""
+    from sm_dist.jobspec import load_job_spec
+
+    spec = load_job_spec()
+    return spec.checkpoint.to_settings() if spec is not None else CheckpointSettings()
+
+
+def _precision(ctx: RunIdentity | None) -> str | None:
+    """The run context's precision, for the manifest (None for a RunEnv or no context)."""
+    precision = getattr(ctx, "precision", None)
+    return None if precision is None else str(precision)
+
+
+__all__ = ["Checkpointer", "ResumeState", "job_settings"]

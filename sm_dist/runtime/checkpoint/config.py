@@ -8,25 +8,15 @@ local path (the platform restores and uploads it), else "s3" when an s3:// URI i
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
 
 from sm_dist.contract.checkpoint import CheckpointMode, CheckpointSettings
 from sm_dist.contract.container import CHECKPOINT_LOCAL_PATH, opt_ml_root, remap
 from sm_dist.errors import ConfigError
 from sm_dist.runtime.checkpoint.storage import LocalStorage, Storage
+from sm_dist.runtime.protocols import RunIdentity
 
 #: The runtime's checkpoint settings are the contract's record (sm_dist.contract.checkpoint).
 CheckpointConfig = CheckpointSettings
-
-
-class RunIdentity(Protocol):
-    """Where this process stands in the job: a RunEnv or a RunContext (both have these)."""
-
-    @property
-    def rank(self) -> int: ...
-
-    @property
-    def world_size(self) -> int: ...
 
 
 def run_identity(env_or_ctx: RunIdentity | None) -> tuple[int, int]:
@@ -40,7 +30,7 @@ def run_identity(env_or_ctx: RunIdentity | None) -> tuple[int, int]:
     return 0, 1
 
 
-def _run_env(env_or_ctx: RunIdentity | None) -> Any:
+def _run_env(env_or_ctx: RunIdentity | None) -> object:
     return getattr(env_or_ctx, "env", env_or_ctx)
 
 

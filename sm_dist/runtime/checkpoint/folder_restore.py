@@ -27,10 +27,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from sm_dist.contract.checkpoint import parse_step
 from sm_dist.contract.container import PARTIAL_SUFFIX, SYNC_IGNORE_SUFFIX, sync_skipped, synced_files
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 _log = logging.getLogger("sm_dist.folder_restore")
 
@@ -83,7 +86,7 @@ def s3_etag(path: Path, part_bytes: int = ETAG_PART_BYTES) -> str:
 
 
 class S3Remote:
-    def __init__(self, uri: str, client: Any = None) -> None:
+    def __init__(self, uri: str, client: S3Client | None = None) -> None:
         from sm_dist.runtime.checkpoint.s3 import make_client, parse_s3_uri
 
         self.bucket, self.prefix = parse_s3_uri(uri)

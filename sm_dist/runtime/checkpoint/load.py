@@ -15,8 +15,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
@@ -30,8 +31,8 @@ from sm_dist.runtime.checkpoint.safe_load import (
     SafeFileSystemReader,
     SafeLoadPlanner,
     load_dcp_metadata,
+    load_state_file,
     planned_reads,
-    safe_torch_load,
 )
 from sm_dist.runtime.checkpoint.save import (
     COMMON_FILE,
@@ -41,6 +42,11 @@ from sm_dist.runtime.checkpoint.save import (
     rng_file,
 )
 from sm_dist.runtime.checkpoint.storage import Storage
+from sm_dist.runtime.protocols import Stateful, StateStrategy
+
+if TYPE_CHECKING:
+    from torch import nn
+    from torch.distributed import ProcessGroup
 
 _log = logging.getLogger(__name__)
 
@@ -127,7 +133,7 @@ class Fetched:
     """The strategy's state dict with this run's sharding (sharded checkpoints), to load into."""
 
 
-def fetch_checkpoint(storage: Storage, *, rank: int, world_size: int, pg: Any,
+def fetch_checkpoint(storage: Storage, *, rank: int, world_size: int, pg: ProcessGroup | None,
                      template: Callable[[], dict[str, Any]]) -> Fetched | None:
     """Choose a step (rank 0), fetch and verify each rank's files, agree, fall back (collective)."""
     below: int | None = None
@@ -182,8 +188,9 @@ def _fetch_own(storage: Storage, step: int, manifest: Manifest, rank: int, world
     return [], "", folder
 
 
-def load_model_state(folder: Path, manifest: Manifest, strategy: Any, sharded_now: bool, model: Any,
-                     optimizer: Any, group: Group, template: dict[str, Any] | None = None) -> None:
+def load_model_state(folder: Path, manifest: Manifest, strategy: StateStrategy, sharded_now: bool, model: nn.Module,
+                     optimizer: torch.optim.Optimizer | None, group: Group,
+                     template: dict[str, Any] | None = None) -> None:
     """Model and optimizer: DCP (resharded to this world size) or the one full copy."""
     if manifest.sharded:
         # templates with this run's sharding (the one the files were fetched for, when given)
@@ -198,7 +205,7 @@ def load_model_state(folder: Path, manifest: Manifest, strategy: Any, sharded_no
             raise CheckpointError(f"loading {folder / MODEL_DIR} failed: {lines[-1] if lines else exc}") from None
         strategy.load_state_dict(model, optimizer, state)
         return
-    state = safe_torch_load(folder / FULL_FILE, what=f"{folder}/{FULL_FILE}")
+    state = load_state_file(folder / FULL_FILE, what=f"{folder}/{FULL_FILE}")
     if sharded_now:  # a replicated run's checkpoint into sharded parameters: torch's full-state path
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"],
                        options=StateDictOptions(full_state_dict=True, strict=True))
@@ -206,7 +213,7 @@ def load_model_state(folder: Path, manifest: Manifest, strategy: Any, sharded_no
         strategy.load_state_dict(model, optimizer, state)
 
 
-def _check_optimizer_template(folder: Path, state: dict[str, Any], optimizer: Any) -> None:
+def _check_optimizer_template(folder: Path, state: dict[str, Any], optimizer: torch.optim.Optimizer | None) -> None:
     """DCP loads only keys the template has: an empty optimizer template would load nothing."""
     metadata = load_dcp_metadata(folder / MODEL_DIR / METADATA_NAME)
     saved = any(key.startswith("optim.state.") for key in metadata.state_dict_metadata)
@@ -215,10 +222,10 @@ def _check_optimizer_template(folder: Path, state: dict[str, Any], optimizer: An
                               "use a strategy whose state_dict initializes optimizer state")
 
 
-def restore_common(folder: Path, manifest: Manifest, rank: int, world_size: int, *, scheduler: Any,
-                   scaler: Any, sampler: Any) -> dict[str, Any]:
+def restore_common(folder: Path, manifest: Manifest, rank: int, world_size: int, *, scheduler: Stateful | None,
+                   scaler: Stateful | None, sampler: Stateful | None) -> dict[str, Any]:
     """Scheduler, scaler, sampler, this rank's RNG; returns the extras."""
-    common = safe_torch_load(folder / COMMON_FILE, what=COMMON_FILE) if COMMON_FILE in manifest.files else {}
+    common = load_state_file(folder / COMMON_FILE, what=COMMON_FILE) if COMMON_FILE in manifest.files else {}
     for name, obj in (("scheduler", scheduler), ("scaler", scaler)):
         if obj is None:
             continue
@@ -229,7 +236,7 @@ def restore_common(folder: Path, manifest: Manifest, rank: int, world_size: int,
     if sampler is not None and manifest.sampler is not None:
         sampler.load_state_dict(dict(manifest.sampler))
     if manifest.world_size == world_size:
-        restore_rng(safe_torch_load(folder / rng_file(rank), what=rng_file(rank)))
+        restore_rng(load_state_file(folder / rng_file(rank), what=rng_file(rank)))
     else:
         _log.warning("checkpoint written by %d ranks, now %d: RNG states not restored (data order still is, "
                      "through the sampler)", manifest.world_size, world_size)

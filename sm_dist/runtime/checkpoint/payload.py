@@ -10,17 +10,19 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch import nn
 
 from sm_dist.errors import ConfigError
 from sm_dist.runtime.checkpoint.rng import capture_rng
 from sm_dist.runtime.checkpoint.save import SavePayload
 from sm_dist.runtime.checkpoint.state import has_dtensor, stage_copy
+from sm_dist.runtime.protocols import Stateful, StateStrategy
 
 #: Leaf types a checkpoint may hold: what torch.load(weights_only=True) reads back.
 _PLAIN = (type(None), bool, int, float, str, torch.Tensor)
 
 
-def check_extras(extras: Any, path: str = "extras") -> None:
+def check_extras(extras: object, path: str = "extras") -> None:
     """Refuse extras that a safe (weights_only) load could not read back."""
     if isinstance(extras, dict):
         for key, value in extras.items():
@@ -35,35 +37,34 @@ def check_extras(extras: Any, path: str = "extras") -> None:
                           "dicts: checkpoints are loaded with weights_only=True and never run code")
 
 
-def _name(value: Any) -> str | None:
+def _name(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def collect_payload(step: int, *, epoch: int, strategy: Any, model: Any, optimizer: Any, scheduler: Any,
-                    scaler: Any, sampler: Any, extras: dict[str, Any] | None, rank: int, copy: bool,
-                    ctx: Any) -> SavePayload:
+def collect_payload(step: int, *, epoch: int, strategy: StateStrategy, model: nn.Module,
+                    optimizer: torch.optim.Optimizer | None, scheduler: Stateful | None, scaler: Stateful | None,
+                    sampler: Stateful | None, extras: dict[str, Any] | None, rank: int, copy: bool,
+                    precision: str | None) -> SavePayload:
     """Gather this rank's state for `step`; `copy` detaches it from training (background saves)."""
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise ConfigError("step", step, "expected a non-negative integer (optimizer steps completed)")
     if extras is not None and not isinstance(extras, dict):
         raise ConfigError("extras", type(extras).__name__, "expected a dict")
     check_extras(extras or {})
-    state = strategy.state_dict(model, optimizer)  # collective
-    sharded = bool(getattr(strategy, "sharded", False)) or has_dtensor(state)
-    if not sharded and rank != 0:
-        state = None  # one full copy, written by rank 0
-    elif copy:
-        state = stage_copy(state)
+    full = strategy.state_dict(model, optimizer)  # collective
+    sharded = bool(getattr(strategy, "sharded", False)) or has_dtensor(full)
+    state: dict[str, Any] | None = None  # replicated: one full copy, written by rank 0
+    if sharded or rank == 0:
+        state = stage_copy(full) if copy else full
     common = None
     if rank == 0:
-        common = {"scheduler": scheduler.state_dict() if scheduler is not None else None,
-                  "scaler": scaler.state_dict() if scaler is not None else None,
-                  "extras": extras or {}}
-        common = stage_copy(common)
+        common = stage_copy({"scheduler": scheduler.state_dict() if scheduler is not None else None,
+                             "scaler": scaler.state_dict() if scaler is not None else None,
+                             "extras": extras or {}})
     return SavePayload(
         step=step, epoch=int(epoch), sharded=sharded, state=state, rng=capture_rng(), common=common,
         sampler=dict(sampler.state_dict()) if sampler is not None else None,
-        strategy=_name(getattr(strategy, "name", None)), precision=_name(getattr(ctx, "precision", None)),
+        strategy=_name(getattr(strategy, "name", None)), precision=precision,
         has={"scheduler": scheduler is not None, "scaler": scaler is not None, "extras": bool(extras)},
     )
 

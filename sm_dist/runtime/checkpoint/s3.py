@@ -24,7 +24,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from sm_dist.errors import CheckpointError, ConfigError
 from sm_dist.runtime.checkpoint.manifest import (
@@ -35,7 +35,14 @@ from sm_dist.runtime.checkpoint.manifest import (
 )
 from sm_dist.runtime.checkpoint.storage import Storage, verify_files
 
+if TYPE_CHECKING:
+    from boto3.s3.transfer import TransferConfig
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.type_defs import ObjectIdentifierTypeDef
+
 _log = logging.getLogger(__name__)
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 #: botocore "standard" retry mode attempts per request (AWS SDK default is 3; checkpoints are
 #: worth waiting for — with exponential backoff capped at 20 s, 10 attempts span about a minute).
@@ -55,7 +62,7 @@ def parse_s3_uri(uri: str) -> tuple[str, str]:
     return bucket, prefix.strip("/")
 
 
-def make_client(max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> Any:
+def make_client(max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> S3Client:
     """An S3 client with standard retries; path-style addressing when an endpoint is overridden."""
     import boto3
     from botocore.config import Config
@@ -78,7 +85,7 @@ def _cache_root(uri: str) -> Path:
 class S3Storage(Storage):
     """Checkpoints under s3://bucket/prefix/step-NNNNNNNNN/."""
 
-    def __init__(self, uri: str, *, client: Any = None, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    def __init__(self, uri: str, *, client: S3Client | None = None, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
                  multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD,
                  max_concurrency: int = DEFAULT_MAX_CONCURRENCY, local_root: str | os.PathLike[str] | None = None,
                  rank: int = 0) -> None:
@@ -86,28 +93,29 @@ class S3Storage(Storage):
         self.uri = uri.rstrip("/")
         self._client = client
         self._max_attempts = max_attempts
-        self._transfer_kwargs = {"multipart_threshold": multipart_threshold,
-                                 "multipart_chunksize": max(5 << 20, multipart_threshold),
-                                 "max_concurrency": max_concurrency}
+        self._multipart_threshold = multipart_threshold
+        self._max_concurrency = max_concurrency
         self._local = Path(local_root) if local_root else _cache_root(self.uri)
         self._rank = rank
 
     @property
-    def client(self) -> Any:
+    def client(self) -> S3Client:
         if self._client is None:
             self._client = make_client(self._max_attempts)
         return self._client
 
-    def _transfer_config(self) -> Any:
+    def _transfer_config(self) -> TransferConfig:
         from boto3.s3.transfer import TransferConfig
 
-        return TransferConfig(**self._transfer_kwargs)
+        return TransferConfig(multipart_threshold=self._multipart_threshold,
+                              multipart_chunksize=max(5 << 20, self._multipart_threshold),
+                              max_concurrency=self._max_concurrency)
 
     def _key(self, step: int, rel: str = "") -> str:
         parts = [self.prefix, step_dirname(step), rel] if self.prefix else [step_dirname(step), rel]
         return "/".join(p for p in parts if p) + ("/" if not rel else "")
 
-    def _call(self, what: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _call(self, what: str, func: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
         """Run one boto3 call; turn its failures (after botocore's retries) into CheckpointError."""
         from boto3.exceptions import Boto3Error
         from botocore.exceptions import BotoCoreError, ClientError
@@ -264,7 +272,7 @@ class S3Storage(Storage):
                    Key=self._key(step, MANIFEST_NAME))
         keys = [self._key(step, rel) for rel in self.sizes(step)]
         for start in range(0, len(keys), 1000):  # DeleteObjects takes at most 1000 keys
-            batch = [{"Key": k} for k in keys[start:start + 1000]]
+            batch: list[ObjectIdentifierTypeDef] = [{"Key": k} for k in keys[start:start + 1000]]
             self._call("delete of an old checkpoint", self.client.delete_objects, Bucket=self.bucket,
                        Delete={"Objects": batch, "Quiet": True})
 

@@ -11,14 +11,16 @@ flip it), and the caller has already checked every file against the JSON manifes
 from __future__ import annotations
 
 import io
+import os
 import pickle
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 from torch.distributed.checkpoint import DefaultLoadPlanner, FileSystemReader
 from torch.distributed.checkpoint._traverse import set_element
 from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
+from torch.distributed.checkpoint.planner import ReadItem
 
 from sm_dist.errors import CheckpointError
 
@@ -40,7 +42,7 @@ _ALLOWED = {
 class _MetadataUnpickler(pickle.Unpickler):
     """Resolves only allow-listed globals; anything else (os.system, eval...) is refused."""
 
-    def find_class(self, module: str, name: str) -> Any:
+    def find_class(self, module: str, name: str) -> object:
         if name in _ALLOWED.get(module, ()):
             return super().find_class(module, name)
         if module == "torch" and isinstance(getattr(torch, name, None), (torch.dtype, torch.layout,
@@ -74,7 +76,7 @@ class SafeFileSystemReader(FileSystemReader):
     (``rank=``) reads the global file again, which fails the same way.
     """
 
-    def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+    def read_metadata(self, *args: object, **kwargs: object) -> Metadata:
         metadata = load_dcp_metadata(Path(str(self.path)) / METADATA_NAME)
         if getattr(metadata, "storage_meta", None) is None:
             metadata.storage_meta = StorageMeta()
@@ -85,7 +87,7 @@ class SafeFileSystemReader(FileSystemReader):
 class SafeLoadPlanner(DefaultLoadPlanner):
     """DCP's default planner, but non-tensor entries are read with ``weights_only=True``."""
 
-    def load_bytes(self, read_item: Any, value: io.BytesIO) -> None:
+    def load_bytes(self, read_item: ReadItem, value: io.BytesIO) -> None:
         value.seek(0)
         obj = safe_torch_load(value, what=f"entry {read_item.dest_index.fqn!r}")
         if self.flatten_state_dict:  # same placement as DefaultLoadPlanner.load_bytes
@@ -94,14 +96,23 @@ class SafeLoadPlanner(DefaultLoadPlanner):
             self.state_dict[read_item.dest_index.fqn] = obj
 
 
-def safe_torch_load(source: Any, *, what: str) -> Any:
+def safe_torch_load(source: str | os.PathLike[str] | IO[bytes], *, what: str) -> object:
     """``torch.load(..., weights_only=True)`` onto CPU; a refusal becomes a CheckpointError."""
     try:
-        return torch.load(source, map_location="cpu", weights_only=True)
+        loaded: object = torch.load(source, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         raise CheckpointError(f"{what}: refused to unpickle ({str(exc).splitlines()[0]})") from None
     except (RuntimeError, EOFError, ValueError) as exc:
         raise CheckpointError(f"{what}: unreadable ({exc})") from None
+    return loaded
+
+
+def load_state_file(path: Path, *, what: str) -> dict[str, Any]:
+    """A ``.pt`` file of a checkpoint (full state, common state, RNG states): a dict, safely loaded."""
+    state = safe_torch_load(path, what=what)
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{what}: holds a {type(state).__name__}, not the dict sm_dist writes; refused")
+    return state
 
 
 def planned_reads(state: dict[str, Any], metadata: Metadata) -> dict[str, list[tuple[int, int]]]:
@@ -121,4 +132,4 @@ def planned_reads(state: dict[str, Any], metadata: Metadata) -> dict[str, list[t
 
 
 __all__ = ["METADATA_NAME", "SafeFileSystemReader", "SafeLoadPlanner", "load_dcp_metadata", "planned_reads",
-           "safe_torch_load"]
+           "load_state_file", "safe_torch_load"]

@@ -17,7 +17,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import torch
 import torch.distributed as dist
@@ -41,7 +41,11 @@ from sm_dist.runtime.checkpoint.faults import FaultHook
 from sm_dist.runtime.checkpoint.retention import apply_retention
 from sm_dist.runtime.checkpoint.storage import Storage
 
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
+
 _log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 #: Next to each DCP data file: sha256 of its fixed-size blocks, so a rank that needs a few entries
 #: of another rank's file (replicated values, a reshard) fetches and verifies only those blocks.
@@ -74,7 +78,7 @@ class Group:
 
     rank: int
     world_size: int
-    pg: Any = None
+    pg: ProcessGroup | None = None
 
 
 def write_checkpoint(payload: SavePayload, storage: Storage, group: Group, faults: FaultHook,
@@ -95,8 +99,8 @@ def write_checkpoint(payload: SavePayload, storage: Storage, group: Group, fault
         shutil.rmtree(stage, ignore_errors=True)
     faults.after_shards(payload.step)
     reports = _gather((entries, error), group)
-    outcome = _commit(payload, storage, group, faults, reports) if group.rank == 0 else None
-    outcome = _broadcast(outcome, group)
+    mine = _commit(payload, storage, group, faults, reports) if group.rank == 0 else None
+    outcome = cast("dict[str, Any]", _broadcast(mine, group))  # rank 0's, which is never None
     if outcome["error"]:
         raise CheckpointError(f"checkpoint of step {payload.step} was not committed: {outcome['error']}")
     manifest = Manifest.from_json(outcome["manifest"], where=step_dirname(payload.step))
@@ -167,7 +171,7 @@ def write_block_index(path: Path) -> None:
         os.fsync(handle.fileno())
 
 
-def _save_pt(obj: Any, path: Path) -> None:
+def _save_pt(obj: object, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as handle:
         torch.save(obj, handle)
@@ -198,7 +202,8 @@ def _commit(payload: SavePayload, storage: Storage, group: Group, faults: FaultH
     return {"error": None, "manifest": text}
 
 
-def _gather(obj: Any, group: Group) -> list[Any]:
+def _gather(obj: _T, group: Group) -> list[_T]:
+    """Every rank's `obj`, in rank order (collective)."""
     if group.pg is None:
         return [obj]
     out: list[Any] = [None] * group.world_size
@@ -206,7 +211,8 @@ def _gather(obj: Any, group: Group) -> list[Any]:
     return out
 
 
-def _broadcast(obj: Any, group: Group) -> Any:
+def _broadcast(obj: _T, group: Group) -> _T:
+    """Rank 0's `obj` on every rank (collective)."""
     if group.pg is None:
         return obj
     box = [obj]

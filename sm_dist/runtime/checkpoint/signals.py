@@ -14,6 +14,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from types import FrameType
 from typing import Any
 
@@ -32,7 +33,7 @@ SAFETY_FACTOR = 1.5
 MARGIN_SECONDS = 2.0
 
 
-def grace_seconds(environ: Any = None, torch_version: str | None = None) -> float:
+def grace_seconds(environ: Mapping[str, str] | None = None, torch_version: str | None = None) -> float:
     """Seconds a worker has between SIGTERM and SIGKILL.
 
     The variables count only where torchrun reads them (torch 2.12+); an older torchrun kills

@@ -9,7 +9,7 @@ shards. A script that does not use ``runtime.init()`` (raw DDP or FSDP2) gets
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch.distributed.checkpoint.state_dict import (
@@ -19,8 +19,10 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.tensor import DTensor
 
+from sm_dist.runtime.protocols import StateStrategy
 
-def has_dtensor(tree: Any) -> bool:
+
+def has_dtensor(tree: object) -> bool:
     """True if any tensor in a nested dict/list is a DTensor."""
     if isinstance(tree, DTensor):
         return True
@@ -62,20 +64,24 @@ class DcpStateAdapter:
                        options=options)
 
 
-def resolve_strategy(ctx: Any, strategy: Any) -> Any:
+def resolve_strategy(ctx: object, strategy: StateStrategy | None) -> StateStrategy:
     """The explicit strategy, else the run context's, else the DCP adapter."""
     for candidate in (strategy, getattr(ctx, "strategy", None)):
         if candidate is not None and hasattr(candidate, "state_dict") and hasattr(candidate, "load_state_dict"):
-            return candidate
+            return cast("StateStrategy", candidate)
     return DcpStateAdapter()
 
 
-def stage_copy(tree: Any) -> Any:
+def stage_copy(state: dict[str, Any]) -> dict[str, Any]:
     """A CPU copy of a nested state that training can no longer change (for background saves).
 
     DTensors keep their mesh and placements around a copied local shard, so DCP still writes
     them as shards; everything that is not a tensor is deep-copied (schedulers mutate lists).
     """
+    return cast("dict[str, Any]", _copy(state))
+
+
+def _copy(tree: object) -> object:
     if isinstance(tree, DTensor):
         local = tree.to_local().detach().to("cpu", copy=True)
         return DTensor.from_local(local, tree.device_mesh, tree.placements, run_check=False,
@@ -83,11 +89,11 @@ def stage_copy(tree: Any) -> Any:
     if isinstance(tree, torch.Tensor):
         return tree.detach().to("cpu", copy=True)
     if isinstance(tree, dict):
-        return {k: stage_copy(v) for k, v in tree.items()}
+        return {k: _copy(v) for k, v in tree.items()}
     if isinstance(tree, list):
-        return [stage_copy(v) for v in tree]
+        return [_copy(v) for v in tree]
     if isinstance(tree, tuple):
-        return tuple(stage_copy(v) for v in tree)
+        return tuple(_copy(v) for v in tree)
     return copy.deepcopy(tree)
 
 
