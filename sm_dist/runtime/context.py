@@ -15,7 +15,7 @@ import logging
 import os
 import random
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -26,8 +26,12 @@ from sm_dist.contract import torch_support
 from sm_dist.errors import ConfigError, RuntimeEnvError
 from sm_dist.jobspec import load_job_spec
 from sm_dist.runtime.precision import PrecisionPlugin
+from sm_dist.runtime.protocols import OptimizerFactory
 from sm_dist.runtime.strategies import get_strategy
 from sm_dist.vocab import Precision, Strategy, parse_enum
+
+if TYPE_CHECKING:
+    from sm_dist.runtime.strategies.base import Strategy as StrategyPlugin
 
 _log = logging.getLogger(__name__)
 
@@ -50,7 +54,7 @@ OPTION_STRATEGIES: dict[str, frozenset[Strategy]] = {
 class RunContext:
     """What a training script needs after init(): ranks, device and strategy helpers."""
 
-    def __init__(self, *, env: RunEnv, strategy: Any, precision: Precision, seed: int,
+    def __init__(self, *, env: RunEnv, strategy: StrategyPlugin, precision: Precision, seed: int,
                  device: torch.device, owns_group: bool) -> None:
         self.env = env
         self.strategy = strategy
@@ -83,7 +87,7 @@ class RunContext:
         """Move, convert and wrap `model` for the strategy; every rank starts from rank 0's weights."""
         return self.strategy.wrap_model(model, self)
 
-    def build_optimizer(self, model: nn.Module, factory: Any) -> torch.optim.Optimizer:
+    def build_optimizer(self, model: nn.Module, factory: OptimizerFactory) -> torch.optim.Optimizer:
         """`factory(params) -> Optimizer`, wrapped as the strategy and precision require."""
         return self.strategy.build_optimizer(model, factory, self)
 
@@ -96,12 +100,12 @@ class RunContext:
         """Load a state from state_dict() (any strategy, any world size for sharded ones)."""
         self.strategy.load_state_dict(model, optimizer, dict(state))
 
-    def no_sync(self, model: nn.Module, enabled: bool = True) -> Any:
+    def no_sync(self, model: nn.Module, enabled: bool = True) -> contextlib.AbstractContextManager[None]:
         """Skip gradient sync on accumulation micro-steps: `with ctx.no_sync(m, i % k != k - 1)`."""
         return self.strategy.no_sync(model) if enabled else contextlib.nullcontext()
 
     # -- precision-aware step ------------------------------------------------------------------
-    def autocast(self) -> Any:
+    def autocast(self) -> contextlib.AbstractContextManager[None]:
         """Context for the forward pass and loss."""
         return self.amp.autocast()
 

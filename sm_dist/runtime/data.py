@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 from sm_dist.errors import ConfigError
 from sm_dist.runtime.sampler import ResumableDistributedSampler
+
+if TYPE_CHECKING:
+    from sm_dist.runtime.protocols import RunIdentity
 
 
 class ResumableLoader:
@@ -55,10 +58,11 @@ class ResumableLoader:
         self.sampler.load_state_dict(state)
 
 
-def build_dataloader(dataset: Dataset, batch_size: int, *, ctx: Any = None, num_replicas: int | None = None,
-                     rank: int | None = None, seed: int = 0, shuffle: bool = True, drop_last: bool = False,
-                     **loader_kwargs: Any) -> ResumableLoader:
-    """DataLoader over this rank's exclusive shard of `dataset` (ranks from `ctx` or given)."""
+def build_dataloader(dataset: Dataset, batch_size: int, *, ctx: RunIdentity | None = None,
+                     num_replicas: int | None = None, rank: int | None = None, seed: int = 0, shuffle: bool = True,
+                     drop_last: bool = False, **loader_kwargs: object) -> ResumableLoader:
+    """DataLoader over this rank's exclusive shard of `dataset` (ranks from `ctx` — a RunContext or
+    RunEnv — or given); `loader_kwargs` go to torch's DataLoader (num_workers, pin_memory, ...)."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ConfigError("batch_size", batch_size, "expected a positive integer (samples per rank per step)")
     for key in ("sampler", "batch_sampler"):

@@ -25,7 +25,6 @@ import inspect
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from sm_dist.errors import ConfigError, SmDistError
 from sm_dist.jobspec import entry_is_function, load_job_spec
@@ -33,7 +32,7 @@ from sm_dist.jobspec import entry_is_function, load_job_spec
 ENTRY_FORMAT = '"pkg.module:function" (e.g. "train:main" for main() in train.py)'
 
 
-def resolve_function(entry: str) -> Callable[..., Any]:
+def resolve_function(entry: str) -> Callable[..., object]:
     """Import `entry` ("pkg.module:function") from the working directory or sys.path."""
     if not entry_is_function(entry):
         raise ConfigError("entry", entry, f"expected {ENTRY_FORMAT}")
@@ -81,7 +80,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _run(func: Callable[..., Any], argv: list[str]) -> Any:
+def _run(func: Callable[..., object], argv: list[str]) -> object:
     from torch import nn
 
     from sm_dist import runtime

@@ -17,12 +17,15 @@ import json
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from sm_dist.errors import ConfigError, SmDistError
+
+if TYPE_CHECKING:
+    from sm_dist.runtime.context import RunContext
 
 #: Tokens per sample and samples per rank for preset models: enough for a real step, small
 #: enough for CPU. Memory of params/grads/optimizer does not depend on them.
@@ -101,12 +104,13 @@ def held_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, 
     }
 
 
-def _loss(output: Any) -> torch.Tensor:
-    first = output[0] if isinstance(output, (tuple, list)) else output
+def _loss(output: object) -> torch.Tensor:
+    """A scalar to backpropagate from a model's output (a tensor, or a tuple whose first item is one)."""
+    first: torch.Tensor = output[0] if isinstance(output, (tuple, list)) else output
     return first.float().pow(2).mean()
 
 
-def _train_step(ctx: Any, model: nn.Module, opt: torch.optim.Optimizer, batch: Any) -> None:
+def _train_step(ctx: RunContext, model: nn.Module, opt: torch.optim.Optimizer, batch: object) -> None:
     if batch is None:  # no input: synthetic gradients, same shape and placement as the params
         for p in model.parameters():
             p.grad = torch.randn_like(p) * 1e-3

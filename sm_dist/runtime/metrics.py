@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TextIO
 
 import torch
 import torch.distributed as dist
@@ -66,7 +66,7 @@ def all_reduce_mean(value: float | torch.Tensor) -> float:
     return metric.compute()
 
 
-def log_metrics(step: int, metrics: Mapping[str, Any], *, stream: Any = None) -> str | None:
+def log_metrics(step: int, metrics: Mapping[str, object], *, stream: TextIO | None = None) -> str | None:
     """On rank 0, print `[sm_dist] step=N name=value ...` and return it; elsewhere do nothing."""
     if get_rank() != 0:
         return None
@@ -76,11 +76,11 @@ def log_metrics(step: int, metrics: Mapping[str, Any], *, stream: Any = None) ->
     return line
 
 
-def rank0_print(*args: Any, **kwargs: Any) -> None:
-    """print() on rank 0 only (flushed, so logs interleave sensibly)."""
+def rank0_print(*values: object, sep: str | None = " ", end: str | None = "\n", file: TextIO | None = None,
+                flush: bool = True) -> None:
+    """print() on rank 0 only (flushed by default, so logs interleave sensibly)."""
     if get_rank() == 0:
-        kwargs.setdefault("flush", True)
-        print(*args, **kwargs)
+        print(*values, sep=sep, end=end, file=file, flush=flush)
 
 
 __all__ = ["AvgMetric", "all_reduce_mean", "get_rank", "log_metrics", "rank0_print"]

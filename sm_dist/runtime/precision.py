@@ -37,7 +37,7 @@ class PrecisionPlugin:
         use_scaler = precision is Precision.AMP and self.dtype is torch.float16
         self.scaler = torch.amp.GradScaler(device_type) if use_scaler else None
 
-    def autocast(self) -> Any:
+    def autocast(self) -> contextlib.AbstractContextManager[None]:
         """Context for the forward pass (and loss)."""
         if self.precision is Precision.FP32:
             return contextlib.nullcontext()

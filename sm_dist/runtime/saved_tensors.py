@@ -64,7 +64,8 @@ CUDA_FP32_OPS = ("aten::layer_norm", "aten::group_norm", "aten::rms_norm", "aten
 class CudaFp32Policy(TorchFunctionMode):
     """Upcast 16-bit floating inputs of CUDA autocast's fp32 ops (see the module docstring)."""
 
-    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+    def __torch_function__(self, func: Callable[..., object], types: tuple[type, ...], args: tuple[object, ...] = (),
+                           kwargs: dict[str, object] | None = None) -> object:
         kwargs = kwargs or {}
         if func in _FP32_FUNCTIONS:
             args = tuple(_up(a) for a in args)
@@ -72,7 +73,7 @@ class CudaFp32Policy(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def _up(value: Any) -> Any:
+def _up(value: object) -> object:
     if isinstance(value, torch.Tensor) and value.dtype in (torch.bfloat16, torch.float16):
         return value.float()
     return value
@@ -100,10 +101,10 @@ def find_blocks(model: nn.Module) -> nn.ModuleList:
     return max(lists, key=lambda m: sum(p.numel() for p in m.parameters()))
 
 
-def default_loss(output: Any, batch: Any) -> torch.Tensor:
+def default_loss(output: object, batch: object) -> torch.Tensor:
     """Next-token cross-entropy when the output looks like logits over the batch's tokens, else a mean."""
-    logits = getattr(output, "logits", output)
-    logits = logits[0] if isinstance(logits, (tuple, list)) else logits
+    found = getattr(output, "logits", output)
+    logits: torch.Tensor = found[0] if isinstance(found, (tuple, list)) else found
     if isinstance(batch, torch.Tensor) and not batch.is_floating_point() and logits.dim() == batch.dim() + 1:
         return F.cross_entropy(logits.flatten(0, -2), batch.flatten())
     return logits.float().pow(2).mean()
@@ -132,7 +133,7 @@ class _Recorder:
     def enter(self, block: nn.Module, args: tuple[Any, ...]) -> None:
         self.current = self.index[id(block)]
 
-    def leave(self, block: nn.Module, args: Any, output: Any) -> None:
+    def leave(self, block: nn.Module, args: tuple[object, ...], output: object) -> None:
         self.current = -1
 
     def add(self, tensor: torch.Tensor, owner: int) -> None:
@@ -171,7 +172,7 @@ def _weight_cast(tensor: torch.Tensor, weights: set[int]) -> bool:
     return any(leaf is not None and leaf.untyped_storage().data_ptr() in weights for leaf in leaves)
 
 
-def _forward(model: nn.Module, batch: Any, loss_fn: Callable[[Any, Any], torch.Tensor], full: bool,
+def _forward(model: nn.Module, batch: object, loss_fn: Callable[[Any, Any], torch.Tensor], full: bool,
              precision: Precision, skip_inputs: bool = False) -> tuple[_Recorder, torch.Tensor]:
     blocks = find_blocks(model)
     rec = _Recorder(model, blocks)
@@ -206,12 +207,12 @@ def _checkpointed(forward: Callable[..., Any], precision: Precision) -> Callable
         policy = contextlib.nullcontext() if precision is Precision.FP32 else CudaFp32Policy()
         return contextlib.nullcontext(), policy
 
-    def run(*args: Any, **kwargs: Any) -> Any:
+    def run(*args: object, **kwargs: object) -> object:
         return checkpoint(forward, *args, use_reentrant=False, context_fn=contexts, **kwargs)
     return run
 
 
-def measure_saved(model: nn.Module, batch: Any, *, precision: object = Precision.AMP, checkpointing: str = "selective",
+def measure_saved(model: nn.Module, batch: object, *, precision: object = Precision.AMP, checkpointing: str = "selective",
                   loss_fn: Callable[[Any, Any], torch.Tensor] = default_loss) -> SavedBytes:
     """Saved-tensor bytes of one training forward of `model` on `batch` (see the module docstring).
 

@@ -14,11 +14,12 @@ same final weights — also across a kill and resume (CPU, gloo).
 
 from __future__ import annotations
 
+import argparse
 import logging
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -29,12 +30,18 @@ from sm_dist.errors import ConfigError
 from sm_dist.runtime.data import ResumableLoader, build_dataloader
 from sm_dist.runtime.metrics import AvgMetric, log_metrics, rank0_print
 from sm_dist.runtime.model_output import write_model
+from sm_dist.runtime.protocols import OptimizerFactory
 from sm_dist.runtime.schedules import SchedulerFactory
+
+if TYPE_CHECKING:
+    from sm_dist.runtime.checkpoint.checkpointer import Checkpointer
+    from sm_dist.runtime.context import RunContext
 
 _log = logging.getLogger(__name__)
 
-LossFn = Callable[[nn.Module, Any], torch.Tensor]
-OptimizerFactory = Callable[[Iterable[nn.Parameter]], torch.optim.Optimizer]
+#: One micro-batch as the loop hands it to the loss: the dataset item's tensors, on the device.
+Batch = Sequence[torch.Tensor]
+LossFn = Callable[[nn.Module, Batch], torch.Tensor]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,7 +103,7 @@ class TrainResult:
     model_sha256: str | None
 
 
-def train_config(args: Any) -> TrainConfig:
+def train_config(args: argparse.Namespace) -> TrainConfig:
     """TrainConfig from the entrypoints' common flags (sm_dist.runtime.train_args)."""
     return TrainConfig(epochs=args.epochs, steps=args.steps, batch_size=args.batch_size, grad_accum=args.grad_accum,
                        clip=args.clip, log_every=args.log_every, model_dir=args.model_dir)
@@ -111,20 +118,20 @@ def adamw(lr: float, weight_decay: float = 0.0) -> OptimizerFactory:
     return lambda params: torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
 
 
-def classification_loss(model: nn.Module, batch: Any) -> torch.Tensor:
+def classification_loss(model: nn.Module, batch: Batch) -> torch.Tensor:
     """Cross-entropy of model(inputs) against integer class targets: batch = (inputs, targets)."""
     inputs, targets = batch
     return nn.functional.cross_entropy(model(inputs), targets)
 
 
-def next_token_loss(model: nn.Module, batch: Any) -> torch.Tensor:
+def next_token_loss(model: nn.Module, batch: Batch) -> torch.Tensor:
     """Mean next-token cross-entropy: batch = (tokens, tokens shifted by one)."""
     inputs, targets = batch
     logits = model(inputs)
     return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
 
 
-def fit(ctx: Any, workload: Workload, config: TrainConfig, checkpointer: Any = None) -> TrainResult:
+def fit(ctx: RunContext, workload: Workload, config: TrainConfig, checkpointer: Checkpointer | None = None) -> TrainResult:
     """Train `workload` under `ctx` (from runtime.init()); see the module docstring. Collective."""
     model = ctx.wrap_model(workload.build_model())
     optimizer = ctx.build_optimizer(model, workload.optimizer)
@@ -166,8 +173,9 @@ def fit(ctx: Any, workload: Workload, config: TrainConfig, checkpointer: Any = N
 class _Loop:
     """One optimizer step over a group of micro-batches, and the metric lines."""
 
-    def __init__(self, ctx: Any, workload: Workload, config: TrainConfig, model: nn.Module, optimizer: Any,
-                 scheduler: Any, *, start_step: int) -> None:
+    def __init__(self, ctx: RunContext, workload: Workload, config: TrainConfig, model: nn.Module,
+                 optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LRScheduler | None, *,
+                 start_step: int) -> None:
         self.ctx, self.workload, self.config = ctx, workload, config
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
         self.loss = AvgMetric()  # since the last metric line
@@ -217,7 +225,7 @@ def _done(config: TrainConfig, step: int, epoch: int) -> bool:
     return epoch >= (config.epochs or 0)
 
 
-def _loader(ctx: Any, dataset: Dataset, config: TrainConfig) -> ResumableLoader:
+def _loader(ctx: RunContext, dataset: Dataset, config: TrainConfig) -> ResumableLoader:
     """This rank's resumable shard. drop_last: no padding samples (a resumed epoch would pad with
     other ones) and no short last batch. A private generator: creating a DataLoader iterator draws
     a base seed, and from the global RNG that draw would make a resumed run's dropout masks
@@ -242,8 +250,9 @@ def _groups(loader: ResumableLoader, grad_accum: int) -> Iterator[list[Any]]:
         yield group
 
 
-def write_final_model(ctx: Any, model: nn.Module, optimizer: Any = None, model_dir: str | None = None, *,
-                      step: int = 0, epoch: int = 0, loss: float | None = None) -> TrainResult:
+def write_final_model(ctx: RunContext, model: nn.Module, optimizer: torch.optim.Optimizer | None = None,
+                      model_dir: str | None = None, *, step: int = 0, epoch: int = 0,
+                      loss: float | None = None) -> TrainResult:
     """Gather the full weights (collective), write them on rank 0 to `model_dir` (None: the run's
     model dir), print the final line `[sm_dist] final step=N model_sha256=<hex>`."""
     weights = full_model_state(ctx, model, optimizer)
@@ -254,7 +263,8 @@ def write_final_model(ctx: Any, model: nn.Module, optimizer: Any = None, model_d
     return TrainResult(step=step, epoch=epoch, loss=loss, model_path=path, model_sha256=sha)
 
 
-def full_model_state(ctx: Any, model: nn.Module, optimizer: Any = None) -> dict[str, torch.Tensor]:
+def full_model_state(ctx: RunContext, model: nn.Module,
+                     optimizer: torch.optim.Optimizer | None = None) -> dict[str, torch.Tensor]:
     """The complete weights as plain CPU tensors, keys without `module.` (collective; empty off rank 0
     for sharded strategies). For "mixed" on replicated strategies these are the fp32 master weights."""
     if getattr(ctx.strategy, "sharded", False):

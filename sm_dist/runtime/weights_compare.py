@@ -60,7 +60,7 @@ def load_safetensors(path: Path) -> dict[str, RawTensor]:
             for name, info in header.items() if name != "__metadata__"}
 
 
-def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
+def _flatten(value: object, prefix: str, out: dict[str, Any]) -> None:
     if isinstance(value, dict):
         for key, item in value.items():
             _flatten(item, f"{prefix}.{key}" if prefix else str(key), out)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import nn
@@ -49,9 +48,11 @@ class GPTConfig:
             raise ConfigError("dropout", self.dropout, "use a probability in [0, 1)")
 
     @classmethod
-    def from_shape(cls, *, layers: int, hidden: int, heads: int, vocab: int, seq_len: int, **extra: Any) -> GPTConfig:
+    def from_shape(cls, *, layers: int, hidden: int, heads: int, vocab: int, seq_len: int, dropout: float = 0.0,
+                   bias: bool = True, tie_weights: bool = True) -> GPTConfig:
         """Build from the estimator's shape names (layers, hidden, heads, vocab, seq_len)."""
-        return cls(n_layer=layers, n_embd=hidden, n_head=heads, vocab_size=vocab, seq_len=seq_len, **extra)
+        return cls(n_layer=layers, n_embd=hidden, n_head=heads, vocab_size=vocab, seq_len=seq_len, dropout=dropout,
+                   bias=bias, tie_weights=tie_weights)
 
 
 class CausalSelfAttention(nn.Module):
