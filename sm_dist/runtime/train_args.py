@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import TypeVar
 
-from sm_dist.contract.checkpoint import CheckpointMode, CheckpointSettings
+from sm_dist.contract.checkpoint import MIN_KEEP, CheckpointMode, CheckpointSettings
 from sm_dist.errors import ConfigError
 from sm_dist.vocab import did_you_mean
 
@@ -102,7 +102,7 @@ def add_checkpoint_flags(parser: argparse.ArgumentParser) -> None:
     # checkpoint.interval_steps; --save-every is its earlier name here
     ckpt.add_argument("--checkpoint-interval-steps", "--save-every", dest="checkpoint_interval_steps",
                       type=optional_int, help="save every N optimizer steps (--save-every: deprecated name)")
-    ckpt.add_argument("--keep", type=optional_int, help="committed checkpoints to keep (>= 2)")
+    ckpt.add_argument("--keep", type=optional_int, help=f"committed checkpoints to keep (>= {MIN_KEEP})")
     ckpt.add_argument("--async-save", type=flag_bool, nargs="?", const=True, help="write checkpoints in the background")
     ckpt.add_argument("--no-checkpoint", action="store_true", help="train without checkpoints")
 
