@@ -18,9 +18,9 @@ from sm_dist.contract.checkpoint import (
 )
 from sm_dist.errors import ConfigError
 from sm_dist.jobspec import CheckpointSpec, JobSpec
-from sm_dist.planning.config import LaunchConfig
 from sm_dist.local.job import list_checkpoints, store_manifests
 from sm_dist.local.stores import FolderStore
+from sm_dist.planning.config import LaunchConfig
 from sm_dist.runtime.checkpoint.config import CheckpointConfig
 from sm_dist.runtime.checkpoint.load import select_checkpoint
 from sm_dist.runtime.checkpoint.retention import apply_retention
