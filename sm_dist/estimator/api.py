@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from sm_dist.catalog import CATALOG_REGION, Instance, get_instance
 from sm_dist.errors import ConfigError
 from sm_dist.estimator import cost as cost_mod
-from sm_dist.estimator import grid, models, timing
+from sm_dist.estimator import grid, models, published, timing
 from sm_dist.estimator.activations import parse_checkpointing
 from sm_dist.estimator.memory import MemoryBreakdown, optimizer_states
 from sm_dist.estimator.recommend import recommend
@@ -42,12 +42,9 @@ DEFAULT_INSTANCE_COUNTS = (1, 2, 4, 8, 16)
 #: Global batch when none is given: ~4M tokens per step (LLaMA 2 paper, Touvron et al. 2023).
 DEFAULT_GLOBAL_BATCH_TOKENS = 4 * 2**20
 DEFAULT_PRECISION = Precision.MIXED
-#: What is searched when activation_checkpointing / micro_batch are not given, in order of
-#: preference: least recompute first (full costs +33% compute), then the largest micro-batch
-#: (fewer, larger collectives per step). "none" is left out: with flash/SDPA attention it keeps
-#: what "selective" keeps (activations.py).
-SEARCHED_CHECKPOINTING = ("selective", "full")
-SEARCHED_MICRO_BATCHES = (8, 4, 2, 1)
+#: What is searched when activation_checkpointing / micro_batch are not given (grid.py says why).
+SEARCHED_CHECKPOINTING = grid.SEARCHED_CHECKPOINTING
+SEARCHED_MICRO_BATCHES = grid.SEARCHED_MICRO_BATCHES
 
 
 def _settings(checkpointing: CheckpointingLike | None, micro_batch: int | None) -> tuple[tuple[str, int], ...]:
@@ -172,7 +169,9 @@ def _calibrations(value: CalibrationLike | None, mfu: float | None) -> dict[str,
 def _calibration_warnings(calibrated: dict[str, Calibration], shape: models.ModelShape, instances: list[Instance],
                           warnings: list[str]) -> None:
     """Say when a calibration applies to no instance compared, or was measured on a model of another size."""
-    from sm_dist.estimator.calibration import SIZE_WARNING_FACTOR
+    if not calibrated:
+        return
+    from sm_dist.estimator.calibration import SIZE_WARNING_FACTOR  # only with a calibration: start-up
 
     compared = {i.gpu_model for i in instances}
     for family, record in calibrated.items():
@@ -253,6 +252,9 @@ def estimate(
                        **limits)
     if choice is not None and choice.row.note:
         rows[next(i for i, r in enumerate(rows) if r[:4] == choice.row[:4])] = choice.row
+    if choice is not None and (caveat := published.caveat(shape, choice.row)):
+        # a model of the size published runs split with tensor/pipeline parallelism: say how far off this can be
+        choice = choice._replace(reason=f"{choice.reason.removesuffix('.')}; {caveat}.")
     _batch_warning(rows, work, warnings)
     _calibration_warnings(calibrated, shape, instances, warnings)
     return Estimate.build(rows=rows, recommendation=choice, work=work, settings=settings, instances=instances,

@@ -29,6 +29,13 @@ SAFETY_MARGIN = 0.10
 
 _GB = 1e9
 
+#: What an estimate searches when activation_checkpointing / micro_batch are not given, in order of
+#: preference: least recompute first (full costs +33% compute), then the largest micro-batch
+#: (fewer, larger collectives per step). "none" is left out: with flash/SDPA attention it keeps
+#: what "selective" keeps (activations.py).
+SEARCHED_CHECKPOINTING = ("selective", "full")
+SEARCHED_MICRO_BATCHES = (8, 4, 2, 1)
+
 
 # NamedTuple, not a frozen dataclass: immutable all the same, and ~7x cheaper to define,
 # which matters for `sm-dist estimate-cost` start-up (tests/bench/bench_cli_startup.py).
