@@ -12,7 +12,7 @@ import gc
 import statistics
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -20,6 +20,9 @@ from torch import nn
 
 from sm_dist.estimator.shape import ModelShape
 from sm_dist.runtime.selfcheck.models import from_shape, loss_of, tokens
+
+if TYPE_CHECKING:
+    from sm_dist.runtime.context import RunContext
 
 #: AdamW's learning rate: large enough for a fixed batch's loss to fall within a few steps.
 LR = 1e-3
@@ -39,7 +42,7 @@ def _checksum(model: nn.Module) -> float:
     return total
 
 
-def timed_steps(ctx: Any, model: nn.Module, opt: torch.optim.Optimizer, batch: torch.Tensor, warmup: int,
+def timed_steps(ctx: RunContext, model: nn.Module, opt: torch.optim.Optimizer, batch: torch.Tensor, warmup: int,
                  steps: int) -> tuple[list[float], list[float]]:
     """(losses, seconds) of warmup + steps training steps on one fixed batch; seconds of the timed ones."""
     losses, seconds = [], []
@@ -58,7 +61,7 @@ def timed_steps(ctx: Any, model: nn.Module, opt: torch.optim.Optimizer, batch: t
     return losses, seconds
 
 
-def strategy_run(ctx: Any, name: str, config: Mapping[str, Any]) -> dict[str, Any]:
+def strategy_run(ctx: RunContext, name: str, config: Mapping[str, Any]) -> dict[str, Any]:
     """Build the check model, wrap it with strategy `name`, train, and report what this rank saw."""
     from sm_dist.estimator.models import count_module_params
     from sm_dist.runtime.measure import held_bytes
