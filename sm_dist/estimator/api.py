@@ -178,6 +178,9 @@ def _calibration_warnings(calibrated: dict[str, Calibration], shape: models.Mode
         if family not in compared:
             warnings.append(f"the {family} calibration applies to none of the instance types compared "
                             f"({', '.join(sorted(compared))}): their MFU is the prior")
+        if record.gpus > 1:
+            warnings.append(f"the {family} MFU is {record.source} throughput on {record.gpus} GPUs, communication "
+                            "included, and the estimate adds its own: read those rows as conservative")
         ratio = shape.flops_params / record.params
         if not 1 / SIZE_WARNING_FACTOR <= ratio <= SIZE_WARNING_FACTOR:
             warnings.append(f"the {family} MFU was measured on {record.model} ({record.params / 1e9:.3g}B parameters), "

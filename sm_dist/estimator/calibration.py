@@ -131,7 +131,11 @@ def from_job(
 ) -> Calibration:
     """A finished job's figures as a calibration: `tokens` trained in `training_seconds` (training
     time, without start-up) on `instance_count` × `instance_type`, with FLOPs per token given or
-    6·`params` (8·`params` when every block was recomputed). For `sm-dist cost JOB`."""
+    6·`params` (8·`params` when every block was recomputed). For `sm-dist cost JOB`.
+
+    The throughput is end to end: communication and any data stalls are in it, so on a
+    multi-GPU job the MFU is lower than the compute-only figure the estimator's prior stands for
+    (the estimate adds communication again, and warns so)."""
     if (params is None) == (flops_per_token is None):
         raise ConfigError("params", params, "give exactly one of params=N or flops_per_token=F")
     inst = get_instance(instance_type, CATALOG_REGION)

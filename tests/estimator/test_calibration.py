@@ -143,6 +143,10 @@ def test_warnings_for_a_family_not_compared_and_a_model_of_another_size() -> Non
     assert all(r.mfu in (MFU_PRIORS["A10G"], MFU_PRIORS["A100"]) for r in est.rows if r.runnable)
     bigger = _estimate(calibration=_job(30_000), params=20 * PARAMS)
     assert any("MFU moves with model size" in w for w in bigger.warnings)
+    assert not any("communication included" in w for w in bigger.warnings)  # one GPU: no communication in it
+    many = calibration.from_job(tokens=1e10, training_seconds=3600 * 10, instance_type="ml.p4d.24xlarge",
+                                instance_count=2, params=PARAMS)
+    assert any("on 16 GPUs, communication included" in w for w in _estimate(calibration=many).warnings)
 
 
 @pytest.mark.parametrize(("device", "family"), [
