@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING, Any
 
 from sm_dist.catalog import Instance
 from sm_dist.estimator import activations, cost, grid, memory, report, timing
-from sm_dist.estimator.plot import draw
 from sm_dist.estimator.recommend import Recommendation
 from sm_dist.estimator.record import EstimateRecord
 
@@ -62,6 +61,8 @@ class Estimate(EstimateRecord):
     def plot(self, path: StrPath | None = None, ax: Axes | None = None) -> Axes:
         """Hours vs dollars, one point per plan that fits (spot too), the Pareto front drawn and the
         recommendation marked (matplotlib); saved to `path` when given. Returns the axes."""
+        from sm_dist.estimator.plot import draw  # only when drawing: estimate-cost start-up
+
         return draw(self, path=path, ax=ax)
 
 
