@@ -1,8 +1,8 @@
 """The catalog of SageMaker training instance types: hardware and prices, as data.
 
-The data lives in `instances.json` next to this module (one row per instance type, the date and
-source of every price, whether a SageMaker price was read or derived from EC2). It is read once,
-on first use, and cached. Standard library only (core world).
+The data lives in `instances.json` next to this module (one row per priced instance type, the date
+and source of every price, whether a SageMaker price was read or derived from EC2; the hardware
+facts of every instance family, read by `hardware.py`). It is read once, on first use, and cached. Standard library only (core world).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def _build(row: dict[str, Any], gpus: dict[str, Any], region: str) -> Instance:
         intra_node_gbytes_per_s=float(gpu["intra_node_gbytes_per_s"]),
         interconnect=gpu["interconnect"],
         network_gbps=float(row["network_gbps"]),
-        efa=bool(row["efa"]),
+        efa=_efa(row["name"]),
         vcpus=int(row["vcpus"]),
         host_ram_bytes=int(row["host_ram_gib"] * _GIB),
         sagemaker_usd_per_hour=float(price["sagemaker_usd_per_hour"]),
@@ -91,6 +91,12 @@ def _build(row: dict[str, Any], gpus: dict[str, Any], region: str) -> Instance:
         ec2_price_derived=bool(price["ec2_derived"]),
         ec2_price_source=price["ec2_source"],
     )
+
+
+def _efa(name: str) -> bool:
+    """EFA on this size, from the family's hardware facts (`hardware.py`; docs/PLATFORM.md §7)."""
+    family, _, size = name.removeprefix("ml.").partition(".")
+    return size in _load()["families"].get(family, {}).get("efa", ())
 
 
 @functools.cache
