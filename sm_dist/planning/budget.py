@@ -25,6 +25,10 @@ DEFAULT_MAX_RUNTIME_S = 86_400
 MAX_RUNTIME_LIMIT_S = 28 * 86_400
 #: Spot MaxWait = this × MaxRuntime unless given: as long again to wait for capacity, unbilled.
 SPOT_WAIT_FACTOR = 2
+#: ... but at most this: the API documents no maximum for MaxWaitTimeInSeconds, only >= MaxRuntime;
+#: sm_dist's own default stays within the 28 days documented for a job's run time
+#: (docs/PLATFORM.md §1.5, §9). An explicit max_wait_s above it is sent, with a warning.
+MAX_DEFAULT_WAIT_S = MAX_RUNTIME_LIMIT_S
 #: A budget that buys less than this is a typo, not a plan.
 MIN_RUNTIME_S = 60
 #: What a job may still run, billed, after MaxRuntime: SageMaker's SIGTERM-to-SIGKILL grace
@@ -103,23 +107,33 @@ def stopping_limits(config: LaunchConfig, usd_per_hour: float | None, expected_h
     if expected_hours is not None and runtime < expected_hours * 3600:
         warnings.append(f"MaxRuntime {runtime / 3600:.2f} h is shorter than the estimated {expected_hours:.2f} h: "
                         "the job will be stopped before it finishes (it can resume from its checkpoint)")
-    return Limits(runtime, _wait(config, runtime), usd_per_hour, basis), warnings
+    wait, wait_warnings = _wait(config, runtime)
+    return Limits(runtime, wait, usd_per_hour, basis), warnings + wait_warnings
 
 
-def _wait(config: LaunchConfig, runtime: int) -> int | None:
+def _wait(config: LaunchConfig, runtime: int) -> tuple[int | None, list[str]]:
     if not config.spot:
         if config.max_wait_s is not None:
             raise ConfigError("max_wait_s", config.max_wait_s, "MaxWait applies to spot jobs only; set spot=True or drop it")
-        return None
+        return None, []
     if config.max_wait_s is None:
-        return runtime * SPOT_WAIT_FACTOR
+        wait = min(runtime * SPOT_WAIT_FACTOR, MAX_DEFAULT_WAIT_S)
+        if wait < runtime * SPOT_WAIT_FACTOR:
+            return wait, [f"MaxWait {wait / 86400:.0f} days leaves {(wait - runtime) / 3600:.1f} h to wait for spot "
+                          f"capacity (sm_dist keeps its default within {MAX_DEFAULT_WAIT_S // 86400} days); set "
+                          "max_wait_s to allow more"]
+        return wait, []
     if config.max_wait_s < runtime:
         raise ConfigError(
             "max_wait_s", config.max_wait_s,
             f"must be >= MaxRuntime ({runtime} s): it covers the capacity wait plus the run itself",
         )
-    return config.max_wait_s
+    if config.max_wait_s > MAX_DEFAULT_WAIT_S:
+        return config.max_wait_s, [f"max_wait_s {config.max_wait_s / 86400:.1f} days: the API documents no maximum for "
+                                   f"MaxWaitTimeInSeconds, but {MAX_DEFAULT_WAIT_S // 86400} days for a job's run time; "
+                                   "SageMaker may refuse it"]
+    return config.max_wait_s, []
 
 
-__all__ = ["Limits", "stopping_limits", "DEFAULT_MAX_RUNTIME_S", "MAX_RUNTIME_LIMIT_S", "SPOT_WAIT_FACTOR", "STOP_GRACE_S",
-           "UPLOAD_ALLOWANCE_S"]
+__all__ = ["Limits", "stopping_limits", "DEFAULT_MAX_RUNTIME_S", "MAX_DEFAULT_WAIT_S", "MAX_RUNTIME_LIMIT_S",
+           "SPOT_WAIT_FACTOR", "STOP_GRACE_S", "UPLOAD_ALLOWANCE_S"]

@@ -44,6 +44,10 @@ class Locations:
     default_bucket: str | None
     """Set when output_s3_uri is the SDK's default bucket, which fit creates if missing."""
     source: str
+    infra_stack: str | None = None
+    """The infra stack the role comes from (None: the role is not a stack's)."""
+    image_repository_arns: tuple[str, ...] | None = None
+    """ECR repositories that stack's role may pull from (None: the stack does not say)."""
 
 
 def _infra(config: LaunchConfig, session_factory: Callable[[], Session]) -> dict[str, str] | None:
@@ -89,7 +93,14 @@ def resolve_locations(config: LaunchConfig, session_factory: Callable[[], Sessio
         bucket = f"sagemaker-{region}-{account.group(1)}"
         output = f"s3://{bucket}/{DEFAULT_PREFIX}"
     checkpoint_base = (infra or {}).get("checkpoint_uri")
-    return Locations(role, output.rstrip("/"), checkpoint_base, bucket, source)
+    stack, pulls = None, None
+    if infra and role == infra.get("role_arn"):
+        from sm_dist.provision import config as infra_config
+
+        stack = config.infra_stack or infra_config.read().get("default") or "?"
+        if infra.get("image_repository_arns"):
+            pulls = tuple(infra["image_repository_arns"].split(","))
+    return Locations(role, output.rstrip("/"), checkpoint_base, bucket, source, stack, pulls)
 
 
 def local_locations(config: LaunchConfig) -> Locations:

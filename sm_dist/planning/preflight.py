@@ -2,9 +2,9 @@
 
 Pure checks (no AWS call) run while the plan is made: the instance type is offered for
 training and can run the sm_dist runtime, `dp` is single-instance, spot has a checkpoint URI,
-hyperparameters are not secrets and survive SageMaker's shell env file, the environment fits
-the API. The checks that need AWS run in the cloud backend just before the upload
-(`sm_dist.cloud.remote_checks`).
+hyperparameters are not secrets and can be passed to the script, the environment and the data
+channels fit the API. The request as a whole is checked in `constraints`; the checks that need
+AWS run in the cloud backend just before the upload (`sm_dist.cloud.remote_checks`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import functools
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sm_dist.errors import CatalogError, ConfigError
@@ -55,6 +55,9 @@ MAX_TAG_VALUE_CHARS = 256
 TAG_PUNCTUATION = frozenset("_.:/=+-@")
 #: The warning of a plan without a checkpoint URI (local mode replaces it: it syncs to its own endpoint).
 NO_CHECKPOINT_URI = "no checkpoint_s3_uri: checkpoints stay on the instances and are lost when the job ends"
+#: CreateTrainingJob's InputDataConfig takes at most 20 channels (botocore model; docs/PLATFORM.md §9);
+#: sm_dist's code channel is one of them.
+MAX_INPUT_CHANNELS = 20
 #: Environment keys sm_dist sets itself.
 RESERVED_ENV = re.compile(r"^(SM_DIST_.*|PYTHONPATH|TORCH_DISABLE_SHARE_RDZV_TCP_STORE)$")
 
@@ -91,14 +94,16 @@ def check_instance(instance_type: str, region: str) -> Instance | None:
             "instance_type", instance_type, f"not a SageMaker training instance type{did_you_mean(instance_type, offered)}"
         )
     from sm_dist.catalog import CATALOG_REGION, get_instance, regions
+    from sm_dist.catalog.hardware import hardware
 
+    hw = hardware(instance_type)
+    if hw is not None and hw.accelerator:
+        raise ConfigError("instance_type", instance_type, f"{hw.accelerator} is not CUDA; the sm_dist runtime needs "
+                          "NVIDIA GPUs or CPU")
     try:
-        inst = get_instance(instance_type, region if region in regions() else CATALOG_REGION)
+        return get_instance(instance_type, region if region in regions() else CATALOG_REGION)
     except CatalogError:
         return None
-    if not inst.is_cuda:
-        raise ConfigError("instance_type", instance_type, f"{inst.gpu_model} is not CUDA; the sm_dist runtime needs NVIDIA GPUs or CPU")
-    return inst
 
 
 def check_topology(strategy: Strategy, instance_count: int, nproc_per_node: int | None) -> list[str]:
@@ -165,12 +170,26 @@ def check_hyperparameters(hps: Mapping[str, Any]) -> None:
                 "Read it from AWS Secrets Manager in the script, or pass a non-secret reference",
             )
         text = value if isinstance(value, str) else json.dumps(value)  # what HyperParameters will hold
-        if "'" in text:
-            # SageMaker's container driver writes hyperparameters into a shell file as
-            # export KEY='value' without escaping (docs/PLATFORM.md §1.2): a quote kills the container.
-            raise ConfigError(f"hyperparameters.{name}", value, "contains a single quote ('), which SageMaker's env file cannot hold")
+        check_exec_text(f"hyperparameters.{name}", text)
         if len(text) > MAX_HP_VALUE_CHARS:
             raise ConfigError(f"hyperparameters.{name}", text[:40] + "…", f"longer than {MAX_HP_VALUE_CHARS} chars; put it in a file")
+
+
+def check_exec_text(field: str, text: str) -> None:
+    """What sm_dist's launcher passes to the script as an argument or a variable is handed to
+    execve, which takes NUL-terminated strings: a NUL character cannot get through (docs/PLATFORM.md
+    §9). Quotes and other shell characters can: no shell reads them."""
+    if "\0" in text:
+        raise ConfigError(field, text.replace("\0", "\\0")[:60], "contains a NUL character, which no process "
+                          "argument or environment variable can hold; remove it")
+
+
+def check_channel_count(channels: Collection[str]) -> None:
+    """At most MAX_INPUT_CHANNELS - 1 data channels: the code channel is the API's 20th."""
+    if len(channels) > MAX_INPUT_CHANNELS - 1:
+        raise ConfigError("inputs", len(channels), f"{len(channels)} data channels; SageMaker takes {MAX_INPUT_CHANNELS} "
+                          f"and sm_dist's code channel is one: pass at most {MAX_INPUT_CHANNELS - 1}, e.g. several "
+                          "datasets under one S3 prefix as one channel")
 
 
 def check_environment(user_env: Mapping[str, str], ours: int) -> None:
@@ -181,6 +200,7 @@ def check_environment(user_env: Mapping[str, str], ours: int) -> None:
         if len(str(value)) > MAX_ENV_VALUE_CHARS:
             raise ConfigError(f"environment.{key}", str(value)[:40] + "…", f"longer than {MAX_ENV_VALUE_CHARS} chars "
                               "(SageMaker's limit); put it in a file in the source dir or in S3")
+        check_exec_text(f"environment.{key}", str(value))
     if len(user_env) + ours > MAX_ENVIRONMENT:
         raise ConfigError("environment", len(user_env), f"at most {MAX_ENVIRONMENT - ours} variables (SageMaker's limit)")
 
@@ -206,6 +226,6 @@ def check_tags(user_tags: Mapping[str, str], ours: int) -> None:
 
 
 __all__ = [
-    "check_instance", "check_topology", "check_checkpointing", "check_hyperparameters",
-    "check_environment", "check_tags", "tag_text_ok", "training_instance_types",
+    "MAX_INPUT_CHANNELS", "check_instance", "check_topology", "check_checkpointing", "check_hyperparameters",
+    "check_environment", "check_channel_count", "check_exec_text", "check_tags", "tag_text_ok", "training_instance_types",
 ]

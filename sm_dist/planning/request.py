@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from sagemaker.core.helper.session_helper import Session as SageMakerSession
     from sagemaker.train.model_trainer import Mode, ModelTrainer
 
+    from sm_dist.catalog.images import ImageRef
+
 _log = logging.getLogger(__name__)
 
 #: PID 1 of the job (docs/ARCHITECTURE.md "container command"); the code channel is on PYTHONPATH.
@@ -39,24 +41,31 @@ LAUNCHER_COMMAND = ("python3", "-m", "sm_dist.container.launcher")
 
 
 def default_image(region: str, torch_version: str | None, py_version: str | None, instance_type: str) -> str:
-    """AWS's SageMaker PyTorch training image for this torch version, region and instance kind.
+    """AWS's SageMaker PyTorch training image for this torch version, region and instance type."""
+    return choose_image(region, torch_version, py_version, instance_type)[0].uri
+
+
+def choose_image(region: str, torch_version: str | None, py_version: str | None,
+                 instance_type: str) -> tuple[ImageRef, str | None]:
+    """The image for this torch version, region and instance type, and a note when it is not
+    the one asked for; or a ConfigError naming the hardware, the image and the fix.
 
     From sm_dist's image table, not the SageMaker SDK's: the SDK's table does not know the
-    `pytorch` repository AWS publishes torch 2.11+ in (docs/PLATFORM.md §6.1).
+    `pytorch` repository AWS publishes torch 2.11+ in (docs/PLATFORM.md §6.1). The image must run
+    on the instance: its CPU architecture and its torch's GPU kernels (docs/PLATFORM.md §7).
     """
-    from sm_dist.catalog import get_instance
-    from sm_dist.catalog.images import training_image
-    from sm_dist.errors import CatalogError
+    from sm_dist.catalog.hardware import hardware
+    from sm_dist.catalog.images import image_for, training_image
 
-    try:  # GPU or CPU image; the catalog's shape, not its (per-region) prices
-        gpu = get_instance(instance_type).gpus > 0
-    except CatalogError:  # a type the catalog lacks: SageMaker's accelerated families are p and g
-        gpu = instance_type.removeprefix("ml.").startswith(("p", "g"))
-    image = training_image(torch_version, region, gpu=gpu)
+    hw = hardware(instance_type)
+    if hw is not None:
+        image, note = image_for(torch_version, region, hw)
+    else:  # a family the catalog lacks: SageMaker's accelerated families are p and g
+        image, note = training_image(torch_version, region, gpu=instance_type.removeprefix("ml.").startswith(("p", "g"))), None
     if py_version is not None and py_version != image.python:
         raise ConfigError("py_version", py_version,
                           f"the torch {image.torch_version} image has {image.python}; leave py_version unset or pass image_uri=")
-    return image.uri
+    return image, note
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -174,4 +183,5 @@ def s3_join(base: str, *parts: str) -> str:
     return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts if p)])
 
 
-__all__ = ["LAUNCHER_COMMAND", "CODE_DIR", "RequestSpec", "build_request", "validate_request", "default_image", "channel_uris", "s3_join"]
+__all__ = ["LAUNCHER_COMMAND", "CODE_DIR", "RequestSpec", "build_request", "validate_request", "default_image",
+           "choose_image", "channel_uris", "s3_join"]

@@ -64,3 +64,10 @@ def test_cap_and_short_budget_warning() -> None:
     assert limits.max_runtime_s == MAX_RUNTIME_LIMIT_S and any("28 days" in w for w in warnings)
     _, warnings = stopping_limits(cfg(max_cost_usd=100), 50.0, expected_hours=5.0)
     assert any("shorter than the estimated" in w for w in warnings)
+
+
+def test_spots_default_wait_never_passes_28_days() -> None:
+    """It used to be 2 × MaxRuntime unbounded: 56 days for a 28-day run (docs/PLATFORM.md §9)."""
+    limits, warnings = stopping_limits(cfg(max_runtime_s=MAX_RUNTIME_LIMIT_S * 2, spot=True), 50.0, None)
+    assert limits.max_runtime_s == limits.max_wait_s == MAX_RUNTIME_LIMIT_S
+    assert any("leaves 0.0 h to wait for spot capacity" in w for w in warnings)

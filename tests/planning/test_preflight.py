@@ -27,7 +27,7 @@ CASES = {
     "auto without model size": ({"strategy": "auto"}, ConfigError, "model size"),
     "secret hyperparameter": ({"hyperparameters": {"hf_token": "abc"}}, ConfigError, "Secrets Manager"),
     "secret-looking key": ({"hyperparameters": {"wandb_api_key": "abc"}}, ConfigError, "secret"),
-    "quote in a value": ({"hyperparameters": {"note": "it's"}}, ConfigError, "single quote"),
+    "NUL in a value": ({"hyperparameters": {"note": "a\0b"}}, ConfigError, "NUL character"),
     "reserved env": ({"environment": {"PYTHONPATH": "/x"}}, ConfigError, "set by sm_dist"),
     "budget too small": ({"max_cost_usd": 0.01}, ConfigError, "buys only"),
     "missing entry": ({"entry": "trian.py"}, ConfigError, "no such file"),
@@ -89,7 +89,9 @@ def test_secret_names(name: str, secret: bool) -> None:
     assert looks_secret(name) is secret
 
 
-def test_structured_values_are_not_mistaken_for_quotes() -> None:
+def test_structured_values_are_checked_as_the_json_they_become() -> None:
     from sm_dist.planning.preflight import check_hyperparameters
 
-    check_hyperparameters({"layers": [1, 2], "opt": {"betas": [0.9, 0.95]}, "name": "run-1"})
+    check_hyperparameters({"layers": [1, 2], "opt": {"betas": [0.9, 0.95]}, "name": "it's run-1"})
+    with pytest.raises(ConfigError, match="hyperparameters.opt"):
+        check_hyperparameters({"opt": {"note": "x" * 2500}})  # 2500 characters, and more as JSON
