@@ -28,6 +28,7 @@ OUTPUT_KEYS: dict[str, str] = {
     "BucketName": "bucket",
     "CheckpointUri": "checkpoint_uri",
     "ArtifactUri": "artifact_uri",
+    "ImageRepositoryArns": "image_repository_arns",
 }
 #: Keys every resolved result has.
 RESOLVED_KEYS = ("role_arn", "bucket", "checkpoint_uri")
@@ -64,7 +65,10 @@ def require_ours(stack: Mapping[str, Any]) -> None:
 def present(stack: Mapping[str, Any]) -> dict[str, str]:
     """The stack's outputs that resolve() knows, under resolve()'s keys, without any checks."""
     found = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs") or []}
-    return {ours: found[theirs] for theirs, ours in OUTPUT_KEYS.items() if theirs in found}
+    result = {ours: found[theirs] for theirs, ours in OUTPUT_KEYS.items() if theirs in found}
+    if "image_repository_arns" in result:  # an absent (AWS::NoValue) entry comes as "None" from moto (PLATFORM §5)
+        result["image_repository_arns"] = ",".join(a for a in result["image_repository_arns"].split(",") if a.startswith("arn:"))
+    return result
 
 
 def from_stack(stack: Mapping[str, Any]) -> dict[str, str]:
@@ -94,7 +98,7 @@ def from_config(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     missing = [k for k in RESOLVED_KEYS if not entry.get(k)]
     if missing:
         raise ConfigError(str(config.config_path(environ)), name, f"entry lacks {missing}; redeploy with `sm-dist infra deploy --stack-name {name}`")
-    return {k: str(entry[k]) for k in (*RESOLVED_KEYS, "artifact_uri") if entry.get(k)}
+    return {k: str(entry[k]) for k in (*RESOLVED_KEYS, "artifact_uri", "image_repository_arns") if entry.get(k)}
 
 
 def resolve(stack_name: str | None = None, session: Session | None = None, *, environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -103,7 +107,8 @@ def resolve(stack_name: str | None = None, session: Session | None = None, *, en
     `stack_name` given: read that stack's outputs from CloudFormation (unknown stack ->
     ConfigError naming the region). None: the stack `sm-dist infra deploy` recorded last in the
     config file, without any AWS call. Returns {"role_arn", "bucket", "checkpoint_uri"} and,
-    when known, "artifact_uri" (the S3 prefix the role may use for code and outputs).
+    when known, "artifact_uri" (the S3 prefix the role may use for code and outputs) and
+    "image_repository_arns" (the ECR repositories the role may pull from, comma-separated).
     """
     if stack_name is None:
         return from_config(environ)

@@ -43,6 +43,17 @@ def parse_assignments(items: Iterable[str]) -> dict[str, str]:
     return result
 
 
+def image_parameters(region: str) -> dict[str, str]:
+    """The template's ECR pull permission for `region`, from sm_dist's image table: the AWS Deep
+    Learning Containers account serving the region and the table's repositories (docs/PLATFORM.md
+    §7.4). Empty for a region the table has no registry for (the template's defaults apply)."""
+    from sm_dist.catalog.images import known_regions, registry_account, repositories
+
+    if region not in known_regions():
+        return {}
+    return {"ImageAccountId": registry_account(region), "ImageRepositories": ",".join(repositories())}
+
+
 def check_parameters(values: Mapping[str, str], template_name: str = template.DEFAULT_TEMPLATE) -> dict[str, str]:
     """Validate `values` against the template's Parameters; returns them as a plain dict."""
     declared: Mapping[str, Any] = template.load(template_name).get("Parameters", {})

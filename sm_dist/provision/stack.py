@@ -115,14 +115,20 @@ def deploy(
 ) -> StackInfo:
     """Create or update `stack_name` from the shipped template, wait, record its outputs.
 
-    Bad name or parameters -> ConfigError before any AWS call. A failed operation -> InfraError
+    The ECR pull permission follows sm_dist's image table for the client's region
+    (`params.image_parameters`) unless `parameters` set it. Bad name or parameters -> ConfigError
+    before any AWS call. A failed operation -> InfraError
     with the failing resources' reasons. On success the outputs are written to the config file
     (see `sm_dist.provision.config`) and returned.
     """
     name = params.check_stack_name(stack_name)
-    values = params.check_parameters(dict(parameters or {}), template_name)
+    params.check_parameters(dict(parameters or {}), template_name)
     body = template.template_text(template_name)
     cfn = aws.cloudformation(session)
+    # the role may pull the image table's images in this region, unless told otherwise
+    declared = template.load(template_name).get("Parameters", {})
+    defaults = {k: v for k, v in params.image_parameters(aws.region_of(cfn)).items() if k in declared}
+    values = params.check_parameters({**defaults, **dict(parameters or {})}, template_name)
     existing = outputs.describe_stack(cfn, name)
     if existing is not None:
         _check_updatable(existing)

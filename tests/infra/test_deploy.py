@@ -180,3 +180,35 @@ def test_stacks_not_made_by_sm_dist_are_left_alone(aws_session: Any, config_home
             attempt()
     after = cfn.describe_stacks(StackName="theirs")["Stacks"][0]
     assert after["StackStatus"] == "CREATE_COMPLETE" and after["Description"] == "someone else's"
+
+
+def _pull_resources(session: Any, role_arn: str) -> list[str]:
+    """The PullTrainingImage statement's repositories (moto renders an AWS::NoValue list entry as None, PLATFORM §5)."""
+    stmt = next(s for s in _role_policies(session, role_arn)["sm-dist-training"]["Statement"]
+                if s and s.get("Sid") == "PullTrainingImage")
+    return [r for r in stmt["Resource"] if r is not None]
+
+
+@pytest.mark.parametrize("region", ["us-east-1", "il-central-1", "ap-southeast-5"])
+def test_deploy_lets_the_role_pull_the_image_tables_repositories_of_its_region(config_home: Path, aws_credentials: str,
+                                                                               region: str) -> None:
+    import boto3
+    import moto
+
+    from sm_dist.catalog.images import registry_account, repositories, training_image
+
+    with moto.mock_aws():
+        info = _deploy(boto3.Session(region_name=region))
+        expected = [f"arn:aws:ecr:{region}:{registry_account(region)}:repository/{r}" for r in repositories()]
+        assert _pull_resources(boto3.Session(region_name=region), info.outputs["role_arn"]) == expected
+        assert info.outputs["image_repository_arns"] == ",".join(expected)
+        assert outputs.resolve()["image_repository_arns"] == ",".join(expected)  # what fit reads
+        default = training_image(None, region, gpu=True)
+        assert f"arn:aws:ecr:{region}:{default.account}:repository/{default.repository}" in expected
+
+
+def test_explicit_image_parameters_win_over_the_image_table(aws_session: Any, config_home: Path) -> None:
+    info = _deploy(aws_session, ImageAccountId="111122223333", ImageRepositories="team/trainer")
+    assert _pull_resources(aws_session, info.outputs["role_arn"]) == [
+        "arn:aws:ecr:us-east-1:111122223333:repository/team/trainer"]
+    assert info.parameters["ImageRepositories"] == "team/trainer"

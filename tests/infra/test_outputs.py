@@ -31,6 +31,9 @@ def test_resolve_named_stack_reads_cloudformation_outputs(aws_session: Any) -> N
         "bucket": bucket,
         "checkpoint_uri": f"s3://{bucket}/checkpoints",
         "artifact_uri": f"s3://{bucket}",
+        # the template's default repositories (deploy passes the image table's, test_deploy.py)
+        "image_repository_arns": "arn:aws:ecr:us-east-1:763104351884:repository/pytorch,"
+                                 "arn:aws:ecr:us-east-1:763104351884:repository/pytorch-training",
     }
 
 

@@ -65,6 +65,8 @@ def test_unknown_key_suggests_the_close_one() -> None:
         ("KmsKeyArn", "alias/my-key", "KMS key ARN"),
         ("Prefix", "/leading", "no leading or trailing /"),
         ("ImageAccountId", "12345", "12-digit"),
+        ("ImageRepositories", "a,b,c,d", "one to three ECR repository names"),
+        ("ImageRepositories", "pytorch,", "one to three ECR repository names"),
     ],
 )
 def test_values_checked_against_template_constraints(key: str, value: str, fragment: str) -> None:
@@ -76,5 +78,5 @@ def test_values_checked_against_template_constraints(key: str, value: str, fragm
 def test_good_values_pass() -> None:
     good = {"CheckpointRetentionDays": "90", "Versioning": "true", "Prefix": "team/run-1",
             "KmsKeyArn": "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
-            "VpcMode": "true", "ImageRepository": "team/trainer"}
+            "VpcMode": "true", "ImageRepositories": "team/trainer,pytorch*"}
     assert params.check_parameters(good) == good

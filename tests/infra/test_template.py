@@ -6,6 +6,7 @@ so those are asserted on the parsed template here; test_deploy.py checks what mo
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -173,3 +174,98 @@ def test_short_tags_parse_to_long_form() -> None:
         "B": {"Fn::Sub": ["${X}", {"X": {"Ref": "Y"}}]},
         "C": {"Fn::If": ["c", {"Ref": "AWS::NoValue"}, 1]},
     }
+
+
+# --- the ECR pull permission follows the image table (docs/PLATFORM.md §7.4) ---
+
+_NO_VALUE = object()
+
+
+def _render(node: Any, params: dict[str, str], tpl: dict[str, Any]) -> Any:
+    """The value CloudFormation gives `node` for these parameters (the functions this template uses)."""
+    if isinstance(node, list):
+        return [v for v in (_render(n, params, tpl) for n in node) if v is not _NO_VALUE]
+    if not isinstance(node, dict) or len(node) != 1:
+        return node
+    (fn, arg), = node.items()
+    if fn == "Ref":
+        return _NO_VALUE if arg == "AWS::NoValue" else params[arg]
+    if fn == "Fn::Sub":
+        text, extra = (arg, {}) if isinstance(arg, str) else (arg[0], arg[1])
+        scope = {**params, **{k: _render(v, params, tpl) for k, v in extra.items()}}
+        return re.sub(r"\$\{([\w:]+)\}", lambda m: scope[m.group(1)], text)
+    if fn == "Fn::If":  # only the branch the condition picks
+        return _render(arg[1] if _render(tpl["Conditions"][arg[0]], params, tpl) else arg[2], params, tpl)
+    args = _render(arg, params, tpl)
+    if fn == "Fn::Split":
+        return args[1].split(args[0])
+    if fn == "Fn::Select":
+        return args[1][int(args[0])]
+    if fn == "Fn::Join":
+        return args[0].join(args[1])
+    if fn == "Fn::Equals":
+        return args[0] == args[1]
+    if fn == "Fn::Not":
+        return not args[0]
+    raise AssertionError(f"the renderer does not know {fn}")
+
+
+def _pull_statement(tpl: dict[str, Any]) -> dict[str, Any]:
+    return next(s for s in _role_statements(tpl) if s["Sid"] == "PullTrainingImage")
+
+
+def _params_for(region: str, tpl: dict[str, Any]) -> dict[str, str]:
+    from sm_dist.provision.params import image_parameters
+
+    defaults = {k: str(v.get("Default", "")) for k, v in tpl["Parameters"].items()}
+    partition = "aws-cn" if region.startswith("cn-") else "aws"
+    return {**defaults, **image_parameters(region), "AWS::Region": region, "AWS::Partition": partition}
+
+
+@pytest.mark.parametrize("region", __import__("sm_dist.catalog.images", fromlist=["x"]).known_regions())
+def test_the_role_may_pull_every_image_of_the_table_in_every_region(tpl: dict[str, Any], region: str) -> None:
+    from sm_dist.catalog.images import known_versions, training_image
+    from sm_dist.contract import torch_support
+    from sm_dist.planning.constraints import check_image_pull
+
+    allowed = tuple(_render(_pull_statement(tpl)["Resource"], _params_for(region, tpl), tpl))
+    assert len(allowed) == 2 and all(a.startswith("arn:aws") and f":ecr:{region}:" in a for a in allowed)
+    for version in known_versions():
+        if torch_support.refusal(version) is None:
+            for gpu in (True, False):
+                uri = training_image(version, region, gpu=gpu).uri
+                assert check_image_pull(uri, allowed, "s") == [], (region, uri)
+
+
+def test_a_region_with_its_own_registry_gets_its_own_account(tpl: dict[str, Any]) -> None:
+    allowed = _render(_pull_statement(tpl)["Resource"], _params_for("il-central-1", tpl), tpl)
+    assert allowed == ["arn:aws:ecr:il-central-1:780543022126:repository/pytorch",
+                       "arn:aws:ecr:il-central-1:780543022126:repository/pytorch-training"]
+    china = _render(_pull_statement(tpl)["Resource"], _params_for("cn-north-1", tpl), tpl)
+    assert china[0] == "arn:aws-cn:ecr:cn-north-1:727897471807:repository/pytorch"
+
+
+def test_the_template_defaults_pull_the_default_image_in_us_east_1(tpl: dict[str, Any]) -> None:
+    """A stack deployed without sm-dist (console, aws cloudformation deploy) can run the default image too."""
+    from sm_dist.catalog.images import training_image
+    from sm_dist.planning.constraints import check_image_pull
+
+    defaults = {k: str(v.get("Default", "")) for k, v in tpl["Parameters"].items()}
+    allowed = tuple(_render(_pull_statement(tpl)["Resource"], {**defaults, "AWS::Region": "us-east-1",
+                                                                 "AWS::Partition": "aws"}, tpl))
+    assert check_image_pull(training_image(None, "us-east-1", gpu=True).uri, allowed, "s") == []
+
+
+def test_one_to_three_repositories_render_and_the_table_fits(tpl: dict[str, Any]) -> None:
+    from sm_dist.catalog.images import repositories
+
+    params = {**_params_for("us-east-1", tpl)}
+    for given in ("a", "a,b", "a,b,c"):
+        rendered = _render(_pull_statement(tpl)["Resource"], {**params, "ImageRepositories": given}, tpl)
+        assert [r.rsplit("/", 1)[1] for r in rendered] == given.split(",")
+    assert len(repositories()) <= 3  # the template's slots
+
+
+def test_the_output_plan_reads_is_the_policys_resource(tpl: dict[str, Any]) -> None:
+    output = tpl["Outputs"]["ImageRepositoryArns"]["Value"]
+    assert output == {"Fn::Join": [",", _pull_statement(tpl)["Resource"]]}
