@@ -157,7 +157,7 @@ def check_checkpointing(spot: bool, mode: str, uri: str | None, *, instance_coun
 
 
 def check_hyperparameters(hps: Mapping[str, Any]) -> None:
-    """Refuse secrets, bad flag names, values SageMaker's shell env file cannot hold."""
+    """Refuse secrets, bad flag names, values the API or a process argument cannot hold."""
     if len(hps) > MAX_HYPERPARAMETERS:
         raise ConfigError("hyperparameters", len(hps), f"SageMaker accepts at most {MAX_HYPERPARAMETERS}")
     for name, value in hps.items():
