@@ -23,7 +23,8 @@ from types import MappingProxyType
 from sm_dist.container import slurm_nodes
 from sm_dist.contract.container import (
     OPT_ML_ENV,
-    natural_key,
+    RDZV_HOST_ENV,
+    host_order,
     opt_ml_root,
     read_checkpoint_config,
     read_resource_config,
@@ -31,9 +32,6 @@ from sm_dist.contract.container import (
 )
 from sm_dist.errors import RuntimeEnvError
 
-#: Local mode's override of the rendezvous host (every emulated "host" is this machine); the
-#: same variable the launcher honours (docs/ARCHITECTURE.md, launcher details).
-RDZV_HOST_ENV = "SM_DIST_RDZV_HOST"
 #: Slurm has no port variable; Lightning's SLURMEnvironment derives one from the job id
 #: (15000 + last 4 digits) and falls back to 12910 (docs/PLATFORM.md §2.4). Same rule here.
 SLURM_PORT_BASE = 15000
@@ -71,7 +69,7 @@ class RunEnv:
     num_gpus: int
     """GPUs visible on this host (SM_NUM_GPUS or what the caller measured)."""
     hosts: tuple[str, ...]
-    """Host names, naturally sorted (algo-2 before algo-10); empty when unknown."""
+    """Host names in SageMaker's order (sorted as text: algo-1, algo-10, algo-2); empty when unknown."""
     current_host: str | None
     """This host's name when the platform tells it."""
     job_name: str | None
@@ -172,7 +170,7 @@ def _sagemaker_facts(env: Mapping[str, str], root: str) -> dict:
             hosts = json.loads(env["SM_HOSTS"])
         except ValueError:
             raise RuntimeEnvError(f"SM_HOSTS={env['SM_HOSTS']!r}: expected a JSON list of host names") from None
-    hosts = sorted(hosts or (), key=natural_key)
+    hosts = list(host_order(hosts or ()))
     current = resource.current_host if resource is not None else env.get("SM_CURRENT_HOST")
     if current and hosts and current not in hosts:
         raise RuntimeEnvError(f"current host {current!r} is not among the hosts {hosts}")
@@ -217,7 +215,7 @@ def _torchrun_ranks(env: Mapping[str, str]) -> dict:
 
 
 def _sagemaker_ranks(env: Mapping[str, str], sm: dict) -> dict:
-    """SageMaker without torchrun: one process per host, ranked by natural host order."""
+    """SageMaker without torchrun: one process per host, ranked in SageMaker's host order (as ModelTrainer does)."""
     hosts = sm["hosts"]
     current = sm["current_host"]
     if not current:
@@ -260,7 +258,7 @@ def _slurm_ranks(env: Mapping[str, str]) -> dict:
         num_nodes=num_nodes,
         master_addr=addr if world > 1 else None,
         master_port=_int(env, "MASTER_PORT", default_port) if world > 1 else None,
-        hosts=tuple(sorted(hosts, key=natural_key)),
+        hosts=tuple(hosts),  # Slurm's own order: SLURM_NODEID indexes the expanded node list
     )
 
 

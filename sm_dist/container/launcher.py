@@ -5,7 +5,8 @@ own entrypoint (``bash -c … sm_train.sh``) was seen to drop SIGTERM, so the tr
 never hears a stop or a spot interruption (docs/PLATFORM.md §1.3). This launcher instead:
 
 1. reads ``input/config/resourceconfig.json`` under $SM_DIST_OPT_ML (default /opt/ml; local
-   mode remaps it) and sorts the hosts naturally (algo-2 before algo-10);
+   mode remaps it) with the hosts in SageMaker's order (sorted as text, docs/PLATFORM.md §1.8), and
+   computes the script's SageMaker variables as ModelTrainer's container does (`script_env`);
 2. starts ``python -m torch.distributed.run`` with c10d rendezvous on the first host (which
    explicitly hosts the store: ``is_host``), ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` and
    ``--max-restarts`` from the job spec (docs/PLATFORM.md §2.3: the restart setup that recovered);

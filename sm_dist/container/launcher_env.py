@@ -9,7 +9,6 @@ SM_DIST_LOCAL_ADDR (how other hosts reach this one), SM_DIST_NPROC_PER_NODE.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -23,15 +22,18 @@ from pathlib import Path
 
 from sm_dist._resources import resource_dir
 from sm_dist.container import worker
+from sm_dist.container.script_env import Host, cpu_count, script_environment
 from sm_dist.contract import torch_support
 from sm_dist.contract.checkpoint import CheckpointMode
 from sm_dist.contract.container import (
     EFA_RDMA_TYPES,
     EFA_TYPES,
-    INPUT_DATA_CONFIG,
+    LOCAL_ADDR_ENV,
+    NPROC_ENV,
+    RDZV_HOST_ENV,
+    RDZV_PORT_ENV,
     RESOURCE_CONFIG,
     config_path,
-    read_config,
     read_resource_config,
 )
 from sm_dist.contract.sagemaker import STOP_GRACE_SECONDS
@@ -116,14 +118,14 @@ def read_topology(root: Path, env: Mapping[str, str], spec: JobSpec, num_gpus: i
     if config is None:
         raise LaunchFailure(f"cannot read {config_path(root, RESOURCE_CONFIG)}: no such file")
     hosts, current = config.hosts, config.current_host
-    nproc = env.get("SM_DIST_NPROC_PER_NODE") or spec.nproc_per_node or num_gpus or 1
-    rdzv_override = env.get("SM_DIST_RDZV_HOST")  # local mode: every "host" is this machine
+    nproc = env.get(NPROC_ENV) or spec.nproc_per_node or num_gpus or 1
+    rdzv_override = env.get(RDZV_HOST_ENV)  # local mode where hosts cannot resolve each other: a loopback address
     node_rank = hosts.index(current)
     return Topology(
         hosts=hosts, current_host=current, node_rank=node_rank,
-        rdzv_host=rdzv_override or hosts[0], rdzv_port=int(env.get("SM_DIST_RDZV_PORT") or DEFAULT_RDZV_PORT),
+        rdzv_host=rdzv_override or hosts[0], rdzv_port=int(env.get(RDZV_PORT_ENV) or DEFAULT_RDZV_PORT),
         nproc_per_node=int(nproc), num_gpus=num_gpus,
-        local_addr=env.get("SM_DIST_LOCAL_ADDR") or _emulated_addr(rdzv_override, node_rank) or current,
+        local_addr=env.get(LOCAL_ADDR_ENV) or _emulated_addr(rdzv_override, node_rank) or current,
         instance_type=config.instance_type, interface=config.network_interface,
     )
 
@@ -202,22 +204,6 @@ def worker_env(env: Mapping[str, str], topo: Topology, root: Path, code_dir: Pat
     out.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", str(SHUTDOWN_TIMEOUT_S))
     out.setdefault("PYTHONUNBUFFERED", "1")
     out["PYTHONPATH"] = os.pathsep.join(p for p in (str(code_dir), env.get("PYTHONPATH", "")) if p)
-    # Scripts written for SageMaker read these; its own driver (not used here) would set them.
-    compat = {
-        "SM_HOSTS": json.dumps(list(topo.hosts)),
-        "SM_CURRENT_HOST": topo.current_host,
-        "SM_HOST_COUNT": str(topo.nnodes),
-        "SM_CURRENT_HOST_RANK": str(topo.node_rank),
-        "SM_NUM_GPUS": str(topo.num_gpus),
-        "SM_MODEL_DIR": str(root / "model"),
-        # not a SageMaker variable: sm_dist's name for CheckpointConfig.LocalPath, so a script can
-        # find its checkpoint folder wherever /opt/ml is (local mode's per-host folders)
-        "SM_CHECKPOINT_DIR": str(root / "checkpoints"),
-        "SM_OUTPUT_DIR": str(root / "output"),
-        "SM_OUTPUT_DATA_DIR": str(root / "output" / "data"),
-        "SM_INPUT_DIR": str(root / "input"),
-        "SM_INPUT_CONFIG_DIR": str(root / "input" / "config"),
-    }
     if topo.interface:  # as SageMaker's driver does (docs/PLATFORM.md §1.2)
         out.setdefault("NCCL_SOCKET_IFNAME", topo.interface)
         if not topo.emulated:  # the checkpointer's gloo groups: the same interface, not the hostname's guess
@@ -232,20 +218,16 @@ def worker_env(env: Mapping[str, str], topo: Topology, root: Path, code_dir: Pat
     if topo.instance_type in EFA_RDMA_TYPES:
         out.setdefault("FI_EFA_USE_DEVICE_RDMA", "1")
         out.setdefault("RDMAV_FORK_SAFE", "1")
-    channels = _channels(root)
-    compat["SM_CHANNELS"] = json.dumps(channels)
-    compat.update({f"SM_CHANNEL_{c.upper()}": str(root / "input" / "data" / c) for c in channels})
-    for key, value in compat.items():
-        out.setdefault(key, value)
+    # SageMaker's variables, as ModelTrainer's container computes them (its own values win there too:
+    # sm_train.sh sources them after the container starts)
+    out.update(script_environment(root, env, Host(
+        hosts=topo.hosts, current_host=topo.current_host, instance_type=topo.instance_type,
+        interface=topo.interface, num_gpus=topo.num_gpus, num_cpus=cpu_count(),
+        master_addr=topo.rdzv_host if topo.emulated else None,
+        entry_script=None if spec is None or entry_is_function(spec.entry) else spec.entry,
+        processes_per_host=topo.nproc_per_node,
+    )))
     return out
-
-
-def _channels(root: Path) -> list[str]:
-    try:
-        data = read_config(root, INPUT_DATA_CONFIG)
-    except RuntimeEnvError:
-        return []
-    return sorted(data or {})
 
 
 def region_of(job_arn: str) -> str | None:

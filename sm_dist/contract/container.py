@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,15 @@ from sm_dist.errors import RuntimeEnvError
 OPT_ML = "/opt/ml"
 #: Local mode's container root (an emulated host's folder); unset in the cloud.
 OPT_ML_ENV = "SM_DIST_OPT_ML"
+#: Local mode's other stand-ins, read by sm_dist's launcher and unset in the cloud: the rendezvous
+#: host where hosts cannot resolve each other's names (a loopback address), the rendezvous and
+#: master ports (free ones instead of SageMaker's fixed 29400 and 7777: another job on the machine
+#: may hold those), this host's address for torchrun, and the processes per host.
+RDZV_HOST_ENV = "SM_DIST_RDZV_HOST"
+RDZV_PORT_ENV = "SM_DIST_RDZV_PORT"
+MASTER_PORT_ENV = "SM_DIST_MASTER_PORT"
+LOCAL_ADDR_ENV = "SM_DIST_LOCAL_ADDR"
+NPROC_ENV = "SM_DIST_NPROC_PER_NODE"
 
 MODEL_DIR = f"{OPT_ML}/model"
 OUTPUT_DIR = f"{OPT_ML}/output"
@@ -75,8 +83,9 @@ SM_DIR_VARIABLES = {
 _DRIVER_EFA_TYPES = ("ml.g4dn.8xlarge", "ml.g4dn.12xlarge", "ml.g5.48xlarge", "ml.p3dn.24xlarge")
 _DRIVER_RDMA_TYPES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.trn1.32xlarge")
 #: GPUDirect-RDMA EFA types newer than the driver's lists (docs/PLATFORM.md §1.2: "p5en, p6-b200 are
-#: not in its lists"); the instance catalog marks them EFA, so sm_dist treats them like p5.
-_NEWER_RDMA_TYPES = ("ml.p5en.48xlarge", "ml.p6-b200.48xlarge")
+#: not in its lists"; §7: p6-b300, p6e-gb200); the instance catalog marks them EFA, so sm_dist
+#: treats them like p5.
+_NEWER_RDMA_TYPES = ("ml.p5en.48xlarge", "ml.p6-b200.48xlarge", "ml.p6-b300.48xlarge", "ml.p6e-gb200.36xlarge")
 EFA_RDMA_TYPES = frozenset(_DRIVER_RDMA_TYPES + _NEWER_RDMA_TYPES)
 EFA_TYPES = frozenset(_DRIVER_EFA_TYPES) | EFA_RDMA_TYPES
 
@@ -120,14 +129,20 @@ def synced_files(folder: Path) -> dict[str, os.stat_result]:
     return found
 
 
-def natural_key(name: str) -> tuple[object, ...]:
-    """Sort key ordering embedded numbers numerically: algo-2 < algo-10 (SageMaker sorts as text)."""
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+def host_order(hosts: Iterable[str]) -> tuple[str, ...]:
+    """SageMaker's order of a job's hosts: sorted as text, algo-1, algo-10, algo-11, algo-2, ...
+
+    resourceconfig.json lists them so, ModelTrainer's container ranks them so (SM_HOSTS,
+    SM_CURRENT_HOST_RANK), and torchrun's c10d rendezvous numbers nodes by sorting their addresses
+    as text — the host names under sm_dist's launcher — so GROUP_RANK is the same index
+    (docs/PLATFORM.md §1.8).
+    """
+    return tuple(sorted(hosts))
 
 
 @dataclass(frozen=True, kw_only=True)
 class ResourceConfig:
-    """input/config/resourceconfig.json: this host and its peers, hosts in natural order."""
+    """input/config/resourceconfig.json: this host and its peers, hosts in SageMaker's order (`host_order`)."""
 
     current_host: str
     hosts: tuple[str, ...]
@@ -180,7 +195,7 @@ def read_resource_config(root: str | os.PathLike[str]) -> ResourceConfig | None:
     path = config_path(root, RESOURCE_CONFIG)
     if not isinstance(data.get("hosts"), list) or not data.get("current_host"):
         raise RuntimeEnvError(f"{path}: expected a JSON object with 'hosts' (a list) and 'current_host'")
-    hosts = tuple(sorted((str(h) for h in data["hosts"]), key=natural_key))
+    hosts = host_order(str(h) for h in data["hosts"])
     current = str(data["current_host"])
     if current not in hosts:
         raise RuntimeEnvError(f"{path}: current_host {current!r} is not among the hosts {list(hosts)}")
@@ -190,7 +205,7 @@ def read_resource_config(root: str | os.PathLike[str]) -> ResourceConfig | None:
 
 __all__ = [
     "CHECKPOINT_LOCAL_PATH", "CODE_DIR", "EFA_RDMA_TYPES", "EFA_TYPES", "FAILURE_FILE", "MODEL_DIR", "OPT_ML",
-    "INSTALL_REQUIREMENTS_ENV", "OPT_ML_ENV", "REQUIREMENTS_FILE", "RESOURCE_CONFIG", "WHEELS_DIR", "SM_DIR_VARIABLES", "SYNC_IGNORE_SUFFIX", "SYNC_SKIPPED_SUFFIXES",
-    "SYNC_UPLOADED_SUFFIX", "SYNC_UPLOADING_SUFFIX", "CheckpointConfig", "read_checkpoint_config", "ResourceConfig", "config_path", "natural_key",
+    "INSTALL_REQUIREMENTS_ENV", "OPT_ML_ENV", "RDZV_HOST_ENV", "RDZV_PORT_ENV", "MASTER_PORT_ENV", "LOCAL_ADDR_ENV", "NPROC_ENV", "REQUIREMENTS_FILE", "RESOURCE_CONFIG", "WHEELS_DIR", "SM_DIR_VARIABLES", "SYNC_IGNORE_SUFFIX", "SYNC_SKIPPED_SUFFIXES",
+    "SYNC_UPLOADED_SUFFIX", "SYNC_UPLOADING_SUFFIX", "CheckpointConfig", "read_checkpoint_config", "ResourceConfig", "config_path", "host_order",
     "opt_ml_root", "read_config", "read_resource_config", "remap", "sync_skipped", "synced_files", "PARTIAL_SUFFIX",
 ]

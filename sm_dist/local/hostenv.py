@@ -1,21 +1,24 @@
-"""The environment SageMaker gives the first process of one host, pointing at a local root.
+"""The environment one emulated host's first process starts with: what the platform gives, no more.
 
-Mirrors what SDK v3's container `environment.py` exports (docs/PLATFORM.md §1.2 env-var table), plus the
-platform's TRAINING_JOB_NAME/ARN and `Plan.environment`. Differences a user should know about:
-all hosts run on 127.0.0.1, so SM_MASTER_ADDR is 127.0.0.1 and SM_MASTER_PORT a free port
-(SageMaker hard-codes algo-1:7777), and SM_DIST_OPT_ML tells sm_dist's launcher where /opt/ml is.
+SageMaker starts a training container with the image's own environment, the request's
+`Environment` and two variables of its own, `TRAINING_JOB_NAME` and `TRAINING_JOB_ARN`
+(docs/PLATFORM.md §1.1); every `SM_*` variable a script sees is computed inside the container by
+its PID 1 — sm_dist's launcher (`sm_dist.container.script_env`). Local mode therefore gives each
+host just those platform variables and, for the emulation itself, `SM_DIST_*` settings: the
+rendezvous and master ports (free ones: another job on this machine may hold SageMaker's fixed
+29400 and 7777), and — only where a host cannot have /opt/ml and its own /etc/hosts
+(`sm_dist.local.mountns`) — where its folder is (`SM_DIST_OPT_ML`) and a loopback rendezvous.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
 
-from sm_dist.contract.container import OPT_ML_ENV, SM_DIR_VARIABLES, remap
+from sm_dist.contract.container import OPT_ML_ENV, RDZV_HOST_ENV, remap
 from sm_dist.local.config import LocalJobConfig
-from sm_dist.local.layout import HostRoot, channel_names, resource_config
+from sm_dist.local.layout import HostRoot
 
 #: Variables of the caller's machine that must not leak into an emulated container: they would
 #: change what the runtime detects (the same list the test suite strips), or, for AWS_*, let a
@@ -28,64 +31,38 @@ _HOST_ONLY = re.compile(
 _ARN = "arn:aws:sagemaker:local:000000000000:training-job/{name}"
 
 
-def _hp_value(text: str) -> object:
-    """SM_HPS holds each value json-decoded when possible ("3" -> 3), as SDK v3 does."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def sagemaker_env(config: LocalJobConfig, layout: HostRoot, master_port: int) -> dict[str, str]:
-    """SM_* variables of `layout.host`, with every /opt/ml path remapped to its root."""
-    hosts = list(config.hosts)
-    root = layout.root
-    channels = channel_names(config)
-    hps = {k: _hp_value(v) for k, v in config.hyperparameters.items()}
-    env = {
-        "TRAINING_JOB_NAME": config.job_name,
-        "TRAINING_JOB_ARN": _ARN.format(name=config.job_name),
-        "SM_HOSTS": json.dumps(hosts),
-        "SM_CURRENT_HOST": layout.host,
-        "SM_HOST_COUNT": str(len(hosts)),
-        "SM_CURRENT_HOST_RANK": str(hosts.index(layout.host)),
-        "SM_MASTER_ADDR": "127.0.0.1",
-        "SM_MASTER_PORT": str(master_port),
-        "SM_NUM_GPUS": "0",
-        "SM_NUM_NEURONS": "0",
-        "SM_NUM_CPUS": str(os.cpu_count() or 1),
-        "SM_CURRENT_INSTANCE_TYPE": config.instance_type,
-        "SM_NETWORK_INTERFACE_NAME": "eth0",
-        "SM_HPS": json.dumps(hps),
-        "SM_CHANNELS": json.dumps(channels),
-        "SM_RESOURCE_CONFIG": json.dumps(resource_config(config, layout.host)),
-        "SM_LOG_LEVEL": "20",
-        OPT_ML_ENV: str(root),
-    }
-    for key, value in config.hyperparameters.items():
-        env["SM_HP_" + key.replace("-", "_").upper()] = value
-    for name in channels:
-        env["SM_CHANNEL_" + name.upper()] = str(layout.channel_dir(name))
-    env.update({key: remap(path, root) for key, path in SM_DIR_VARIABLES.items()})
-    return env
+def platform_env(config: LocalJobConfig) -> dict[str, str]:
+    """The variables SageMaker itself sets in every training container of the job."""
+    return {"TRAINING_JOB_NAME": config.job_name, "TRAINING_JOB_ARN": _ARN.format(name=config.job_name)}
 
 
 def host_environment(
     config: LocalJobConfig,
     layout: HostRoot,
-    master_port: int,
+    ports: Mapping[str, int],
+    *,
+    private: bool,
     extra: Mapping[str, str] | None = None,
     base: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The full environment of the host's first process.
 
-    `base` (default `os.environ`) minus anything SageMaker- or torchrun-specific, then
-    `Plan.environment` remapped, then the SageMaker variables, then `extra` (local-mode
-    settings such as the rendezvous override and the S3 endpoint) — later wins.
+    `base` (default `os.environ`) minus anything SageMaker- or torchrun-specific, then the request's
+    `Environment` (`Plan.environment`), then the platform's variables, the emulation's ports (`ports`:
+    RDZV_PORT_ENV, MASTER_PORT_ENV) and `extra` (the S3 endpoint, the process count) — later wins.
+    `private`: the host sees its folder at /opt/ml and its peers by name; else every path is
+    remapped to its folder and the rendezvous is on the loopback address.
     """
     source = os.environ if base is None else base
     env = {k: v for k, v in source.items() if not _HOST_ONLY.match(k)}
-    env.update({k: remap(v, layout.root) for k, v in config.environment.items()})
-    env.update(sagemaker_env(config, layout, master_port))
+    env.update(config.environment if private else {k: remap(v, layout.root) for k, v in config.environment.items()})
+    env.update(platform_env(config))
+    env.update({key: str(port) for key, port in ports.items()})
+    if not private:
+        env[OPT_ML_ENV] = str(layout.root)
+        env[RDZV_HOST_ENV] = "127.0.0.1"
     env.update(extra or {})
     return env
+
+
+__all__ = ["host_environment", "platform_env"]

@@ -19,14 +19,16 @@ from sm_dist.contract.container import (
     HYPERPARAMETERS,
     INPUT_DATA_CONFIG,
     RESOURCE_CONFIG,
+    host_order,
     remap,
 )
 from sm_dist.local.config import LocalJobConfig
 
 #: SageMaker's name for the only instance group of a homogeneous cluster (resourceconfig.json).
 HOMOGENEOUS_GROUP = "homogeneousCluster"
-#: The interface SageMaker reports on a single-ENI training instance (docs/PLATFORM.md §1.1).
-NETWORK_INTERFACE = "eth0"
+#: The emulated instances' network: this machine's loopback (SageMaker reports `eth0` on a single-ENI
+#: instance, docs/PLATFORM.md §1.1); NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME follow it.
+NETWORK_INTERFACE = "lo"
 #: What SageMaker writes per channel in File mode (inputdataconfig.json, docs/PLATFORM.md §1.1).
 _CHANNEL_CONFIG = {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}
 
@@ -60,7 +62,7 @@ class HostRoot:
 
 def resource_config(config: LocalJobConfig, host: str) -> dict[str, object]:
     """resourceconfig.json of `host`, with the fields the newer platform writes."""
-    hosts = list(config.hosts)
+    hosts = list(host_order(config.hosts))
     return {
         "current_host": host,
         "current_instance_type": config.instance_type,

@@ -13,8 +13,12 @@ bind-mounted back and an empty `ml` added. Without /opt, or where `unshare` is r
 root and no user namespaces), local mode falls back to `$SM_DIST_OPT_ML` and the `SM_*`
 directory variables alone and says so.
 
-Run as ``python -m sm_dist.local.mountns ROOT -- ARGV...`` inside the namespace (the agent
-wraps the command with `unshare`): it mounts, then execs ARGV (same pid: signals still reach it).
+The same namespace gives the host SageMaker's names: with ``--hosts FILE`` the file is bound over
+/etc/hosts, so `algo-1` ... `algo-N` resolve (each to a loopback address of its own) and the
+launcher runs exactly as in the cloud, rendezvous on algo-1 included.
+
+Run as ``python -m sm_dist.local.mountns ROOT [--hosts FILE] -- ARGV...`` inside the namespace (the
+agent wraps the command with `unshare`): it mounts, then execs ARGV (same pid: signals still reach it).
 """
 
 from __future__ import annotations
@@ -51,12 +55,30 @@ def _bind(source: str, target: str) -> None:
     _mount(source, target, None, _MS_BIND | _MS_REC)
 
 
-def setup(root: Path, opt_ml: str = OPT_ML) -> None:
-    """Inside a private mount namespace: make `opt_ml` show `root`."""
+#: The file the resolver reads host names from (glibc's "files" source).
+ETC_HOSTS = "/etc/hosts"
+
+
+def setup(root: Path, opt_ml: str = OPT_ML, hosts_file: Path | None = None) -> None:
+    """Inside a private mount namespace: make `opt_ml` show `root` (and /etc/hosts show `hosts_file`)."""
     target = Path(opt_ml)
     if not target.is_dir():
         _mount_point_in_tmpfs(target)
     _bind(str(root), str(target))
+    if hosts_file is not None:
+        _bind(str(hosts_file), ETC_HOSTS)
+
+
+def host_address(index: int) -> str:
+    """The loopback address of the `index`-th host (0-based) in a job's hosts file: 127.100.x.y."""
+    return f"127.100.{index // 250}.{index % 250 + 1}"
+
+
+def hosts_file_text(hosts: Sequence[str], machine: str) -> str:
+    """This machine's /etc/hosts (`machine`, so its own name still resolves) plus one line per emulated host."""
+    lines = [machine.rstrip("\n"), "# sm_dist local mode: the job's hosts, as SageMaker names them"]
+    lines += [f"{host_address(i)}\t{host}" for i, host in enumerate(hosts)]
+    return "\n".join(lines) + "\n"
 
 
 def _mount_point_in_tmpfs(target: Path) -> None:
@@ -82,12 +104,14 @@ def _mount_point_in_tmpfs(target: Path) -> None:
     os.rmdir(saved)
 
 
-def command(root: Path, argv: Sequence[str]) -> list[str] | None:
-    """`argv` wrapped to run with `root` at /opt/ml, or None where this machine does not allow it."""
+def command(root: Path, argv: Sequence[str], hosts_file: Path | None = None) -> list[str] | None:
+    """`argv` wrapped to run with `root` at /opt/ml (and `hosts_file` as /etc/hosts), or None where
+    this machine does not allow it."""
     prefix = unshare_prefix()
     if prefix is None:
         return None
-    return [*prefix, sys.executable, "-m", "sm_dist.local.mountns", str(root), "--", *argv]
+    hosts = ["--hosts", str(hosts_file)] if hosts_file is not None else []
+    return [*prefix, sys.executable, "-m", "sm_dist.local.mountns", str(root), *hosts, "--", *argv]
 
 
 @functools.lru_cache(maxsize=1)
@@ -110,20 +134,30 @@ def unshare_prefix() -> tuple[str, ...] | None:
     return prefix if ok else None
 
 
+#: How this helper's own lines start (local mode's summary finds them when a host fails before its command).
+HELPER_PREFIX = "[sm_dist local]"
+#: Exit codes of this helper (before the command runs): the mounts failed; the command is not there.
+EXIT_MOUNT_FAILED = 70
+EXIT_NO_COMMAND = 127
+
+
 def main(argv: list[str]) -> None:
+    hosts_file = None
+    if len(argv) >= 3 and argv[1] == "--hosts":
+        hosts_file, argv = Path(argv[2]), [argv[0], *argv[3:]]
     if len(argv) < 3 or argv[1] != "--":
-        print("usage: python -m sm_dist.local.mountns ROOT -- ARGV...", file=sys.stderr)
+        print("usage: python -m sm_dist.local.mountns ROOT [--hosts FILE] -- ARGV...", file=sys.stderr)
         raise SystemExit(2)
     try:
-        setup(Path(argv[0]))
+        setup(Path(argv[0]), hosts_file=hosts_file)
     except OSError as exc:
-        print(f"[sm_dist local] cannot show {argv[0]} at {OPT_ML}: {exc}", file=sys.stderr)
-        raise SystemExit(70) from None
+        print(f"{HELPER_PREFIX} cannot show {argv[0]} at {OPT_ML}: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_MOUNT_FAILED) from None
     try:
         os.execvp(argv[2], argv[2:])
     except OSError as exc:
-        print(f"[sm_dist local] cannot start {argv[2]!r}: {exc.strerror}", file=sys.stderr)
-        raise SystemExit(127) from None
+        print(f"{HELPER_PREFIX} cannot start {argv[2]!r}: {exc.strerror}", file=sys.stderr)
+        raise SystemExit(EXIT_NO_COMMAND) from None
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from sm_dist.contract.container import MASTER_PORT_ENV, RDZV_PORT_ENV
 from sm_dist.contract.faults import FAULT_ENV, Fault, hook_env_value
 from sm_dist.contract.log_lines import FaultLine, read_line
 from sm_dist.local import mountns
@@ -28,7 +29,7 @@ from sm_dist.local.agent import HostAgent, LineSink
 from sm_dist.local.chaos_driver import ChaosDriver
 from sm_dist.local.ckpt_sync import CheckpointSync
 from sm_dist.local.config import LocalJobConfig
-from sm_dist.local.failure import real_error
+from sm_dist.local.failure import real_error, start_error
 from sm_dist.local.hostenv import host_environment
 from sm_dist.local.layout import HostRoot, create_host_root, remap
 from sm_dist.local.progress import Progress
@@ -142,8 +143,9 @@ class LocalRunner:
         if not ok and not self.outcome.failures:
             self.outcome.failures = {h: f"exit code {c}" for h, c in last.items() if c != 0}
         if not ok:
-            found = real_error({layout.host: self.log_path(layout.host) for layout in self.layouts})
-            self.outcome.error = found.line() if found else None
+            logs = {layout.host: self.log_path(layout.host) for layout in self.layouts}
+            found = real_error(logs)
+            self.outcome.error = found.line() if found else start_error(logs)
         self.outcome.ended = time.time()
 
     def _attempt(self, attempt: int) -> tuple[dict[str, int], bool]:
@@ -175,12 +177,7 @@ class LocalRunner:
         return sync
 
     def _make_agents(self, attempt: int) -> list[HostAgent]:
-        extra = {
-            "SM_DIST_RDZV_HOST": "127.0.0.1",
-            "SM_DIST_RDZV_PORT": str(free_port()),
-            "PYTHONUNBUFFERED": "1",
-            **self.settings.extra_env,
-        }
+        extra = {"PYTHONUNBUFFERED": "1", **self.settings.extra_env}
         if "OMP_NUM_THREADS" not in os.environ:
             # N emulated instances share this machine's cores: one intra-op pool per worker would
             # oversubscribe them (torchrun itself sets 1 only when a host runs several workers)
@@ -188,23 +185,36 @@ class LocalRunner:
         hook = hook_env_value(self.settings.faults)
         if hook and attempt == 0:
             extra[FAULT_ENV] = hook
-        master_port = free_port()
+        # SageMaker's fixed ports (29400, 7777) may be taken on this machine: free ones, the same for every host
+        ports = {RDZV_PORT_ENV: free_port(), MASTER_PORT_ENV: free_port()}
+        # one choice for the whole job: every host by name in its own /opt/ml, or every host remapped
+        private = self.settings.private_opt_ml and mountns.unshare_prefix() is not None
+        self.outcome.shared_opt_ml = not private
+        hosts_file = self._hosts_file() if private else None
         agents = []
         for layout in self.layouts:
-            env = host_environment(self.config, layout, master_port, extra)
+            env = host_environment(self.config, layout, ports, private=private, extra=extra)
             # the container's python3 is this interpreter here: same torch, same sm_dist
-            argv = [sys.executable if a in ("python", "python3") else remap(a, layout.root)
+            argv = [sys.executable if a in ("python", "python3") else a if private else remap(a, layout.root)
                     for a in self.config.container_command]
             # (a command that is not there starts unwrapped: its error is then Popen's, at once)
-            wrap = self.settings.private_opt_ml and shutil.which(argv[0]) is not None
-            private = mountns.command(layout.root, argv) if wrap else None
-            self.outcome.shared_opt_ml = private is None
+            if private and shutil.which(argv[0]) is not None:
+                argv = mountns.command(layout.root, argv, hosts_file) or argv
             code_dir = layout.channel_dir("code")
             cwd = code_dir if code_dir.is_dir() else layout.root
-            argv = private or argv
             agents.append(HostAgent(layout.host, argv, env, cwd=cwd, log_path=self.log_path(layout.host),
                                     on_line=self._on_line))
         return agents
+
+    def _hosts_file(self) -> Path:
+        """The job's /etc/hosts: this machine's, plus algo-1 ... algo-N (sm_dist.local.mountns)."""
+        path = self.settings.job_root / "etc-hosts"
+        try:
+            machine = Path(mountns.ETC_HOSTS).read_text(encoding="utf-8")
+        except OSError:
+            machine = "127.0.0.1\tlocalhost\n"
+        path.write_text(mountns.hosts_file_text(self.config.hosts, machine), encoding="utf-8")
+        return path
 
     def log_path(self, host: str) -> Path:
         """Where a host's output goes (every attempt appends)."""

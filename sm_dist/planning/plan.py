@@ -154,6 +154,19 @@ def _checkpointing(config: LaunchConfig, infra_base: str | None, job_name: str,
     ), warnings + mode_warnings
 
 
+def _check_isolated_restarts(config: LaunchConfig, checkpoint: CheckpointSpec) -> None:
+    """Refuse in-job restarts that cannot resume: under network isolation the container reaches no S3,
+    so a restarted host of a script that checkpoints into /opt/ml/checkpoints cannot fetch what the
+    other hosts saved (the restore reads the URI; docs/PLATFORM.md §1.7). A retried job can: SageMaker
+    restores the URI into every host's folder when a job starts."""
+    if (config.network_isolation and config.instance_count > 1 and config.max_restarts
+            and checkpoint.mode == "sagemaker-sync" and _own_script(config)):
+        raise ConfigError("max_restarts", config.max_restarts, "with network_isolation=True a restarted host cannot "
+                          "fetch the checkpoints the other hosts saved (isolation forbids S3); pass max_restarts=0 "
+                          "and retry_attempts=N (--retry-attempts): SageMaker restores every host from the "
+                          "checkpoint URI when it retries the job")
+
+
 _IMPORTS_SM_DIST = re.compile(rb"^\s*(?:from|import)\s+sm_dist\b", re.MULTILINE)
 
 
@@ -196,6 +209,7 @@ def plan_code(config: LaunchConfig, region: str, job_name: str, checkpoint_base:
     preflight.check_hyperparameters(config.hyperparameters)
     preflight.check_environment(config.environment, len(BASE_ENVIRONMENT))
     checkpoint, ckpt_warnings = _checkpointing(config, checkpoint_base, job_name, default_checkpoint_base)
+    _check_isolated_restarts(config, checkpoint)
     spec = JobSpec(
         entry=bundle_mod.resolve_entry(config.entry, _source(config), config.entry_is_function),
         strategy=sizing.strategy, precision=config.precision, seed=config.seed,

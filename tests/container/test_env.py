@@ -11,7 +11,7 @@ import pytest
 
 from sm_dist.container import slurm_nodes
 from sm_dist.container.env import detect_env
-from sm_dist.contract.container import natural_key, remap
+from sm_dist.contract.container import host_order, remap
 from sm_dist.errors import RuntimeEnvError
 
 TORCHRUN = {
@@ -58,7 +58,7 @@ def test_torchrun_inside_sagemaker_adds_hosts_and_dirs(tmp_path: Path) -> None:
                       "SM_MODEL_DIR": "/opt/ml/model", "SM_CHANNEL_TRAIN": "/opt/ml/input/data/train"})
     assert env.launcher == "torchrun" and env.on_sagemaker
     assert env.rank == 3  # torchrun's ranks win over SageMaker's host index
-    assert env.hosts == ("algo-1", "algo-2", "algo-10")  # natural order, not lexicographic
+    assert env.hosts == ("algo-1", "algo-10", "algo-2")  # SageMaker's order: sorted as text
     assert env.current_host == "algo-2" and env.job_name == "job-1"
     assert env.checkpoint_dir == f"{root}/checkpoints"
     assert env.model_dir == f"{root}/model"
@@ -73,7 +73,8 @@ def test_sagemaker_without_torchrun_is_one_process_per_host(tmp_path: Path) -> N
     root = _sagemaker_root(tmp_path, ["algo-1", "algo-2", "algo-10"], "algo-10")
     env = detect_env({"SM_DIST_OPT_ML": str(root), "SM_NUM_GPUS": "0"})
     assert env.launcher == "sagemaker"
-    assert (env.world_size, env.rank, env.node_rank, env.master_addr, env.master_port) == (3, 2, 2, "algo-1", 7777)
+    # algo-10 is second in SageMaker's order (algo-1, algo-10, algo-2), as ModelTrainer ranks it
+    assert (env.world_size, env.rank, env.node_rank, env.master_addr, env.master_port) == (3, 1, 1, "algo-1", 7777)
     assert env.checkpoint_dir is None  # no CheckpointConfig
 
 
@@ -135,8 +136,8 @@ def test_unreadable_resourceconfig_raises(tmp_path: Path) -> None:
         detect_env({"SM_DIST_OPT_ML": str(tmp_path)})
 
 
-def test_natural_sort_and_remap() -> None:
-    assert sorted(["algo-10", "algo-2", "algo-1"], key=natural_key) == ["algo-1", "algo-2", "algo-10"]
+def test_host_order_and_remap() -> None:
+    assert host_order(["algo-10", "algo-2", "algo-1"]) == ("algo-1", "algo-10", "algo-2")
     assert remap("/opt/ml/model", "/tmp/h1") == "/tmp/h1/model"
     assert remap("/opt/mlx", "/tmp/h1") == "/opt/mlx"
     assert remap("/opt/ml/model", "/opt/ml") == "/opt/ml/model"

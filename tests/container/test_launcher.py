@@ -64,12 +64,13 @@ def launcher_env_for(root: Path, port: int, out: Path, mode: str = "exit") -> di
 LAUNCHER = [sys.executable, "-m", "sm_dist.container.launcher"]
 
 
-def test_natural_host_order_and_rank(tmp_path: Path) -> None:
+def test_sagemaker_host_order_and_rank(tmp_path: Path) -> None:
+    """Hosts sorted as text, as SageMaker and torchrun's c10d order them (docs/PLATFORM.md §1.8)."""
     spec = JobSpec(entry="train.py")
     root = make_host(tmp_path, "algo-2", ["algo-10", "algo-2", "algo-1"], spec)
     topo = launcher_env.read_topology(root, {}, spec, num_gpus=8)
-    assert topo.hosts == ("algo-1", "algo-2", "algo-10")
-    assert (topo.node_rank, topo.rdzv_host, topo.rdzv_port, topo.nproc_per_node) == (1, "algo-1", 29400, 8)
+    assert topo.hosts == ("algo-1", "algo-10", "algo-2")
+    assert (topo.node_rank, topo.rdzv_host, topo.rdzv_port, topo.nproc_per_node) == (2, "algo-1", 29400, 8)
     argv = launcher_env.torchrun_argv(topo, JobSpec(entry="train.py", max_restarts=2, hyperparameters={"lr": 0.1}), root / "input/data/code", "job")
     assert "--rdzv-endpoint=algo-1:29400" in argv and "--rdzv-conf=is_host=false,join_timeout=1800" in argv
     assert "--max-restarts=2" in argv and "--nnodes=3" in argv and "--local-addr=algo-2" in argv
@@ -91,16 +92,17 @@ def test_network_environment_follows_the_instance(tmp_path: Path) -> None:
 
 
 def test_emulated_hosts_get_loopback_addresses_that_sort_in_host_order(tmp_path: Path) -> None:
-    """torchrun ranks hosts by sorting their addresses as strings; local mode must put global
-    rank 0 on algo-1 and keep host order, also past algo-9 (where "algo-10" < "algo-2")."""
+    """torchrun ranks hosts by sorting their addresses as text; without host names, local mode's
+    addresses must sort in SageMaker's host order (also text: algo-10 before algo-2), rank 0 on algo-1."""
     spec = JobSpec(entry="train.py")
-    hosts = [f"algo-{i}" for i in range(1, 13)]
+    hosts = sorted(f"algo-{i}" for i in range(1, 13))
     addrs = []
     for host in hosts:
         root = make_host(tmp_path / host, host, hosts, spec)
         addrs.append(launcher_env.read_topology(root, {"SM_DIST_RDZV_HOST": "127.0.0.1"}, spec, 0).local_addr)
     assert addrs == sorted(addrs) and len(set(addrs)) == len(hosts)
-    assert addrs[0] == "127.100.100.100" and addrs[11] == "127.100.100.111"
+    assert hosts[:3] == ["algo-1", "algo-10", "algo-11"] and addrs[0] == "127.100.100.100"
+    assert addrs[11] == "127.100.100.111"
     assert launcher_env._emulated_addr("127.0.0.1", 12345) == "127.101.123.145"
     # an explicit address wins; a non-loopback rendezvous host is used as given
     root = make_host(tmp_path / "x", "algo-2", hosts, spec)

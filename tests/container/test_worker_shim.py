@@ -79,6 +79,8 @@ def test_a_worker_the_launcher_gave_up_on_does_not_run_the_script_again(tmp_path
 
 def test_every_worker_starts_through_the_worker_step_restore_only_for_synced_scripts(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text("")
+    (tmp_path / "input" / "config").mkdir(parents=True)
+    (tmp_path / "input" / "config" / "resourceconfig.json").write_text('{"current_host": "algo-1", "hosts": ["algo-1"]}')
     topo = launcher_env.Topology(hosts=("algo-1",), current_host="algo-1", node_rank=0, rdzv_host="algo-1",
                                  rdzv_port=29400, nproc_per_node=1, num_gpus=0, local_addr="algo-1")
     synced = JobSpec(entry="train.py", checkpoint=CheckpointSpec(mode="sagemaker-sync", uri="s3://b/c"))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sm_dist import catalog
-from sm_dist.container import launcher_env
+from sm_dist.container import launcher_env, script_env
 from sm_dist.container.env import detect_env
 from sm_dist.contract import container
 from sm_dist.contract.container import (
@@ -16,7 +16,7 @@ from sm_dist.contract.container import (
     EFA_TYPES,
     OPT_ML,
     SM_DIR_VARIABLES,
-    natural_key,
+    host_order,
     read_resource_config,
     remap,
 )
@@ -36,7 +36,7 @@ def _root(tmp_path: Path, current: str = "algo-2", **extra: object) -> Path:
 
 
 def test_one_remap_for_local_mode_and_the_container() -> None:
-    assert layout.remap is remap and hostenv.remap is remap
+    assert layout.remap is remap and hostenv.remap is remap and script_env.remap is remap
     assert remap("/opt/ml/checkpoints", "/tmp/h/algo-1") == "/tmp/h/algo-1/checkpoints"
     assert remap("PYTHONPATH=/opt/ml/input/data/code:/usr/lib", Path("/r")) == "PYTHONPATH=/r/input/data/code:/usr/lib"
     assert remap("/opt/mlx/a", "/r") == "/opt/mlx/a" and remap("/opt/ml/a", OPT_ML) == "/opt/ml/a"
@@ -45,13 +45,15 @@ def test_one_remap_for_local_mode_and_the_container() -> None:
 
 
 def test_launcher_and_detect_env_read_one_host_order(tmp_path: Path) -> None:
+    """SageMaker's order, sorted as text (docs/PLATFORM.md §1.8): what resourceconfig.json lists,
+    ModelTrainer's SM_CURRENT_HOST_RANK and torchrun's c10d node numbering all follow it."""
     root = _root(tmp_path, current_instance_type="ml.p5.48xlarge", network_interface_name="eth1")
-    natural = ["algo-1", "algo-2", "algo-9", "algo-10"]
-    assert sorted(HOSTS, key=natural_key) == natural
+    as_text = ["algo-1", "algo-10", "algo-2", "algo-9"]
+    assert list(host_order(HOSTS)) == as_text
     topo = launcher_env.read_topology(root, {}, JobSpec(entry="t.py"), num_gpus=0)
     env = detect_env({"SM_DIST_OPT_ML": str(root), "SM_NUM_GPUS": "0"})
-    assert list(topo.hosts) == list(env.hosts) == natural
-    assert topo.node_rank == env.node_rank == 1
+    assert list(topo.hosts) == list(env.hosts) == as_text
+    assert topo.node_rank == env.node_rank == 2
     assert (topo.instance_type, topo.interface) == ("ml.p5.48xlarge", "eth1")
 
 
@@ -66,12 +68,13 @@ def test_one_resourceconfig_reader_refuses_the_same_files(tmp_path: Path) -> Non
     assert read_resource_config(tmp_path / "nothing") is None
 
 
-def test_local_mode_exports_the_contract_directory_variables(tmp_path: Path) -> None:
+def test_the_launcher_exports_the_contract_directory_variables(tmp_path: Path) -> None:
     from sm_dist.local.config import LocalJobConfig
 
     config = LocalJobConfig(job_name="j", container_command=("python3", "-c", "pass"), instance_count=1)
     host = layout.create_host_root(config, "algo-1", tmp_path / "algo-1", None)
-    env = hostenv.sagemaker_env(config, host, 12345)
+    env = script_env.script_environment(host.root, {}, script_env.Host(
+        hosts=("algo-1",), current_host="algo-1", instance_type=None, interface="lo", num_gpus=0, num_cpus=1))
     assert {k: env[k] for k in SM_DIR_VARIABLES} == {k: remap(v, host.root) for k, v in SM_DIR_VARIABLES.items()}
     assert env["SM_MODEL_DIR"] == str(host.model_dir) and env["SM_OUTPUT_FAILURE"] == str(host.failure_file)
 

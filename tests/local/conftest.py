@@ -21,7 +21,8 @@ def fake_config(tmp_path: Path) -> Iterator[LocalJobConfig]:
     yield LocalJobConfig(
         job_name="fake-job",
         container_command=("python3", "/opt/ml/input/data/code/fake_container.py"),
-        environment={"PYTHONPATH": "/opt/ml/input/data/code"},
+        # the test runner's job root is tmp_path / "job" (tests/local/test_runner_fake.py)
+        environment={"PYTHONPATH": "/opt/ml/input/data/code", "FAKE_HOSTS_DIR": str(tmp_path / "job" / "hosts")},
         code_dir=code,
         hyperparameters={"steps": "8", "ckpt_every": "2"},
         instance_type="ml.g5.xlarge",

@@ -18,10 +18,10 @@ def test_layout_has_the_sagemaker_files(fake_config: LocalJobConfig, tmp_path: P
     cfg = layout.config_dir
     resource = json.loads((cfg / "resourceconfig.json").read_text())
     assert resource["current_host"] == "algo-2"
-    assert resource["hosts"] == ["algo-1", "algo-2"]
+    assert resource["hosts"] == ["algo-1", "algo-2"]  # SageMaker's order (sorted as text)
     assert resource["current_instance_type"] == "ml.g5.xlarge"
     assert resource["instance_groups"][0]["hosts"] == ["algo-1", "algo-2"]
-    assert resource["network_interface_name"] == "eth0"
+    assert resource["network_interface_name"] == "lo"  # the emulated instances' network
     assert json.loads((cfg / "hyperparameters.json").read_text()) == {"steps": "8", "ckpt_every": "2"}
     assert set(json.loads((cfg / "inputdataconfig.json").read_text())) == {"code"}
     assert json.loads((cfg / "checkpointconfig.json").read_text()) == {
@@ -45,23 +45,23 @@ def test_remap_paths_in_values(tmp_path: Path) -> None:
     assert remap("s3://bucket/opt", tmp_path) == "s3://bucket/opt"
 
 
-def test_host_environment(fake_config: LocalJobConfig, tmp_path: Path) -> None:
+def test_host_environment_is_what_the_platform_gives(fake_config: LocalJobConfig, tmp_path: Path) -> None:
+    """SageMaker starts PID 1 with the request's Environment and TRAINING_JOB_NAME/ARN, nothing SM_*:
+    local mode does the same, plus its SM_DIST_* ports; the launcher computes the rest."""
     layout = create_host_root(fake_config, "algo-2", tmp_path / "h2", None)
     base = {"PATH": "/bin", "SM_CURRENT_HOST": "leak", "RANK": "7", "HOME": "/h", "AWS_PROFILE": "prod"}
-    env = host_environment(fake_config, layout, 4242, {"SM_DIST_RDZV_PORT": "1"}, base=base)
+    ports = {"SM_DIST_RDZV_PORT": 1, "SM_DIST_MASTER_PORT": 2}
+    env = host_environment(fake_config, layout, ports, private=True, base=base)
     assert env["PATH"] == "/bin" and "RANK" not in env and "AWS_PROFILE" not in env
-    assert env["SM_CURRENT_HOST"] == "algo-2"
-    assert json.loads(env["SM_HOSTS"]) == ["algo-1", "algo-2"]
-    assert (env["SM_HOST_COUNT"], env["SM_CURRENT_HOST_RANK"], env["SM_NUM_GPUS"]) == ("2", "1", "0")
-    assert (env["SM_MASTER_ADDR"], env["SM_MASTER_PORT"]) == ("127.0.0.1", "4242")
-    assert env["SM_MODEL_DIR"] == str(layout.root / "model")
-    assert env["SM_CHANNEL_CODE"] == str(layout.channel_dir("code"))
-    assert json.loads(env["SM_HPS"]) == {"steps": 8, "ckpt_every": 2}
-    assert env["SM_HP_CKPT_EVERY"] == "2"
-    assert env["PYTHONPATH"] == str(layout.channel_dir("code"))
-    assert env["SM_DIST_OPT_ML"] == str(layout.root)
-    assert env["TRAINING_JOB_NAME"] == "fake-job"
-    assert env["SM_DIST_RDZV_PORT"] == "1"
+    assert not [k for k in env if k.startswith("SM_") and not k.startswith("SM_DIST_")]
+    assert env["PYTHONPATH"] == "/opt/ml/input/data/code"  # the host's folder is /opt/ml in its namespace
+    assert (env["TRAINING_JOB_NAME"], env["TRAINING_JOB_ARN"]) == (
+        "fake-job", "arn:aws:sagemaker:local:000000000000:training-job/fake-job")
+    assert (env["SM_DIST_RDZV_PORT"], env["SM_DIST_MASTER_PORT"]) == ("1", "2")
+    assert "SM_DIST_OPT_ML" not in env and "SM_DIST_RDZV_HOST" not in env
+    shared = host_environment(fake_config, layout, ports, private=False, base=base)
+    assert shared["PYTHONPATH"] == str(layout.channel_dir("code"))  # no /opt/ml here: every path remapped
+    assert (shared["SM_DIST_OPT_ML"], shared["SM_DIST_RDZV_HOST"]) == (str(layout.root), "127.0.0.1")
 
 
 @pytest.mark.parametrize(

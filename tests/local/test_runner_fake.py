@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from sm_dist.errors import LaunchError
+from sm_dist.local import mountns
 from sm_dist.local.chaos import parse_faults
 from sm_dist.local.config import LocalJobConfig
 from sm_dist.local.runner import LocalRunner, RunSettings
@@ -48,9 +49,10 @@ def test_spot_interruption_restarts_from_uri(fake_config: LocalJobConfig, tmp_pa
 
 def test_failing_host_fails_the_job(fake_config: LocalJobConfig, tmp_path: Path) -> None:
     config = dataclasses.replace(fake_config, container_command=(
-        "python3", "-c", "import os,sys,time,pathlib\n"
-        "if os.environ['SM_CURRENT_HOST'] == 'algo-2':\n"
-        "    pathlib.Path(os.environ['SM_OUTPUT_FAILURE']).write_text('boom on algo-2'); sys.exit(3)\n"
+        "python3", "-c", "import json,os,sys,time,pathlib\n"
+        "root = pathlib.Path(os.environ.get('SM_DIST_OPT_ML', '/opt/ml'))\n"
+        "if json.loads((root / 'input/config/resourceconfig.json').read_text())['current_host'] == 'algo-2':\n"
+        "    (root / 'output/failure').write_text('boom on algo-2'); sys.exit(3)\n"
         "time.sleep(600)"))
     outcome = LocalRunner(config, _settings(tmp_path, [])).run()
     assert outcome.status == "Failed"
@@ -69,3 +71,16 @@ def test_missing_command_is_a_launch_error(fake_config: LocalJobConfig, tmp_path
     config = dataclasses.replace(fake_config, container_command=("/no/such/launcher",))
     with pytest.raises(LaunchError, match="cannot start the container command '/no/such/launcher'"):
         LocalRunner(config, _settings(tmp_path, [])).run()
+
+
+def test_a_host_that_cannot_start_names_the_cause(fake_config: LocalJobConfig, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host that fails before its container command (here: its mounts) says why in the summary's error."""
+    if mountns.unshare_prefix() is None:
+        pytest.skip("no private mount namespace on this machine: nothing is mounted before the command")
+    real = mountns.command
+    monkeypatch.setattr(mountns, "command", lambda root, argv, hosts_file=None: real(root, argv, tmp_path / "none"))
+    outcome = LocalRunner(fake_config, _settings(tmp_path, [])).run()
+    assert outcome.status == "Failed"
+    assert outcome.error is not None and outcome.error.startswith("cannot show")
+    assert outcome.error.endswith("(algo-1, before the container command started)")

@@ -19,7 +19,7 @@ def _plan(source_dir: Path, **settings: object) -> sm_dist.Plan:
 
 
 def test_network_isolation_checkpoints_through_sagemakers_sync(source_dir: Path) -> None:
-    plan = _plan(source_dir, network_isolation=True, checkpoint_s3_uri="s3://team-bucket/ckpt")
+    plan = _plan(source_dir, network_isolation=True, checkpoint_s3_uri="s3://team-bucket/ckpt", max_restarts=0)
     assert plan.job_spec.checkpoint.mode == "sagemaker-sync"
     assert plan.request["CheckpointConfig"]["S3Uri"] == "s3://team-bucket/ckpt"
     assert plan.request["EnableNetworkIsolation"] is True
