@@ -16,19 +16,11 @@ from sm_dist.contract.log_lines import (
     NUMBER_PATTERN,
     PREFIX,
     check_name,
-    format_value,
-    parse_metrics,
-    step_line,
 )
 from sm_dist.errors import ConfigError
 
 #: SageMaker accepts at most 40 MetricDefinitions per job (API reference, AlgorithmSpecification).
 MAX_METRIC_DEFINITIONS = 40
-
-#: The metric line's writer and parser under their earlier names (the contract's step_line and parse_metrics).
-format_line = step_line
-parse_line = parse_metrics
-
 
 def metric_regex(name: str) -> str:
     """The SageMaker regex capturing `name`'s value from a metric line."""
@@ -48,9 +40,7 @@ def metric_definitions(names: Iterable[str]) -> list[dict[str, str]]:
 __all__ = [
     "MAX_METRIC_DEFINITIONS",
     "PREFIX",
-    "format_line",
-    "format_value",
+
     "metric_definitions",
     "metric_regex",
-    "parse_line",
 ]

@@ -6,7 +6,6 @@ Ports, child environments and launching come from the suite's harness (tests/_ha
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,11 +15,11 @@ from _harness import HANG_GUARD_S, free_port, start, torchrun_argv
 from _harness import child_env as worker_env
 
 from sm_dist._resources import resource_dir
+from sm_dist.contract.log_lines import FinalLine, read_line
 
-__all__ = ["ENTRYPOINTS", "HANG_GUARD_S", "Run", "parse_run", "torchrun_argv", "worker_env"]
+__all__ = ["ENTRYPOINTS", "HANG_GUARD_S", "Run", "final_lines", "parse_run", "torchrun_argv", "worker_env"]
 
 ENTRYPOINTS = resource_dir("entrypoints")
-FINAL = re.compile(r"^\[sm_dist\] final step=(\d+) model_sha256=([0-9a-f]{64})$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -33,9 +32,14 @@ class Run:
     sha: str | None
 
 
+def final_lines(out: str) -> list[FinalLine]:
+    """Every `[sm_dist] final ...` line in `out`, read by the log-line contract."""
+    return [line for line in map(read_line, out.splitlines()) if isinstance(line, FinalLine)]
+
+
 def parse_run(returncode: int, out: str) -> Run:
-    found = FINAL.findall(out)
-    step, sha = (int(found[-1][0]), found[-1][1]) if found else (None, None)
+    found = final_lines(out)
+    step, sha = (found[-1].step, found[-1].model_sha256) if found else (None, None)
     return Run(returncode, out, step, sha)
 
 

@@ -10,7 +10,7 @@ import pytest
 from sm_dist.jobspec import JOB_SPEC_ENV, JobSpec
 from sm_dist.runtime.entry import run_entrypoint
 
-from .conftest import ENTRYPOINTS, FINAL
+from .conftest import ENTRYPOINTS, final_lines
 
 
 def _cnn_module():
@@ -24,7 +24,7 @@ def _run(tmp: Path, capsys, *extra: str) -> str:
     cnn = _cnn_module()
     argv = ["--steps", "3", "--batch-size", "8", "--dataset-size", "64", "--model-dir", str(tmp / "m"), *extra]
     assert run_entrypoint("cnn", cnn.add_flags, cnn.workload, batch_size=32, lr=1e-3, argv=argv) == 0
-    return FINAL.findall(capsys.readouterr().out)[-1][1]
+    return final_lines(capsys.readouterr().out)[-1].model_sha256
 
 
 def _steps(folder: Path) -> list[str]:
@@ -68,4 +68,4 @@ def test_checkpoint_uri_flag_writes_to_s3_and_resumes(tmp_path: Path, monkeypatc
             "--checkpoint-uri", uri]
     assert run_entrypoint("cnn", cnn.add_flags, cnn.workload, batch_size=32, lr=1e-3, argv=argv) == 0
     out = capsys.readouterr().out
-    assert "[sm_dist] resumed step=3 epoch=0" in out and FINAL.findall(out)[-1][1] == first
+    assert "[sm_dist] resumed step=3 epoch=0" in out and final_lines(out)[-1].model_sha256 == first

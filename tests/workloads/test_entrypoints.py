@@ -10,7 +10,7 @@ import pytest
 import torch
 from _harness import start, start_ranks
 
-from sm_dist.metric_format import parse_line
+from sm_dist.contract.log_lines import parse_metrics
 from sm_dist.runtime.model_output import SHA_FILENAME, load_model, state_dict_sha256
 from sm_dist.runtime.models.gpt import GPT, GPTConfig
 from sm_dist.runtime.models.resnet import ResNet18
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 def _check_model(run, model_dir: Path, steps: int) -> dict[str, torch.Tensor]:
     assert run.returncode == 0, run.out[-3000:]
     assert run.step == steps
-    metric_steps = [parse_line(line)["step"] for line in run.out.splitlines() if parse_line(line)]
+    metric_steps = [parse_metrics(line)["step"] for line in run.out.splitlines() if parse_metrics(line)]
     assert metric_steps == [float(s) for s in range(1, steps + 1)]
     weights = load_model(model_dir / "model.pt")
     assert not any(name.startswith("module.") for name in weights)

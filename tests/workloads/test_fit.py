@@ -3,15 +3,14 @@ checkpoint resume. Multi-rank runs are in test_entrypoints.py."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 import torch
 
 from sm_dist import runtime
+from sm_dist.contract.log_lines import FinalLine, parse_metrics
 from sm_dist.errors import ConfigError
-from sm_dist.metric_format import parse_line
 from sm_dist.runtime.checkpoint import Checkpointer
 from sm_dist.runtime.model_output import load_model, state_dict_sha256
 from sm_dist.runtime.models.cnn import SimpleCNN
@@ -26,7 +25,7 @@ from sm_dist.runtime.train import (
     steps_per_epoch,
 )
 
-FINAL = re.compile(r"^\[sm_dist\] final step=(\d+) model_sha256=([0-9a-f]{64})$", re.M)
+from .conftest import final_lines
 
 
 def _cnn(dropout: float = 0.0, size: int = 64, schedule: str = "constant") -> Workload:
@@ -48,9 +47,9 @@ def _fit(tmp: Path, *, seed: int = 0, ckpt: Path | None = None, workload: Worklo
 def test_fit_prints_metrics_and_writes_a_plain_state_dict(tmp_path: Path, capsys) -> None:
     result = _fit(tmp_path, steps=3, batch_size=16)
     out = capsys.readouterr().out
-    metric_steps = [parse_line(line)["step"] for line in out.splitlines() if parse_line(line)]
+    metric_steps = [parse_metrics(line)["step"] for line in out.splitlines() if parse_metrics(line)]
     assert metric_steps == [1.0, 2.0, 3.0]
-    assert FINAL.findall(out) == [("3", result.model_sha256)]
+    assert final_lines(out) == [FinalLine(3, result.model_sha256)]
     weights = load_model(result.model_path)
     assert not any(k.startswith("module.") for k in weights)
     SimpleCNN().load_state_dict(weights)  # strict: same keys as the unwrapped model
@@ -97,7 +96,7 @@ def test_finished_run_resumes_at_its_end(tmp_path: Path, capsys) -> None:
     capsys.readouterr()
     again = _fit(tmp_path, steps=3, batch_size=16, ckpt=tmp_path / "ck")
     assert again.step == 3 and again.model_sha256 == done.model_sha256
-    assert not [line for line in capsys.readouterr().out.splitlines() if parse_line(line)]  # no step trained
+    assert not [line for line in capsys.readouterr().out.splitlines() if parse_metrics(line)]  # no step trained
 
 
 def test_batch_larger_than_a_ranks_share_is_refused(tmp_path: Path) -> None:
