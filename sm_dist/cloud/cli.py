@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
 
 from sm_dist.cloud.job import Job
 
@@ -38,8 +40,14 @@ def run_stop(args: argparse.Namespace) -> int:
 
 
 def run_cost(args: argparse.Namespace) -> int:
-    cost = _job(args).cost()
+    job = _job(args)
+    cost = job.cost()
     _print_json(cost.to_dict()) if args.json else print(cost)
+    if args.calibration_out:
+        calibration = job.calibration()
+        Path(args.calibration_out).write_text(calibration.to_json() + "\n", encoding="utf-8")
+        print(f"calibration  {calibration.describe()} -> {args.calibration_out} "
+              f"(sm-dist estimate-cost --calibration {args.calibration_out})", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
@@ -64,6 +72,11 @@ def register(command: str, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--follow", "-f", action="store_true", help="keep printing until the job ends")
     else:
         parser.add_argument("--json", action="store_true", help="machine-readable output")
+    if command == "cost":
+        parser.add_argument("--calibration-out", metavar="FILE",
+                            help="write the finished job's measured throughput as a calibration file for "
+                                 "`sm-dist estimate-cost --calibration FILE` (needs a job planned with tokens= "
+                                 "and the model size)")
     runners = {"status": run_status, "logs": run_logs, "stop": run_stop, "cost": run_cost, "checkpoints": run_checkpoints}
     parser.set_defaults(_run=runners[command])
 

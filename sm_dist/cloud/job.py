@@ -19,7 +19,8 @@ from sm_dist.cloud.cost import JobCost, job_cost
 from sm_dist.cloud.logs import LOG_GROUP, iter_log_lines
 from sm_dist.contract.job import CheckpointInfo, JobStatus
 from sm_dist.errors import ConfigError, LaunchError
-from sm_dist.planning.tags import TAG_CHECKPOINT
+from sm_dist.estimator.calibration import Calibration, from_job
+from sm_dist.planning.tags import TAG_CHECKPOINT, TAG_FLOPS_PARAMS, TAG_TOKENS
 
 if TYPE_CHECKING:
     from boto3.session import Session
@@ -153,6 +154,25 @@ class Job:
         """Billable seconds × instances × catalog price, the spot saving, and the pre-launch estimate."""
         return job_cost(self.name, self.describe(), self.tags(), self._region)
 
+    def calibration(self) -> Calibration:
+        """What this finished job measured, as `estimate-cost --calibration` takes it: the tokens its
+        plan was sized for (tags `sm-dist:tokens`, `sm-dist:flops-params`) over the time SageMaker
+        spent in its Training phase, on its instances (`sm_dist.estimator.calibration.from_job`)."""
+        desc, tags = self.describe(), self.tags()
+        if desc.get("TrainingJobStatus") != "Completed":
+            raise ConfigError("job", self.name, f"is {desc.get('TrainingJobStatus')}: only a completed job trained the "
+                              "tokens its plan names; calibrate from a completed one")
+        tokens, params = tags.get(TAG_TOKENS), tags.get(TAG_FLOPS_PARAMS)
+        if tokens is None or params is None:
+            raise ConfigError("job", self.name, "has no sm-dist:tokens tag: launch with tokens= and the model size "
+                              "(params=, model= or hf_config=) for sm-dist cost to measure its throughput")
+        seconds = training_phase_seconds(desc) or desc.get("TrainingTimeInSeconds")
+        if not seconds:
+            raise ConfigError("job", self.name, "reports no training time yet; try again once DescribeTrainingJob has it")
+        resources = desc["ResourceConfig"]
+        return from_job(tokens=float(tokens), training_seconds=float(seconds), instance_type=resources["InstanceType"],
+                        instance_count=int(resources.get("InstanceCount", 1)), params=int(params), model=self.name)
+
     def summary(self) -> CloudSummary:
         """Status, cost next to the estimate, where the checkpoints and logs are: one record."""
         desc = self.describe()
@@ -161,6 +181,14 @@ class Job:
         uri = uri or (desc.get("CheckpointConfig") or {}).get("S3Uri") or tags.get(TAG_CHECKPOINT)
         return CloudSummary(status=_status(self.name, desc), cost=job_cost(self.name, desc, tags, self._region),
                             checkpoint_uri=uri, region=self._region)
+
+
+def training_phase_seconds(desc: DescribeTrainingJobResponseTypeDef) -> float | None:
+    """Seconds the job spent in SecondaryStatus "Training" (every spell, for a spot job resumed after
+    an interruption): its throughput's denominator, without start-up, data download and upload."""
+    spells = [t for t in desc.get("SecondaryStatusTransitions") or [] if t.get("Status") == "Training"]
+    total = sum((t["EndTime"] - t["StartTime"]).total_seconds() for t in spells if t.get("EndTime"))
+    return total or None
 
 
 def _status(name: str, desc: DescribeTrainingJobResponseTypeDef) -> JobStatus:

@@ -40,7 +40,8 @@ class Estimate(EstimateRecord):
         if recommendation is None:
             warns.append(_why_none(rows, limits, work, settings, instances))
         shape = work.shape
-        model = {"name": shape.name, "params": shape.params, "layers": shape.layers, "hidden": shape.hidden,
+        model = {"name": shape.name, "params": shape.params, "flops_params": shape.flops_params,
+                 "layers": shape.layers, "hidden": shape.hidden,
                  "heads": shape.heads, "vocab": shape.vocab, "approximate_shape": shape.approximate,
                  "tokens": work.tokens, "seq_len": work.seq_len, "global_batch": work.global_batch,
                  "micro_batch": work.micro_batch if len({m for _, m in settings}) == 1 else None}

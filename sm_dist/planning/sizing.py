@@ -32,6 +32,8 @@ class Sizing:
     tokens= its duration and cost are cleared (hours/cost None, steps 0): only memory was checked."""
     reason: str
     warnings: tuple[str, ...] = ()
+    flops_params: int | None = None
+    """Parameters a token's FLOPs count (the active ones of a mixture of experts); None: size not given."""
 
     @property
     def expected_hours(self) -> float | None:
@@ -120,7 +122,9 @@ def choose_strategy(config: LaunchConfig, region: str) -> Sizing:
             raise DoesNotFitError(_fits_message(chosen, fitting, config))
     if config.tokens is None:  # estimated for 1 token: the duration and cost mean nothing
         chosen = chosen._replace(steps=0, hours=None, cost=None)
-    return Sizing(chosen.strategy, chosen, reason, warnings)
+    flops_params = est.model.get("flops_params")
+    return Sizing(chosen.strategy, chosen, reason, warnings,
+                  flops_params=int(flops_params) if isinstance(flops_params, int) else None)
 
 
 __all__ = ["Sizing", "choose_strategy"]

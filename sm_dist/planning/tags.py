@@ -14,10 +14,18 @@ TAG_MAX_COST = "sm-dist:max-cost-usd"
 TAG_CHECKPOINT = "sm-dist:checkpoint-uri"
 TAG_VERSION = "sm-dist:version"
 TAG_STRATEGY = "sm-dist:strategy"
+#: What `sm-dist cost JOB` turns into a calibration (docs/ARCHITECTURE.md): the planned training
+#: tokens and the parameters each token's FLOPs count.
+TAG_TOKENS = "sm-dist:tokens"
+TAG_FLOPS_PARAMS = "sm-dist:flops-params"
 def sm_dist_tags(strategy: str, estimate_usd: float | None, max_cost_usd: float | None,
-                 checkpoint_uri: str | None) -> dict[str, str]:
-    """Version, strategy, estimate, cost ceiling and checkpoint URI as tags."""
+                 checkpoint_uri: str | None, *, tokens: float | None = None,
+                 flops_params: int | None = None) -> dict[str, str]:
+    """Version, strategy, estimate, cost ceiling, checkpoint URI and the model's work as tags."""
     tags = {TAG_VERSION: __version__, TAG_STRATEGY: strategy}
+    if tokens is not None and flops_params is not None:
+        tags[TAG_TOKENS] = f"{tokens:.6g}"
+        tags[TAG_FLOPS_PARAMS] = str(flops_params)
     if estimate_usd is not None:
         tags[TAG_ESTIMATE] = f"{estimate_usd:.2f}"
     if max_cost_usd is not None:
@@ -27,4 +35,5 @@ def sm_dist_tags(strategy: str, estimate_usd: float | None, max_cost_usd: float 
     return tags
 
 
-__all__ = ["TAG_CHECKPOINT", "TAG_ESTIMATE", "TAG_MAX_COST", "TAG_STRATEGY", "TAG_VERSION", "sm_dist_tags"]
+__all__ = ["TAG_CHECKPOINT", "TAG_ESTIMATE", "TAG_FLOPS_PARAMS", "TAG_MAX_COST", "TAG_STRATEGY", "TAG_TOKENS",
+           "TAG_VERSION", "sm_dist_tags"]

@@ -143,3 +143,39 @@ def test_checkpoints_newest_first(aws: str, sagemaker) -> None:
     assert [(c.step, c.committed) for c in found] == [(20, False), (15, False), (10, True), (5, True)]
     found = found[1:]
     assert found[1].total_bytes == 100 and found[1].world_size == 4 and found[1].uri == "s3://ckpts/run/step-000000010/"
+
+
+def test_a_finished_job_is_a_calibration(sagemaker) -> None:
+    """`sm-dist cost JOB --calibration-out`: the planned tokens over the Training phase on the job's GPUs."""
+    from datetime import timedelta
+
+    from sm_dist.planning.tags import TAG_FLOPS_PARAMS, TAG_TOKENS
+
+    client, stub = sagemaker
+    phases = [{"Status": "Downloading", "StartTime": NOW, "EndTime": NOW + timedelta(minutes=5)},
+              {"Status": "Training", "StartTime": NOW + timedelta(minutes=5), "EndTime": NOW + timedelta(hours=2, minutes=5)},
+              {"Status": "Uploading", "StartTime": NOW + timedelta(hours=2, minutes=5)}]
+    done = describe("Completed", "Completed", TrainingTimeInSeconds=7800)
+    done["SecondaryStatusTransitions"] = phases
+    stub.add_response("describe_training_job", done, {"TrainingJobName": NAME})
+    stub.add_response("describe_training_job", done, {"TrainingJobName": NAME})
+    tags = [{"Key": TAG_TOKENS, "Value": "3.456e+08"}, {"Key": TAG_FLOPS_PARAMS, "Value": "6738415616"}]
+    stub.add_response("list_tags", {"Tags": tags}, {"ResourceArn": ARN})
+    cal = Job(NAME, region="us-east-1", clients={"sagemaker": client}).calibration()
+    assert cal.gpus == 16 and cal.gpu_family == "A100" and cal.source == "job"
+    assert cal.tokens_per_second == pytest.approx(3.456e8 / 7200 / 16)  # the Training phase only: 2 h, not 7800 s
+    assert cal.mfu == pytest.approx(cal.tokens_per_second * 6 * 6738415616 / (cal.peak_tflops * 1e12))
+
+
+def test_only_a_completed_job_with_its_work_tagged_is_a_calibration(sagemaker) -> None:
+    client, stub = sagemaker
+    stub.add_response("describe_training_job", describe("Failed", "Failed"), {"TrainingJobName": NAME})
+    stub.add_response("describe_training_job", describe("Failed", "Failed"), {"TrainingJobName": NAME})
+    stub.add_response("list_tags", {"Tags": []}, {"ResourceArn": ARN})
+    with pytest.raises(ConfigError, match="is Failed: only a completed job"):
+        Job(NAME, region="us-east-1", clients={"sagemaker": client}).calibration()
+    stub.add_response("describe_training_job", describe("Completed", "Completed"), {"TrainingJobName": NAME})
+    stub.add_response("describe_training_job", describe("Completed", "Completed"), {"TrainingJobName": NAME})
+    stub.add_response("list_tags", {"Tags": []}, {"ResourceArn": ARN})
+    with pytest.raises(ConfigError, match="launch with tokens= and the model size"):
+        Job(NAME, region="us-east-1", clients={"sagemaker": client}).calibration()

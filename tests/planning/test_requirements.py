@@ -69,7 +69,7 @@ def test_the_plan_lists_it_and_refuses_network_isolation_without_wheels(source_d
         sm_dist.plan("train.py", source_dir=str(source_dir), network_isolation=True, **CLOUD)
     (source_dir / "wheels").mkdir()
     (source_dir / "wheels" / "transformers-5.0.0-py3-none-any.whl").write_bytes(b"PK")
-    isolated = sm_dist.plan("train.py", source_dir=str(source_dir), network_isolation=True, **CLOUD)
+    isolated = sm_dist.plan("train.py", source_dir=str(source_dir), network_isolation=True, max_restarts=0, **CLOUD)
     assert isolated.bundle.wheels == 1 and "from the bundle's 1 wheels (no index)" in render_plan(isolated)
 
 
