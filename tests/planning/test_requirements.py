@@ -66,7 +66,7 @@ def test_the_plan_lists_it_and_refuses_network_isolation_without_wheels(source_d
     assert "requirements requirements.txt: pip-installed on every host at job start, from the package index" in \
         render_plan(plan)
     with pytest.raises(ConfigError, match="network_isolation=True: .*pip download -r requirements.txt -d wheels"):
-        sm_dist.plan("train.py", source_dir=str(source_dir), network_isolation=True, **CLOUD)
+        sm_dist.plan("train.py", source_dir=str(source_dir), network_isolation=True, max_restarts=0, **CLOUD)
     (source_dir / "wheels").mkdir()
     (source_dir / "wheels" / "transformers-5.0.0-py3-none-any.whl").write_bytes(b"PK")
     isolated = sm_dist.plan("train.py", source_dir=str(source_dir), network_isolation=True, max_restarts=0, **CLOUD)
