@@ -68,12 +68,15 @@ THIRD_PARTY_IN_FUNCTIONS = {
     World.RUNTIME: {"boto3", "botocore"},  # the S3 checkpoint storage
 }
 #: The core's only third-party imports, each inside a function of one module, each optional:
-#: `estimate-cost --prices live` asks the AWS Pricing API; `Estimate.plot()` draws with matplotlib.
+#: `estimate-cost --prices live` asks the AWS Pricing API; `Estimate.plot()` and `job.plot()` draw
+#: with matplotlib (sm_dist.notebook.plot); the live view updates a notebook's display through
+#: IPython, imported only inside a kernel, which has loaded it already.
 #: (The estimator reads an nn.Module by duck typing, so it never imports torch.)
 CORE_EXCEPTIONS = {
     ("sm_dist.estimator.prices_live", "boto3"),
     ("sm_dist.estimator.prices_live", "botocore"),
-    ("sm_dist.estimator.plot", "matplotlib"),
+    ("sm_dist.notebook.plot", "matplotlib"),
+    ("sm_dist.notebook.live", "IPython"),
 }
 
 

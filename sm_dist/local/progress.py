@@ -3,7 +3,7 @@
 sm_dist's own entrypoints print `[sm_dist] step=N ...` per logged step, `[sm_dist] resumed
 step=N` after a restore and `[sm_dist] final step=N model_sha256=<hex>` at the end (the
 log-line contract, sm_dist.contract.log_lines, which reads them here too). Other scripts print none of these, so two common loggers
-are read too, cheaply and per host:
+are read too (sm_dist.contract.third_party_lines), cheaply and per host:
 - a tqdm bar (`…| 12/100 [00:03<…`), which Hugging Face's Trainer also draws for its steps. The
   first bar total a host shows is taken as the training bar; bars of other totals (evaluation,
   downloads) are ignored;
@@ -14,18 +14,12 @@ resumed (or restarted from scratch): both steps are recorded.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sm_dist.contract.log_lines import FinalLine, ResumedLine, StepLine, read_line
-
-#: tqdm's default bar: "{desc}: {percentage}|{bar}| {n}/{total} [{elapsed}<{remaining}, {rate}]".
-TQDM_RE = re.compile(r"\|\s*(\d+)/(\d+)\s+\[")
-#: Hugging Face Trainer's printed log dict, e.g. {'loss': 0.6931, 'grad_norm': 1.2, 'epoch': 0.5}; transformers 5
-#: quotes the figures ({'loss': '6.045', ..., 'epoch': '0.2812'}) and prints it after the tqdm bar's carriage return.
-HF_LOG_RE = re.compile(r"\{'loss': '?(?P<loss>[-0-9.eE+na]+)'?,.*'epoch': '?(?P<epoch>[0-9.eE+-]+)'?\}")
+from sm_dist.contract.third_party_lines import tqdm_position, trainer_log
 
 
 @dataclass
@@ -76,13 +70,13 @@ class Progress:
         """The step a tqdm bar shows (and a Trainer log dict's loss and epoch), for any script."""
         with self._lock:
             state = self.hosts.setdefault(host, HostProgress())
-            hf = HF_LOG_RE.search(line)  # may share a line with the bar (tqdm ends its updates with \r)
-            if hf:
-                state.loss, state.epoch = hf.group("loss"), hf.group("epoch")
-            bars = TQDM_RE.findall(line)
-            if not bars:
+            logged = trainer_log(line)  # may share a line with the bar (tqdm ends its updates with \r)
+            if logged is not None and "loss" in logged:
+                state.loss, state.epoch = str(logged["loss"]), str(logged["epoch"])
+            bar = tqdm_position(line)
+            if bar is None:
                 return None
-            done, total = (int(n) for n in bars[-1])
+            done, total = bar
             if state.bar_total is None:
                 state.bar_total = total
             return done if total == state.bar_total and done > 0 else None
