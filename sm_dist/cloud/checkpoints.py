@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sm_dist.contract.checkpoint import MANIFEST_NAME, committed_manifest, parse_step
-from sm_dist.contract.job import CheckpointInfo, checkpoint_info
+from sm_dist.contract.job import CheckpointList, checkpoint_info
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -43,10 +43,10 @@ def _manifest_bytes(s3: S3Client, bucket: str, key: str) -> bytes | None:
         raise
 
 
-def list_checkpoints(s3: S3Client, uri: str) -> list[CheckpointInfo]:
+def list_checkpoints(s3: S3Client, uri: str) -> CheckpointList:
     """Every step folder under `uri`, newest first; committed = its manifest is there and parses."""
     bucket, prefix = _split(uri)
-    out = []
+    out = CheckpointList()
     for step, step_prefix in sorted(_step_prefixes(s3, bucket, prefix), reverse=True):
         key = step_prefix + MANIFEST_NAME
         manifest = committed_manifest(_manifest_bytes(s3, bucket, key), where=f"s3://{bucket}/{key}")

@@ -8,6 +8,7 @@ only: the backends import this module, never each other.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Protocol, runtime_checkable
@@ -62,6 +63,42 @@ class CheckpointInfo:
         return asdict(self)
 
 
+#: The listing's columns, as text and as HTML.
+CHECKPOINT_COLUMNS = ("step", "committed", "MiB", "files", "world size", "strategy", "created (UTC)", "uri")
+
+
+class CheckpointList(list[CheckpointInfo]):
+    """What `checkpoints()` returns: a list of `CheckpointInfo`, newest first, that prints and
+    shows in a notebook as a table."""
+
+    def table_rows(self) -> list[tuple[str, ...]]:
+        """One row of text cells per checkpoint (CHECKPOINT_COLUMNS)."""
+        def text(value: object) -> str:
+            return "-" if value is None else str(value)
+
+        return [(str(c.step), "yes" if c.committed else "no",
+                 "-" if c.total_bytes is None else f"{c.total_bytes / 2**20:,.2f}", text(c.files), text(c.world_size),
+                 text(c.strategy),
+                 "-" if c.created_unix is None else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(c.created_unix)),
+                 c.uri) for c in self]
+
+    def __repr__(self) -> str:
+        if not self:
+            return "no checkpoints"
+        rows = [CHECKPOINT_COLUMNS, *self.table_rows()]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(CHECKPOINT_COLUMNS))]
+        return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+
+    def _repr_html_(self) -> str:
+        from sm_dist.notebook.markup import escape, table  # HTML only when a notebook asks
+
+        if not self:
+            return f"<p>{escape(repr(self))}</p>"
+        committed = sum(c.committed for c in self)
+        return table(CHECKPOINT_COLUMNS, self.table_rows(), caption=f"{len(self)} checkpoints, {committed} committed",
+                     numeric=(0, 2, 3, 4), wrap=(7,))
+
+
 def checkpoint_info(step: int, uri: str, manifest: Manifest | None, *, total_bytes: int | None = None,
                     files: int | None = None) -> CheckpointInfo:
     """One row of a listing; committed exactly when `manifest` (from committed_manifest) is not None."""
@@ -109,7 +146,7 @@ class JobHandle(Protocol):
     def stop(self) -> JobStatus: ...
 
     def checkpoints(self) -> list[CheckpointInfo]:
-        """Step folders at the checkpoint URI, newest first."""
+        """Step folders at the checkpoint URI, newest first (a `CheckpointList`: a table in a notebook)."""
         ...
 
     def cost(self) -> Cost: ...
@@ -117,4 +154,5 @@ class JobHandle(Protocol):
     def summary(self) -> Summary: ...
 
 
-__all__ = ["TERMINAL", "CheckpointInfo", "Cost", "JobHandle", "JobStatus", "Summary", "checkpoint_info"]
+__all__ = ["CHECKPOINT_COLUMNS", "TERMINAL", "CheckpointInfo", "CheckpointList", "Cost", "JobHandle", "JobStatus", "Summary",
+           "checkpoint_info"]

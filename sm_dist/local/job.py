@@ -13,9 +13,10 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sm_dist.contract.checkpoint import MANIFEST_NAME, committed_manifest, parse_step
-from sm_dist.contract.job import CheckpointInfo, JobStatus, checkpoint_info
+from sm_dist.contract.job import CheckpointList, JobStatus, checkpoint_info
 from sm_dist.local.config import LocalJobConfig
 from sm_dist.local.cost import LocalCost, local_cost
 from sm_dist.local.progress import Progress
@@ -23,6 +24,12 @@ from sm_dist.local.runner import Outcome
 from sm_dist.local.stores import Store
 from sm_dist.local.summary import LocalSummary, StepsWentBack
 from sm_dist.local.verify import Verification
+from sm_dist.notebook.metrics import Metrics, read_metrics
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+    from sm_dist.notebook.plot import StrPath
 
 _log = logging.getLogger(__name__)
 
@@ -103,7 +110,7 @@ class LocalJob:
         """Nothing left to stop: the status of the finished job."""
         return self.status()
 
-    def checkpoints(self) -> list[CheckpointInfo]:
+    def checkpoints(self) -> CheckpointList:
         """Step folders at the checkpoint URI when the job ended, newest first, as the cloud
         `Job.checkpoints()` lists them (`CheckpointInfo`; committed = its manifest is there and parses)."""
         return list_checkpoints(self.checkpoint_uri or "", self.run.checkpoint_keys, self.run.checkpoint_manifests)
@@ -133,6 +140,31 @@ class LocalJob:
     def __str__(self) -> str:
         return str(self.summary())
 
+    def __repr__(self) -> str:
+        out = self.run.outcome
+        return (f"LocalJob({self.name!r}, {out.status}, {self.config.instance_count} hosts, "
+                f"steps={self.run.progress.steps}, restarts={out.job_restarts + self.run.in_job_restarts}, "
+                f"verified={self.verified})")
+
+    def _repr_html_(self) -> str:
+        """The summary as a table, and where to look next."""
+        from sm_dist.notebook.markup import escape
+
+        more = (f'<p style="font-size:0.9em;opacity:0.75">logs in {escape(self.run.root / "logs")}: '
+                "<code>job.logs()</code> · metrics: <code>job.metrics()</code>, <code>job.plot()</code> · "
+                "<code>job.checkpoints()</code></p>")
+        return self.summary()._repr_html_().removesuffix("</div>") + more + "</div>"
+
+    def metrics(self) -> Metrics:
+        """The run's logged metrics (step, loss, learning rate, ...), read from the hosts' logs:
+        sm_dist's metric lines or Hugging Face Trainer's log dicts. A table in a notebook."""
+        return read_metrics(self.logs())
+
+    def plot(self, *names: str, path: StrPath | None = None, ax: Axes | None = None) -> Axes:
+        """The loss curve (and learning rate, throughput) of the run, resumes marked; `names`
+        picks the metrics. Inline in a notebook (matplotlib: pip install 'sm_dist[plot]')."""
+        return self.metrics().plot(*names, path=path, ax=ax)
+
     def summary(self) -> LocalSummary:
         """Steps, restarts, resumes, chaos, verification, checkpoints and cost, as one record."""
         run, progress, check = self.run, self.run.progress, self.verification
@@ -155,7 +187,7 @@ class LocalJob:
         )
 
 
-def list_checkpoints(uri: str, keys: Mapping[str, int], manifests: Mapping[str, bytes]) -> list[CheckpointInfo]:
+def list_checkpoints(uri: str, keys: Mapping[str, int], manifests: Mapping[str, bytes]) -> CheckpointList:
     """Step folders among `keys` (relative key -> size), newest first, with the contract's "committed"
     (`committed_manifest`: the manifest is there and parses), as the cloud listing reports them."""
     steps: dict[tuple[int, str], list[int]] = {}
@@ -171,7 +203,7 @@ def list_checkpoints(uri: str, keys: Mapping[str, int], manifests: Mapping[str, 
                         total_bytes=sum(sizes), files=len(sizes))
         for (step, folder), sizes in steps.items()
     ]
-    return sorted(infos, key=lambda info: info.step, reverse=True)
+    return CheckpointList(sorted(infos, key=lambda info: info.step, reverse=True))
 
 
 def store_manifests(store: Store | None) -> dict[str, bytes]:

@@ -85,6 +85,16 @@ class LocalSummary:
     def __str__(self) -> str:
         return render_summary(self)
 
+    def __repr__(self) -> str:
+        return (f"LocalSummary({self.job_name!r}, {self.status}, steps={self.steps}, restarts={self.restarts}, "
+                f"verified={self.verified})")
+
+    def _repr_html_(self) -> str:
+        """A notebook shows the printed summary, line for line, as a table."""
+        from sm_dist.notebook.markup import text_table
+
+        return text_table(render_summary(self))
+
 
 def _money(value: float | None) -> str:
     return "unknown (instance type not in the catalog)" if value is None else f"${value:,.4f}"

@@ -1,52 +1,114 @@
-"""The quiet live view of `sm-dist fit --local`: one compact line for all hosts.
+"""The quiet live view of a local run: every host's state in one line, or one notebook display.
 
 Per host: its state (starting, running, waiting: its workers are gone but its first process
 is not, done, exit code), its step when its logs show one, and the newest entry of its
 checkpoint folder; for the job: elapsed time and restarts. (Chaos events are logged as they
-fire, by the chaos driver.) On a terminal the line is redrawn in place; elsewhere (a pipe,
-CI) a new line is printed when a state or the restart count changes, and at most every
-`PRINT_EVERY` seconds otherwise. The hosts' full output stays in the log files (`--logs` streams it).
+fire, by the chaos driver.) The view is a `Snapshot` of the runner, shown through
+`sm_dist.notebook.live.LiveDisplay`: on a terminal the line is redrawn in place; in a notebook
+one display is updated in place (the line, and the same facts as an HTML table); elsewhere (a
+pipe, CI) a new line is printed when a state or the restart count changes, and at most every
+`PRINT_EVERY` seconds otherwise. The hosts' full output stays in the log files (`--logs` or
+`LocalOptions(echo=True)` streams it, `job.logs()` reads it).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
+
+from sm_dist.contract.checkpoint import parse_step
+from sm_dist.notebook.live import PRINT_EVERY, LiveDisplay, in_notebook
+from sm_dist.notebook.markup import escape, table
 
 if TYPE_CHECKING:
     from sm_dist.local.runner import LocalRunner
 
-#: Seconds between two printed lines when only steps or checkpoints moved (not a terminal).
-PRINT_EVERY = 10.0
-
 
 def newest_entry(folder: Path) -> str | None:
-    """The most recently modified entry of a checkpoint folder (ignoring sync markers)."""
+    """The newest entry of a checkpoint folder (ignoring sync markers): the highest step folder of
+    sm_dist's layout, else the most recently modified entry (a restored folder is newer than the
+    step it holds: modification times alone would show an older step)."""
     try:
         entries = [p for p in folder.iterdir() if not p.name.endswith((".sagemaker-uploaded", ".sagemaker-ignore"))]
     except OSError:
         return None
     if not entries:
         return None
+    steps = [(step, p.name) for p in entries if (step := parse_step(p.name)) is not None]
+    if steps:
+        return max(steps)[1]
     return max(entries, key=lambda p: (p.stat().st_mtime if p.exists() else 0.0, p.name)).name
 
 
-class ProgressView:
-    """Prints the view of one run; `tick(runner)` is called by the runner's supervise loop."""
+@dataclass(frozen=True)
+class HostState:
+    """One host as the view shows it."""
 
-    def __init__(self, stream: TextIO, label: str = "") -> None:
-        self._stream = stream
-        self._tty = bool(getattr(stream, "isatty", lambda: False)())
-        self._label = f"{label} " if label else ""
+    host: str
+    state: str
+    step: int | None = None
+    checkpoint: str | None = None
+    """The newest entry of its checkpoint folder."""
+
+    def text(self) -> str:
+        step = f" step {self.step}" if self.step is not None else ""
+        return f"{self.host} {self.state}{step}" + (f" ckpt {self.checkpoint}" if self.checkpoint else "")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The run at one tick: what the terminal line and the notebook table both show."""
+
+    label: str
+    elapsed: float
+    hosts: tuple[HostState, ...]
+    restarts: int
+    events: tuple[str, ...] = ()
+    """Chaos events so far (the terminal has them as log lines)."""
+
+    def line(self) -> str:
+        prefix = f"{self.label} " if self.label else ""
+        return (f"{prefix}[{self.elapsed:5.0f} s] " + " | ".join(h.text() for h in self.hosts)
+                + f" | restarts {self.restarts}")
+
+    def key(self) -> tuple[object, ...]:
+        """What deserves a new line: states and restarts ("waiting", between torchrun's restarts
+        or while workers end one by one, is not worth a line)."""
+        return tuple("running" if h.state == "waiting" else h.state for h in self.hosts), self.restarts
+
+    def html(self) -> str:
+        rows = [(h.host, h.state, "" if h.step is None else h.step, h.checkpoint or "") for h in self.hosts]
+        head = f"{self.label or 'run'} · {self.elapsed:.0f} s · restarts {self.restarts}"
+        events = "".join(f"<li>{escape(e)}</li>" for e in self.events)
+        return (table(("host", "state", "step", "checkpoint"), rows, caption=head, numeric=(2,))
+                + (f'<ul style="margin:0.2em 0">{events}</ul>' if events else ""))
+
+
+class ProgressView:
+    """Shows the view of one run; `tick(runner)` is called by the runner's supervise loop."""
+
+    def __init__(self, stream: TextIO | None = None, label: str = "", *, hosts: int | None = None,
+                 logs: Path | None = None, notebook: bool | None = None) -> None:
+        """`stream` None: a notebook's display in a kernel, else stdout; `hosts` and `logs` make
+        the heading (where the logs are and how to see them)."""
+        notebook = (stream is None and in_notebook()) if notebook is None else notebook
+        heading = ""
+        if logs is not None:
+            hint = "job.logs() reads them, LocalOptions(echo=True) streams them" if notebook else "--logs streams them"
+            heading = f"{label or 'run'}: {hosts} hosts; logs in {logs} ({hint})"
+        self.display = LiveDisplay(stream, heading=heading, notebook=notebook, every=PRINT_EVERY)
+        self._label = label
         self._had_workers: set[str] = set()
         self._attempt = 0
-        self._last_key: tuple[object, ...] | None = None
-        self._last_line = ""
-        self._last_print = 0.0
         self._started = time.monotonic()
 
-    def _host_text(self, runner: LocalRunner, index: int) -> tuple[str, str]:
+    def start(self) -> None:
+        """The heading: where the logs are."""
+        self.display.start()
+
+    def _host(self, runner: LocalRunner, index: int) -> HostState:
         agent, layout = runner.agents[index], runner.layouts[index]
         if runner.outcome.job_restarts != self._attempt:  # a new set of "instances"
             self._attempt, self._had_workers = runner.outcome.job_restarts, set()
@@ -57,38 +119,21 @@ class ProgressView:
         idle = "waiting" if agent.host in self._had_workers else "starting"
         state = ("done" if code == 0 else f"exit {code}") if code is not None else ("running" if workers else idle)
         host = runner.progress.hosts.get(agent.host)
-        step = f" step {host.step}" if host is not None and host.step is not None else ""
-        ckpt = newest_entry(layout.container_path(runner.config.checkpoint_local_path))
-        return state, f"{agent.host} {state}{step}" + (f" ckpt {ckpt}" if ckpt else "")
+        return HostState(agent.host, state, host.step if host is not None else None,
+                         newest_entry(layout.container_path(runner.config.checkpoint_local_path)))
+
+    def snapshot(self, runner: LocalRunner) -> Snapshot:
+        return Snapshot(self._label, time.monotonic() - self._started,
+                        tuple(self._host(runner, i) for i in range(len(runner.agents))),
+                        runner.outcome.job_restarts + runner.chaos.in_job_restarts,
+                        tuple(runner.chaos.events))
 
     def tick(self, runner: LocalRunner, *, final: bool = False) -> None:
-        """Print the view line if it is due (`final`: the last line, unless it was just printed)."""
+        """Show the view if it is due (`final`: the last state, unless it was just shown)."""
         if not runner.agents:
             return
-        hosts = [self._host_text(runner, i) for i in range(len(runner.agents))]
-        restarts = runner.outcome.job_restarts + runner.chaos.in_job_restarts
-        # "waiting" (between torchrun's restarts, or workers ending one by one) is not worth a line
-        key = (tuple("running" if state == "waiting" else state for state, _ in hosts), restarts)
-        elapsed = time.monotonic() - self._started
-        line = (f"{self._label}[{elapsed:5.0f} s] " + " | ".join(text for _, text in hosts)
-                + f" | restarts {restarts}")
-        now = time.monotonic()
-        due = key != self._last_key or (line != self._last_line and now - self._last_print >= PRINT_EVERY)
-        if final and key == self._last_key and not self._tty:
-            return
-        if self._tty:
-            if line == self._last_line and not final:
-                return
-            self._write(line, newline=final)
-        elif due or final:
-            self._write(line, newline=True)
-        else:
-            return
-        self._last_key, self._last_line, self._last_print = key, line, now
+        snap = self.snapshot(runner)
+        self.display.show(snap.line(), key=snap.key(), html=snap.html(), final=final)
 
-    def _write(self, text: str, *, newline: bool) -> None:
-        if self._tty:
-            self._stream.write("\r\033[K" + text + ("\n" if newline else ""))
-        else:
-            self._stream.write(text + "\n")
-        self._stream.flush()
+
+__all__ = ["HostState", "ProgressView", "Snapshot", "newest_entry"]

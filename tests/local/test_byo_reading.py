@@ -214,7 +214,7 @@ def test_progress_view_prints_on_change_only(tmp_path: Path) -> None:
     runner = SimpleNamespace(
         agents=[_Agent("algo-1", None), _Agent("algo-2", None)],
         layouts=[_Layout(tmp_path / "algo-1"), _Layout(tmp_path / "algo-2")],
-        chaos=SimpleNamespace(live={"algo-1": 1, "algo-2": 0}, in_job_restarts=0),
+        chaos=SimpleNamespace(live={"algo-1": 1, "algo-2": 0}, in_job_restarts=0, events=[]),
         outcome=SimpleNamespace(job_restarts=0), progress=progress,
         config=SimpleNamespace(checkpoint_local_path="/opt/ml/checkpoints"),
     )
