@@ -55,6 +55,12 @@ class JobCost:
     def _repr_pretty_(self, printer: RepresentationPrinter, cycle: bool) -> None:
         printer.text(str(self))
 
+    def _repr_html_(self) -> str:
+        """The printed bill, line for line, as a table."""
+        from sm_dist.notebook.markup import text_table
+
+        return text_table(str(self), title=False)
+
 
 def _float(text: str | None) -> float | None:
     try:

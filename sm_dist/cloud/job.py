@@ -1,4 +1,4 @@
-"""`Job`: a handle on a SageMaker training job — status, wait, logs, stop, checkpoints, cost.
+"""`Job`: a handle on a SageMaker training job — status, wait, logs, stop, checkpoints, cost, metrics.
 
 `sm_dist.fit(...)` returns one; `Job.attach(name)` makes one for any existing job. Clients come
 from the given boto3 session (None → a default one, created on first use). sm_dist records the
@@ -16,18 +16,24 @@ from typing import TYPE_CHECKING, Literal, TextIO, TypeAlias, overload
 
 from sm_dist.cloud.checkpoints import list_checkpoints
 from sm_dist.cloud.cost import JobCost, job_cost
-from sm_dist.cloud.logs import LOG_GROUP, iter_log_lines
-from sm_dist.contract.job import CheckpointInfo, JobStatus
+from sm_dist.cloud.logs import FOLLOW_POLL_S, LOG_GROUP, iter_log_lines
+from sm_dist.contract.job import CheckpointList, JobStatus
 from sm_dist.errors import ConfigError, LaunchError
 from sm_dist.estimator.calibration import Calibration, from_job
+from sm_dist.notebook.live import LiveDisplay
+from sm_dist.notebook.markup import text_table
+from sm_dist.notebook.metrics import Metrics, read_metrics
 from sm_dist.planning.tags import TAG_CHECKPOINT, TAG_FLOPS_PARAMS, TAG_TOKENS
 
 if TYPE_CHECKING:
     from boto3.session import Session
+    from matplotlib.axes import Axes
     from mypy_boto3_logs import CloudWatchLogsClient
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sagemaker import SageMakerClient
     from mypy_boto3_sagemaker.type_defs import DescribeTrainingJobResponseTypeDef
+
+    from sm_dist.notebook.plot import StrPath
 
     #: A client Job uses: SageMaker (status, stop, tags), CloudWatch Logs, S3 (checkpoints).
     AwsClient: TypeAlias = SageMakerClient | CloudWatchLogsClient | S3Client
@@ -95,17 +101,21 @@ class Job:
         return _status(self.name, self.describe())
 
     def wait(self, *, poll_s: float = WAIT_POLL_S, timeout_s: float | None = None, progress: bool = True,
-             out: TextIO | None = None, sleep: Callable[[float], None] = time.sleep) -> JobStatus:
-        """Block until the job ends; print each status change to `out` (default stdout, which a
-        notebook shows under the cell and a terminal as lines)."""
-        stream = out or sys.stdout
-        start, last = time.monotonic(), None
+             out: TextIO | None = None, logs: bool = False, sleep: Callable[[float], None] = time.sleep) -> JobStatus:
+        """Block until the job ends, showing SageMaker's status and secondary status as they change:
+        in a notebook one display updated in place, elsewhere a line per change on `out` (default
+        stdout). `logs=True` streams every host's log lines (CloudWatch) as they arrive instead."""
+        if logs:
+            for line in self.logs(follow=True, poll_s=min(poll_s, FOLLOW_POLL_S), sleep=sleep):
+                print(line, file=out or sys.stdout, flush=True)
+        display = LiveDisplay(out, tty=False, every=None) if progress else None
+        start = time.monotonic()
         while True:
             current = self.status()
-            line = f"{current.status} / {current.secondary}" + (f": {current.message}" if current.message else "")
-            if progress and line != last:
-                print(f"[{time.strftime('%H:%M:%S')}] {self.name} {line}", file=stream, flush=True)
-                last = line
+            if display is not None:
+                display.show(f"[{time.strftime('%H:%M:%S')}] {self.name} {_status_line(current)}",
+                             key=_status_line(current), html=_status_html(current, time.monotonic() - start),
+                             final=current.done)
             if current.done:
                 return current
             if timeout_s is not None and time.monotonic() - start > timeout_s:
@@ -143,7 +153,7 @@ class Job:
         desc = self.describe()
         return (desc.get("CheckpointConfig") or {}).get("S3Uri") or self.tags().get(TAG_CHECKPOINT)
 
-    def checkpoints(self) -> list[CheckpointInfo]:
+    def checkpoints(self) -> CheckpointList:
         """Checkpoints under the job's checkpoint URI, newest first (committed = has a manifest)."""
         uri = self.checkpoint_uri()
         if not uri:
@@ -173,6 +183,26 @@ class Job:
         return from_job(tokens=float(tokens), training_seconds=float(seconds), instance_type=resources["InstanceType"],
                         instance_count=int(resources.get("InstanceCount", 1)), params=int(params), model=self.name)
 
+    def metrics(self) -> Metrics:
+        """The job's logged metrics (step, loss, learning rate, ...) as a table, read from its
+        CloudWatch logs: the metric lines SageMaker's metric definitions scrape, or Hugging Face
+        Trainer's log dicts (`sm_dist.notebook.metrics`)."""
+        return read_metrics(self.logs())
+
+    def plot(self, *names: str, path: StrPath | None = None, ax: Axes | None = None) -> Axes:
+        """The loss curve (and learning rate, throughput) of the job so far, resumes marked; inline
+        in a notebook (matplotlib: pip install 'sm_dist[plot]')."""
+        return self.metrics().plot(*names, path=path, ax=ax)
+
+    def _repr_html_(self) -> str:
+        """A notebook shows the summary (DescribeTrainingJob and the tags, asked now)."""
+        from sm_dist.notebook.markup import escape
+
+        try:
+            return self.summary()._repr_html_()
+        except Exception as exc:  # noqa: BLE001 - showing a job must not raise; say why it shows less
+            return f"<p>{escape(repr(self))}: status unavailable ({escape(exc)})</p>"
+
     def summary(self) -> CloudSummary:
         """Status, cost next to the estimate, where the checkpoints and logs are: one record."""
         desc = self.describe()
@@ -189,6 +219,19 @@ def training_phase_seconds(desc: DescribeTrainingJobResponseTypeDef) -> float | 
     spells = [t for t in desc.get("SecondaryStatusTransitions") or [] if t.get("Status") == "Training"]
     total = sum((t["EndTime"] - t["StartTime"]).total_seconds() for t in spells if t.get("EndTime"))
     return total or None
+
+
+def _status_line(status: JobStatus) -> str:
+    return f"{status.status} / {status.secondary}" + (f": {status.message}" if status.message else "")
+
+
+def _status_html(status: JobStatus, elapsed: float) -> str:
+    """The notebook's view of a wait: the job, its status and secondary status, the latest message."""
+    lines = [status.name, f"status      {status.status}", f"secondary   {status.secondary}",
+             f"message     {status.message or '-'}", f"waited      {elapsed:.0f} s"]
+    if status.failure_reason:
+        lines.append(f"failure     {status.failure_reason}")
+    return text_table("\n".join(lines))
 
 
 def _status(name: str, desc: DescribeTrainingJobResponseTypeDef) -> JobStatus:
@@ -227,8 +270,12 @@ class CloudSummary:
                   *(f"  {line}" for line in str(self.cost).splitlines())]
         return "\n".join(lines)
 
+    def __repr__(self) -> str:
+        return f"CloudSummary({self.status.name!r}, {self.status.status} / {self.status.secondary}, usd={self.cost.usd})"
 
-
+    def _repr_html_(self) -> str:
+        """The printed summary, line for line, as a table."""
+        return text_table(str(self))
 
 
 __all__ = ["CloudSummary", "Job"]
