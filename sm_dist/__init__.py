@@ -37,6 +37,7 @@ _LAZY = {
     "LocalJob": "sm_dist.local.job:LocalJob",
     "LocalOptions": "sm_dist.local.options:LocalOptions",
     "JobHandle": "sm_dist.contract.job:JobHandle",
+    "Channel": "sm_dist.planning.channels:Channel",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
@@ -51,6 +52,7 @@ __all__ = [
     "LocalJob",
     "LocalOptions",
     "JobHandle",
+    "Channel",
     "SmDistError",
     "ConfigError",
     "CatalogError",

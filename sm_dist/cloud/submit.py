@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
     from sm_dist.planning.bundle import BundleFile
+    from sm_dist.planning.channels import DataUpload
     from sm_dist.planning.plan import Plan
 
 _log = logging.getLogger(__name__)
@@ -33,6 +34,18 @@ UPLOAD_THREADS = 8
 def _split(uri: str) -> tuple[str, str]:
     bucket, _, key = uri[len("s3://"):].partition("/")
     return bucket, key
+
+
+def _kms_key(plan: Plan) -> str | None:
+    """The output KMS key, if the plan has one: everything sm_dist uploads is encrypted with it."""
+    return plan.request["OutputDataConfig"].get("KmsKeyId")
+
+
+def _put(s3: S3Client, bucket: str, key: str, body: bytes, kms: str | None) -> None:
+    if kms:
+        s3.put_object(Bucket=bucket, Key=key, Body=body, ServerSideEncryption="aws:kms", SSEKMSKeyId=kms)
+    else:
+        s3.put_object(Bucket=bucket, Key=key, Body=body)
 
 
 def ensure_default_bucket(s3: S3Client, bucket: str, region: str) -> None:
@@ -55,18 +68,56 @@ def ensure_default_bucket(s3: S3Client, bucket: str, region: str) -> None:
 def upload_bundle(plan: Plan, s3: S3Client) -> int:
     """PUT every bundle file under plan.code_s3_uri (bytes checked against the plan); returns bytes."""
     bucket, prefix = _split(plan.code_s3_uri)
-    kms = plan.request["OutputDataConfig"].get("KmsKeyId")
-    extra = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": kms} if kms else {}
+    kms = _kms_key(plan)
 
     def put(item_data: tuple[BundleFile, bytes]) -> int:
         item, data = item_data
-        s3.put_object(Bucket=bucket, Key=prefix + item.path, Body=data, **extra)
+        _put(s3, bucket, prefix + item.path, data, kms)
         return len(data)
 
     with ThreadPoolExecutor(max_workers=UPLOAD_THREADS) as pool:
         total = sum(pool.map(put, plan.bundle.payloads()))
     _log.info("uploaded %d files (%.2f MiB) to %s", len(plan.bundle.files), total / 2**20, plan.code_s3_uri)
     return total
+
+
+def upload_data(upload: DataUpload, s3: S3Client, kms: str | None = None, log_every: int = 256 * 2**20) -> int:
+    """Upload one local channel to its content-named prefix, unless a complete copy is there already
+    (its marker object, written last); returns the bytes sent (0 when skipped)."""
+    from botocore.exceptions import ClientError
+
+    bucket, prefix = _split(upload.s3_uri)
+    _, marker = _split(upload.complete_marker)
+    try:
+        s3.head_object(Bucket=bucket, Key=marker)
+        _log.info("data %s: already at %s (same files, sizes and times), not uploaded again", upload.channel,
+                  upload.s3_uri)
+        return 0
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchKey", "NotFound"):
+            raise LaunchError(f"cannot check {upload.complete_marker}: {exc}") from None
+    total, sent, next_log = upload.data.total_bytes, 0, log_every
+    _log.info("data %s: uploading %d files (%.1f MiB) from %s to %s", upload.channel, len(upload.data.files),
+              total / 2**20, upload.data.folder, upload.s3_uri)
+
+    def put(item: tuple[str, int]) -> int:
+        rel, size = item
+        path = upload.data.folder / rel
+        if path.stat().st_size != size:
+            raise LaunchError(f"{path} changed since the plan was made; plan again")
+        encryption = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": kms} if kms else None
+        s3.upload_file(str(path), bucket, prefix + rel, ExtraArgs=encryption)
+        return size
+
+    with ThreadPoolExecutor(max_workers=UPLOAD_THREADS) as pool:
+        for size in pool.map(put, upload.data.files):
+            sent += size
+            if sent >= next_log:
+                _log.info("data %s: %.0f%% (%.1f of %.1f MiB)", upload.channel, 100 * sent / total, sent / 2**20,
+                          total / 2**20)
+                next_log += log_every
+    _put(s3, bucket, marker, upload.data.fingerprint.encode(), kms)
+    return sent
 
 
 def submit(plan: Plan, session: Session, validate_role: bool = True) -> str:
@@ -77,6 +128,8 @@ def submit(plan: Plan, session: Session, validate_role: bool = True) -> str:
     s3 = session.client("s3", region_name=plan.region)
     if plan.default_bucket:
         ensure_default_bucket(s3, plan.default_bucket, plan.region)
+    for upload in plan.uploads:
+        upload_data(upload, s3, _kms_key(plan))
     upload_bundle(plan, s3)
     client = session.client("sagemaker", region_name=plan.region)
     try:

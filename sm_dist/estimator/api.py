@@ -16,6 +16,7 @@ from sm_dist.errors import ConfigError
 from sm_dist.estimator import cost as cost_mod
 from sm_dist.estimator import grid, models, published, timing
 from sm_dist.estimator.activations import parse_checkpointing
+from sm_dist.estimator.cost import DataLoad
 from sm_dist.estimator.memory import MemoryBreakdown, optimizer_states
 from sm_dist.estimator.recommend import recommend
 from sm_dist.estimator.result import Estimate
@@ -206,7 +207,7 @@ def estimate(
     strategies: StrategiesLike | None = None, spot: bool = False, region: str = CATALOG_REGION,
     mfu: float | None = None, prices: str = "catalog", max_hours: float | None = None, budget: float | None = None,
     spot_discount: float | None = None, pricing_client: PricingClient | None = None, cache_dir: StrPath | None = None,
-    calibration: CalibrationLike | None = None,
+    calibration: CalibrationLike | None = None, data: DataLoad | None = None,
 ) -> Estimate:
     """Estimate memory per GPU, step time, hours and cost for every combination asked for, and
     recommend the cheapest plan that fits (fastest within `budget`, cheapest within `max_hours`).
@@ -214,7 +215,8 @@ def estimate(
     `activation_checkpointing` / `micro_batch` left as None are searched per row (SEARCHED_*);
     each row says which setting it used. `calibration` (sm-dist calibrate's file, or a finished
     job's figures, see estimator/calibration.py) replaces the MFU prior of its GPU family by the
-    measured MFU; other families keep the prior."""
+    measured MFU; other families keep the prior. `data` (the job's channels by how they arrive)
+    adds their File-mode download to the billed start-up."""
     warnings: list[str] = []
     settings = _settings(activation_checkpointing, micro_batch)
     shape, buffers = _shape(params, model, hf_config, warnings)
@@ -225,7 +227,7 @@ def estimate(
                       else max(1, round(DEFAULT_GLOBAL_BATCH_TOKENS / seq))),
         micro_batch=settings[0][1], precision=parse_enum(Precision, precision, "precision"),
         optimizer=str(optimizer).lower(), checkpointing=settings[0][0],
-        buffers_bytes=buffers,
+        buffers_bytes=buffers, data=data,
     )
     optimizer_states(work.optimizer)  # validates the name
     mfu_value = _number("mfu", mfu) if mfu is not None else None

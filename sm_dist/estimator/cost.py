@@ -10,10 +10,15 @@ from typing import NamedTuple
 
 from sm_dist.catalog import Instance
 
-#: Billed start-up per job start: pulling the PyTorch training image (~10-20 GB) and the code
-#: and data channels. SecondaryStatusTransitions of GPU jobs typically show 3-6 minutes of
-#: Downloading; an assumption.
+#: Billed start-up per job start: the instances and pulling the PyTorch training image (~10-20 GB)
+#: and the code. SecondaryStatusTransitions of GPU jobs typically show 3-6 minutes of Downloading;
+#: an assumption. Data channels come on top when their size is known (`DataLoad`).
 STARTUP_SECONDS = 300.0
+#: What one instance gets from S3 at most: "up to 100 Gb/s" per EC2 instance with parallel
+#: connections (AWS S3 performance guidelines), never more than its own network.
+S3_MAX_GBPS = 100.0
+#: The share of that a File-mode download reaches (many objects, one instance): an assumption.
+DOWNLOAD_EFFICIENCY = 0.5
 #: Default spot discount off the SageMaker on-demand price. AWS says managed spot saves "up to
 #: 90%"; savings reported for GPU training instances are mostly 50-70%: a middle value.
 DEFAULT_SPOT_DISCOUNT = 0.60
@@ -43,6 +48,31 @@ class Cost(NamedTuple):
         return {"sagemaker": round(self.sagemaker, 2), "ec2": round(self.ec2, 2), "spot": round(self.spot, 2)}
 
 
+class DataLoad(NamedTuple):
+    """The data channels' bytes by how they reach the instances before step 0 (docs/PLATFORM.md §1.9)."""
+
+    replicated_bytes: float = 0.0  #: File mode, FullyReplicated: every instance downloads all of it
+    sharded_bytes: float = 0.0  #: File mode, ShardedByS3Key: each instance downloads its share (1/N)
+    streamed_bytes: float = 0.0  #: FastFile: streamed while training, nothing up front
+    unknown: tuple[str, ...] = ()  #: channels whose size is not known (not counted)
+
+    def per_instance(self, count: int) -> float:
+        """Bytes one of `count` instances downloads before the script starts."""
+        return self.replicated_bytes + self.sharded_bytes / max(1, count)
+
+
+def download_gbps(inst: Instance) -> float:
+    """The File-mode download rate assumed for one instance of `inst`, Gb/s."""
+    return min(inst.network_gbps, S3_MAX_GBPS) * DOWNLOAD_EFFICIENCY
+
+
+def startup_seconds(inst: Instance, count: int, data: DataLoad | None = None) -> float:
+    """Billed start-up: the image (STARTUP_SECONDS) and, when known, the data each instance downloads."""
+    if data is None:
+        return STARTUP_SECONDS
+    return STARTUP_SECONDS + data.per_instance(count) * 8 / (download_gbps(inst) * 1e9)
+
+
 def job_hours(steps: int, step_seconds: float, startup_seconds: float = STARTUP_SECONDS) -> float:
     """Billed wall-clock hours: every step plus the start-up."""
     return (steps * step_seconds + startup_seconds) / 3600.0
@@ -63,4 +93,5 @@ def job_cost(hours: float, count: int, inst: Instance, spot_discount: float = DE
     return Cost(sagemaker, ec2, spot, spot_hours)
 
 
-__all__ = ["Cost", "job_cost", "job_hours", "spot_overhead_hours", "STARTUP_SECONDS", "DEFAULT_SPOT_DISCOUNT"]
+__all__ = ["Cost", "DataLoad", "job_cost", "job_hours", "spot_overhead_hours", "startup_seconds", "STARTUP_SECONDS",
+           "DEFAULT_SPOT_DISCOUNT"]

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from sm_dist.catalog import Instance
 from sm_dist.estimator.activations import activation_bytes
-from sm_dist.estimator.cost import Cost, job_cost, job_hours
+from sm_dist.estimator.cost import Cost, DataLoad, job_cost, job_hours, startup_seconds
 from sm_dist.estimator.memory import (
     MemoryBreakdown,
     memory_breakdown,
@@ -51,6 +51,7 @@ class Workload(NamedTuple):
     optimizer: str
     checkpointing: str
     buffers_bytes: int = 0
+    data: DataLoad | None = None  #: the data channels' bytes (None: not known, start-up is the assumption alone)
 
 
 class Row(NamedTuple):
@@ -172,7 +173,7 @@ def _fit_and_time(inst: Instance, count: int, strategy: Strategy, work: Workload
         params=shape.flops_params, tokens_per_micro_batch=work.micro_batch * work.seq_len, accumulation=accumulation,
         strategy=strategy, precision=work.precision, inst=inst, count=count, mfu=mfu, checkpointing=work.checkpointing,
     )
-    hours = job_hours(steps, step.total)
+    hours = job_hours(steps, step.total, startup_seconds(inst, count, work.data))
     cost = job_cost(hours, count, inst, spot_discount)
     return Row(inst.name, count, world, strategy, work.precision, True, True, "", memory, inst.gpu_memory_bytes,
                mfu, step, steps, hours, cost, global_batch, work.checkpointing, work.micro_batch)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sm_dist.estimator.grid import Row
 from sm_dist.estimator.recommend import LABELS
 from sm_dist.estimator.record import EstimateRecord
@@ -99,6 +101,24 @@ def _none(est: EstimateRecord) -> str:
     return f"none: {change}" if change else "none"
 
 
+def _data_text(data: dict[str, Any] | None) -> str:
+    """The data channels' share of the start-up, as the estimate counted it."""
+    if data is None:
+        return "; data channels not counted (sizes not given)"
+    gb = 1e9
+    parts = []
+    if data["replicated_bytes"] or data["sharded_bytes"]:
+        rate = ", ".join(f"{k.removeprefix('ml.')} {v:g}" for k, v in data["download_gbps"].items())
+        parts.append(f"+ File-mode download per instance: {data['replicated_bytes'] / gb:,.1f} GB replicated + "
+                     f"{data['sharded_bytes'] / gb:,.1f} GB sharded ÷ instances, at Gb/s {rate} (instance network, "
+                     f"at most {data['s3_max_gbps']:g} from S3, × {data['efficiency']:.0%})")
+    if data["streamed_bytes"]:
+        parts.append(f"{data['streamed_bytes'] / gb:,.1f} GB FastFile streams while training (nothing up front)")
+    if data["unknown_channels"]:
+        parts.append(f"size unknown, not counted: {', '.join(data['unknown_channels'])}")
+    return "; " + "; ".join(parts) if parts else ""
+
+
 def assumption_lines(est: EstimateRecord) -> list[str]:
     """One line per assumption the numbers rest on."""
     a = est.assumptions
@@ -110,7 +130,7 @@ def assumption_lines(est: EstimateRecord) -> list[str]:
     lines = [f"MFU: {mfu} ({a['mfu_source']}); FLOPs per token {a['flops_per_token']}"]
     lines += [f"prices {date}: {source}" for date, source in sources]
     lines += [
-        f"start-up billed per job: {a['startup_seconds'] / 60:.0f} min (image + data download)",
+        f"start-up billed per job: {a['startup_seconds'] / 60:.0f} min (instances, image, code){_data_text(a.get('data'))}",
         f"spot: {spot_text}; {a['spot_interruptions_per_instance_hour']} interruptions per instance-hour, each costing "
         f"{a['spot_restart_seconds'] / 60:.0f} min restart + half a {a['checkpoint_interval_seconds'] / 60:.0f} min "
         "checkpoint interval",

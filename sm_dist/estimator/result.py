@@ -106,6 +106,16 @@ def _mfu_source(mfu: float | None, calibrations: dict[str, Calibration]) -> str:
     return f"{measured}; {priors} for the other families"
 
 
+def _data_assumption(data: cost.DataLoad | None, instances: list[Instance]) -> dict[str, Any] | None:
+    """What the start-up adds for the data channels, and at what rate per instance type."""
+    if data is None:
+        return None
+    return {"replicated_bytes": data.replicated_bytes, "sharded_bytes": data.sharded_bytes,
+            "streamed_bytes": data.streamed_bytes, "unknown_channels": list(data.unknown),
+            "download_gbps": {i.name: cost.download_gbps(i) for i in instances},
+            "s3_max_gbps": cost.S3_MAX_GBPS, "efficiency": cost.DOWNLOAD_EFFICIENCY}
+
+
 def _assumptions(work: grid.Workload, settings: tuple[tuple[str, int], ...], instances: list[Instance],
                  mfu: float | None, spot_discount: float | None, live_spot: dict[str, float],
                  calibrations: dict[str, Calibration]) -> dict[str, Any]:
@@ -120,6 +130,7 @@ def _assumptions(work: grid.Workload, settings: tuple[tuple[str, int], ...], ins
         "flops_per_token": _flops_text(work, {c for c, _ in settings}),
         "prices": prices,
         "startup_seconds": cost.STARTUP_SECONDS,
+        "data": _data_assumption(work.data, instances),
         "spot_discount": spot_discount if spot_discount is not None else (live_spot or cost.DEFAULT_SPOT_DISCOUNT),
         "spot_interruptions_per_instance_hour": cost.SPOT_INTERRUPTIONS_PER_INSTANCE_HOUR,
         "spot_restart_seconds": cost.SPOT_RESTART_SECONDS,

@@ -22,7 +22,7 @@ from sm_dist.contract.container import INSTALL_REQUIREMENTS_ENV
 from sm_dist.errors import ConfigError
 from sm_dist.local import from_plan, requirements_check, verify
 from sm_dist.local.chaos import Fault
-from sm_dist.local.config import LocalJobConfig
+from sm_dist.local.config import LocalChannel, LocalJobConfig
 from sm_dist.local.job import LocalJob, RunRecord, store_manifests
 from sm_dist.local.options import LocalOptions
 from sm_dist.local.runner import LocalRunner, Outcome, RunSettings, print_line
@@ -97,6 +97,8 @@ class _Job:
     options: LocalOptions
     faults: tuple[Fault, ...]
     bundle: Path
+    channels: Mapping[str, LocalChannel]
+    """The data channels' folders (sources, stand-ins or downloads), laid out on every host per run."""
     env: Mapping[str, str]
     """Variables every host gets besides the plan's (the endpoint's, the process count)."""
     echo: Callable[[str, str], None]
@@ -117,7 +119,7 @@ def _one_run(job: _Job, root: Path, label: str, faults: tuple[Fault, ...], endpo
     plan, options = job.plan, job.options
     uri = from_plan.sync_uri(plan, uri_override, label)
     code_dir = from_plan.code_for_run(job.bundle, root / "code", from_plan.local_spec(plan, uri, label))
-    config = from_plan.config_from_plan(plan, code_dir, uri, plan.job_name)
+    config = from_plan.config_from_plan(plan, code_dir, uri, plan.job_name, job.channels)
     listed_uri = uri or from_plan.runtime_s3_uri(plan, label)  # what checkpoints() lists
     store = None
     if listed_uri is not None:
@@ -188,7 +190,9 @@ def run(plan: Plan, options: LocalOptions | Mapping[str, object] | None = None) 
     env = {INSTALL_REQUIREMENTS_ENV: "0"}
     if opts.nproc_per_node:
         env["SM_DIST_NPROC_PER_NODE"] = str(opts.nproc_per_node)
+    channels = from_plan.local_channels(plan, opts.data, opts.s3_data, base / "s3-data")
     job = _Job(plan=plan, options=opts, faults=opts.faults(), bundle=from_plan.write_code(plan, base / "bundle"),
+               channels=channels,
                env=env, echo=_echo(opts.echo and not opts.view, opts.echo_stream))
     with without_missing_profile():  # moto's in-process server makes boto3 Sessions
         return _run_job(job, base)

@@ -38,6 +38,11 @@ def add_local_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--local-checkpoints", metavar="DIR",
                        help="a folder standing in for the checkpoint S3 URI; a later run given the same folder "
                             "resumes from it, as a new SageMaker job with the same URI does")
+    group.add_argument("--local-data", action="append", default=[], metavar="NAME=DIR",
+                       help="a folder standing in for data channel NAME when its source is s3:// or a file system; "
+                            "repeatable")
+    group.add_argument("--local-s3-data", action="store_true",
+                       help="download s3:// channels without a stand-in, read-only, with your own AWS configuration")
     group.add_argument("--grace-seconds", type=float, default=None, metavar="S",
                        help="SIGTERM-to-SIGKILL grace of a stop (default 120, SageMaker's)")
 
@@ -47,7 +52,8 @@ def check_local_flags(args: argparse.Namespace) -> None:
     if not getattr(args, "local", False):
         given = (("--chaos", args.chaos), ("--verify", args.verify), ("--logs", args.logs),
                  ("--local-root", args.local_root),
-                 ("--local-checkpoints", args.local_checkpoints), ("--grace-seconds", args.grace_seconds))
+                 ("--local-checkpoints", args.local_checkpoints), ("--grace-seconds", args.grace_seconds),
+                 ("--local-data", args.local_data), ("--local-s3-data", args.local_s3_data))
         for flag, value in given:
             if value:
                 raise ConfigError(flag, value, "only with --local (chaos runs on this machine)")
@@ -61,7 +67,15 @@ def run_options(args: argparse.Namespace) -> LocalOptions:
         grace_seconds=args.grace_seconds if args.grace_seconds is not None else STOP_GRACE_SECONDS,
         # keep stdout for the one JSON object; the view or the hosts' logs go to stderr
         echo_stream=sys.stderr if args.json else None,
+        data=dict(_name_dir(text) for text in args.local_data), s3_data=args.local_s3_data,
     )
+
+
+def _name_dir(text: str) -> tuple[str, str]:
+    name, sep, folder = text.partition("=")
+    if not sep or not name or not folder:
+        raise ConfigError("--local-data", text, "expected NAME=DIR, e.g. --local-data train=./sample")
+    return name, folder
 
 
 def report(job: LocalJob, as_json: bool) -> int:

@@ -17,6 +17,27 @@ from sm_dist.errors import ConfigError
 
 
 @dataclass(frozen=True, kw_only=True)
+class LocalChannel:
+    """One data channel as local mode lays it out: the files of `folder`, each host's share of them."""
+
+    folder: Path
+    mode: str = "File"
+    """TrainingInputMode as inputdataconfig.json says it (File or FastFile: both are files here)."""
+    distribution: str = "FullyReplicated"
+    """S3DistributionType: FullyReplicated (every host gets every file) or ShardedByS3Key."""
+
+    def keys(self) -> list[str]:
+        """The channel's object keys (paths under the folder), in S3's listing order (sorted)."""
+        return sorted(p.relative_to(self.folder).as_posix() for p in self.folder.rglob("*") if p.is_file())
+
+    def share(self, host_index: int, host_count: int) -> list[str]:
+        """The keys a host gets: all of them, or under ShardedByS3Key the host's round-robin share of the
+        sorted keys (AWS documents "about 1/N of the objects" per instance, not which: docs/PLATFORM.md §1.9)."""
+        keys = self.keys()
+        return keys if self.distribution != "ShardedByS3Key" else keys[host_index::host_count]
+
+
+@dataclass(frozen=True, kw_only=True)
 class LocalJobConfig:
     """One SageMaker training job, as local mode runs it."""
 
@@ -28,8 +49,9 @@ class LocalJobConfig:
     """`Plan.environment`: extra variables of the container (paths under /opt/ml remapped)."""
     code_dir: Path | None = None
     """A folder holding the unpacked code bundle; becomes input/data/code on every host."""
-    channels: Mapping[str, Path] = field(default_factory=dict)
-    """Extra input channels: name -> local folder copied to input/data/<name> on every host."""
+    channels: Mapping[str, LocalChannel] = field(default_factory=dict)
+    """Data channels: name -> the folder standing in for its source, laid out at input/data/<name>
+    on every host as SageMaker delivers it (its mode and distribution)."""
     hyperparameters: Mapping[str, str] = field(default_factory=dict)
     """HyperParameters as SageMaker stores them: every value a string."""
     instance_type: str = "ml.m5.xlarge"

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sm_dist.contract.checkpoint import CheckpointMode
 from sm_dist.errors import ConfigError
 from sm_dist.jobspec import JOB_SPEC_FILENAME, JobSpec
-from sm_dist.local.config import LocalJobConfig
+from sm_dist.local.config import LocalChannel, LocalJobConfig
+from sm_dist.planning.channels import SourceKind
 from sm_dist.planning.locations import LOCAL_BUCKET
 
 if TYPE_CHECKING:
@@ -83,12 +85,59 @@ def code_for_run(bundle: Path, dest: Path, spec: JobSpec) -> Path:
     return dest
 
 
-def config_from_plan(plan: Plan, code_dir: Path, uri: str | None, job_name: str) -> LocalJobConfig:
-    """The LocalJobConfig of `plan`, with its bundle at `code_dir` and sync URI `uri`."""
-    if plan.channels:
-        names = ", ".join(sorted(plan.channels))
-        raise ConfigError("inputs", names, "local mode has no S3 data channels; generate data in the script or "
-                          "read it from a local path given as a hyperparameter")
+def local_channels(plan: Plan, stand_ins: Mapping[str, str | Path], download_s3: bool,
+                   downloads: Path) -> dict[str, LocalChannel]:
+    """Where each data channel's files come from here: a local source itself, a folder standing in for
+    an S3 or file-system source, or (asked for) the S3 prefix downloaded with the caller's credentials."""
+    unknown = sorted(set(stand_ins) - set(plan.channels))
+    if unknown:
+        raise ConfigError("data", unknown[0], f"no such channel in the plan (channels: {', '.join(plan.channels) or 'none'})")
+    out = {}
+    for name, channel in plan.channels.items():
+        if name in stand_ins:
+            folder = Path(stand_ins[name]).expanduser().resolve()
+            if not folder.is_dir():
+                raise ConfigError(f"data.{name}", str(stand_ins[name]), "expected an existing folder")
+        elif channel.kind is SourceKind.LOCAL:
+            folder = channel.local_path
+        elif channel.kind is SourceKind.S3 and download_s3:
+            folder = download_prefix(channel.source, downloads / name)
+        else:
+            raise ConfigError(f"inputs.{name}", channel.source, "local mode reads no AWS account by itself: give a "
+                              "folder standing in for it (--local-data NAME=DIR, LocalOptions(data={...}))"
+                              + (" or download it with your AWS credentials, read-only (--local-s3-data)"
+                                 if channel.kind is SourceKind.S3 else ""))
+        out[name] = LocalChannel(folder=folder, mode=channel.mode.value, distribution=channel.distribution.value)
+    return out
+
+
+def download_prefix(uri: str, dest: Path) -> Path:
+    """Every object under the S3 prefix `uri` into `dest`, with the caller's own AWS configuration."""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    bucket, _, prefix = uri[len("s3://"):].partition("/")
+    prefix = prefix.rstrip("/") + "/" if prefix.strip("/") else ""
+    s3 = boto3.client("s3")
+    try:
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            for item in page.get("Contents", []):
+                target = dest / item["Key"][len(prefix):]
+                if item["Key"].endswith("/"):
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                s3.download_file(bucket, item["Key"], str(target))
+    except (BotoCoreError, ClientError) as exc:
+        raise ConfigError("local_s3_data", uri, f"cannot download it with your AWS configuration ({exc}); give a "
+                          "stand-in folder instead (--local-data NAME=DIR)") from None
+    if not dest.is_dir():
+        raise ConfigError("local_s3_data", uri, "no objects under this prefix")
+    return dest
+
+
+def config_from_plan(plan: Plan, code_dir: Path, uri: str | None, job_name: str,
+                     channels: Mapping[str, LocalChannel] | None = None) -> LocalJobConfig:
+    """The LocalJobConfig of `plan`, with its bundle at `code_dir`, sync URI `uri` and data `channels`."""
     return LocalJobConfig(
         job_name=job_name,
         container_command=tuple(plan.container_command),
@@ -99,4 +148,5 @@ def config_from_plan(plan: Plan, code_dir: Path, uri: str | None, job_name: str)
         instance_count=plan.instance_count,
         checkpoint_uri=uri,
         checkpoint_local_path=plan.checkpoint_local_path,
+        channels=dict(channels or {}),
     )

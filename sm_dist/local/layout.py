@@ -76,8 +76,8 @@ def resource_config(config: LocalJobConfig, host: str) -> dict[str, object]:
 
 
 def channel_names(config: LocalJobConfig) -> list[str]:
-    """Input channels of the job, the code channel first."""
-    return (["code"] if config.code_dir is not None else []) + sorted(config.channels)
+    """Input channels of the job in the request's order: the code channel first, then the plan's."""
+    return (["code"] if config.code_dir is not None else []) + list(config.channels)
 
 
 def create_host_root(config: LocalJobConfig, host: str, root: Path, checkpoint_uri: str | None) -> HostRoot:
@@ -89,15 +89,22 @@ def create_host_root(config: LocalJobConfig, host: str, root: Path, checkpoint_u
     for sub in ("model", "output/data", "output/tensorboard", "code"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     layout.container_path(config.checkpoint_local_path).mkdir(parents=True, exist_ok=True)
-    sources = dict(config.channels)
     if config.code_dir is not None:
-        sources["code"] = config.code_dir
-    for name, source in sources.items():
-        # Each instance downloads its own copy of every channel (File mode), so copy, not link.
-        shutil.copytree(source, layout.channel_dir(name), symlinks=False)
+        shutil.copytree(config.code_dir, layout.channel_dir("code"), symlinks=False)
+    order = host_order(config.hosts)
+    for name, channel in config.channels.items():
+        # each instance gets its own copy of its share (File mode downloads; FastFile shows the same files)
+        for key in channel.share(order.index(host), len(order)):
+            target = layout.channel_dir(name) / key
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(channel.folder / key, target)
+        layout.channel_dir(name).mkdir(parents=True, exist_ok=True)
+    data_config = {n: dict(_CHANNEL_CONFIG) for n in channel_names(config)}
+    for name, channel in config.channels.items():
+        data_config[name].update(TrainingInputMode=channel.mode, S3DistributionType=channel.distribution)
     _write_json(layout.config_dir / RESOURCE_CONFIG, resource_config(config, host))
     _write_json(layout.config_dir / HYPERPARAMETERS, dict(config.hyperparameters))
-    _write_json(layout.config_dir / INPUT_DATA_CONFIG, {n: dict(_CHANNEL_CONFIG) for n in channel_names(config)})
+    _write_json(layout.config_dir / INPUT_DATA_CONFIG, data_config)
     if checkpoint_uri is not None:
         _write_json(
             layout.config_dir / CHECKPOINT_CONFIG,

@@ -8,7 +8,7 @@ hand it to `sm_dist.local.run(plan, options)`. None of it changes the job itself
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TextIO
 
@@ -49,6 +49,11 @@ class LocalOptions:
     """Whole-job restarts after a spot interruption (a new job on the same checkpoint URI)."""
     max_runtime_s: float | None = None
     """Stop the run after this long (default: the plan's MaxRuntimeInSeconds)."""
+    data: Mapping[str, str | Path] = field(default_factory=dict)
+    """Folders standing in for data channels whose source local mode cannot read (s3://, a file
+    system): channel name -> folder, laid out as SageMaker would deliver the source."""
+    s3_data: bool = False
+    """Download s3:// channels without a stand-in, read-only, with your own AWS configuration."""
 
     def __post_init__(self) -> None:
         if isinstance(self.chaos, (str, Fault)):

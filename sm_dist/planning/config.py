@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from sm_dist.contract.checkpoint import (
@@ -19,9 +20,10 @@ from sm_dist.contract.checkpoint import (
     check_keep,
     parse_mode,
 )
-from sm_dist.contract.sagemaker import BASE_JOB_NAME_RE, check_channel_name, check_job_name
+from sm_dist.contract.sagemaker import BASE_JOB_NAME_RE, check_job_name
 from sm_dist.errors import ConfigError
 from sm_dist.jobspec import entry_is_function
+from sm_dist.planning.channels import Channel, SourceKind, channels_from
 from sm_dist.vocab import Precision, Strategy, parse_enum
 
 #: The PyTorch training image used unless image_uri= is given: AWS's SageMaker PyTorch training
@@ -93,8 +95,9 @@ class LaunchConfig:
     """The script's own arguments, verbatim (`sm-dist fit train.py -- 3 1 --dummy`), before the
     hyperparameters' flags."""
     environment: Mapping[str, str] = field(default_factory=dict)
-    inputs: Mapping[str, str] = field(default_factory=dict)
-    """Data channels: name -> s3://uri, mounted at /opt/ml/input/data/<name>."""
+    inputs: Mapping[str, Channel] = field(default_factory=dict)
+    """Data channels: name -> `Channel` (or its source: s3://bucket/prefix, a local folder uploaded for
+    the job, fsx-lustre://..., efs://...), at /opt/ml/input/data/<name> in the container."""
     metrics: tuple[str, ...] = ("loss",)
     """Metric names scraped from the `[sm_dist] step=…` lines into CloudWatch."""
     role: str | None = None
@@ -170,10 +173,11 @@ class LaunchConfig:
             value = getattr(self, name)
             if value is not None and not re.fullmatch(r"s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?", str(value)):
                 raise ConfigError(name, value, "expected s3://bucket/prefix")
-        for channel, uri in self.inputs.items():
-            check_channel_name(str(channel))
-            if not str(uri).startswith("s3://"):
-                raise ConfigError(f"inputs.{channel}", uri, "expected an s3:// URI (upload local data first)")
+        object.__setattr__(self, "inputs", MappingProxyType(channels_from(self.inputs)))
+        for name, channel in self.inputs.items():
+            if channel.kind in (SourceKind.FSX_LUSTRE, SourceKind.EFS) and not self.subnets:
+                raise ConfigError(f"inputs.{name}", channel.source, "a file system is reached through the job's VPC: "
+                                  "pass subnets= and security_group_ids= (--subnet, --security-group-id)")
 
     def _check_mappings(self) -> None:
         for key, value in self.environment.items():

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from sm_dist.catalog.images import default_version
+from sm_dist.catalog.hardware import hardware
 from sm_dist.contract.checkpoint import parse_mode
 from sm_dist.contract.torch_support import parse
 from sm_dist.errors import ConfigError
@@ -32,7 +32,9 @@ from sm_dist.planning import bundle as bundle_mod
 from sm_dist.planning import preflight
 from sm_dist.planning import request as request_mod
 from sm_dist.planning.budget import Limits, stopping_limits
+from sm_dist.planning.channels import Channel, DataUpload, channel_warnings, plan_uploads
 from sm_dist.planning.config import LaunchConfig
+from sm_dist.planning.constraints import check_image_pull, check_request
 from sm_dist.planning.locations import LOCAL_BUCKET, local_locations, resolve_locations
 from sm_dist.planning.profile import profile_error, without_missing_profile
 from sm_dist.planning.report import render_plan
@@ -46,6 +48,8 @@ if TYPE_CHECKING:
 
     from sm_dist.catalog import Instance
 
+#: Where local channels are uploaded, under the job's output location: one prefix per content, shared by jobs.
+DATA_PREFIX = "sm-dist-data"
 #: Variables the job always gets: the code channel on PYTHONPATH, unbuffered logs.
 BASE_ENVIRONMENT = {"PYTHONPATH": request_mod.CODE_DIR, "PYTHONUNBUFFERED": "1"}
 #: What a local plan needs and its user need not give: labels, never sent to AWS (the region's
@@ -77,8 +81,10 @@ class Plan:
     container_command: tuple[str, ...] = request_mod.LAUNCHER_COMMAND
     environment: Mapping[str, str] = field(default_factory=dict)
     hyperparameters: Mapping[str, str] = field(default_factory=dict)
-    channels: Mapping[str, str] = field(default_factory=dict)
-    """Data channels (name -> s3 URI), without the code channel."""
+    channels: Mapping[str, Channel] = field(default_factory=dict)
+    """Data channels as the user gave them (a local folder stays a folder), without the code channel."""
+    uploads: tuple[DataUpload, ...] = ()
+    """Local channels the cloud backend uploads before CreateTrainingJob (to the prefixes the request names)."""
     warnings: tuple[str, ...] = ()
     local: bool = False
     """A plan for local mode: region, role and S3 URIs only label the request."""
@@ -101,6 +107,8 @@ class Plan:
             "bundle": {"files": self.bundle.manifest(), "total_bytes": self.bundle.total_bytes},
             "cost": {**self.limits.to_dict(), "estimate": None if self.sizing.row is None else self.sizing.row.to_dict(),
                      "strategy_reason": self.sizing.reason},
+            "channels": {name: c.to_dict() for name, c in self.channels.items()},
+            "uploads": [u.to_dict() for u in self.uploads],
             "default_bucket": self.default_bucket, "warnings": list(self.warnings), "local": self.local,
         }
 
@@ -208,8 +216,9 @@ def plan_code(config: LaunchConfig, region: str, job_name: str, checkpoint_base:
     warnings += preflight.check_topology(sizing.strategy, config.instance_count, config.nproc_per_node)
     preflight.check_hyperparameters(config.hyperparameters)
     preflight.check_environment(config.environment, len(BASE_ENVIRONMENT))
+    for arg in config.args:
+        preflight.check_exec_text("args", arg)
     checkpoint, ckpt_warnings = _checkpointing(config, checkpoint_base, job_name, default_checkpoint_base)
-    _check_isolated_restarts(config, checkpoint)
     spec = JobSpec(
         entry=bundle_mod.resolve_entry(config.entry, _source(config), config.entry_is_function),
         strategy=sizing.strategy, precision=config.precision, seed=config.seed,
@@ -222,6 +231,7 @@ def plan_code(config: LaunchConfig, region: str, job_name: str, checkpoint_base:
     if bundle.requirements is not None and not bundle.wheels and config.network_isolation:
         raise ConfigError("network_isolation", True, "the container cannot pip-install requirements.txt without "
                           "network; vendor the wheels into source_dir: pip download -r requirements.txt -d wheels")
+    _check_isolated_restarts(config, checkpoint)
     if inst and inst.region != region:
         warnings.append(f"prices are {inst.region}'s ({inst.price_date}); {region} may differ")
     return CodePlan(sizing, spec, bundle, inst, (*warnings, *sizing.warnings, *ckpt_warnings, *bundle.warnings))
@@ -251,16 +261,26 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
     preflight.check_instance(config.instance_type, region)
     preflight.check_hyperparameters(config.hyperparameters)
     preflight.check_environment(config.environment, len(BASE_ENVIRONMENT))
+    preflight.check_channel_count(config.inputs)
+    image_uri, image_torch, image_notes = _image(config, region)
     job_name = config.job_name or new_job_name(config.base_job_name)
     where = local_locations(config) if local else resolve_locations(config, session_factory, region)
+    pull_warnings = (check_image_pull(image_uri, where.image_repository_arns, where.infra_stack)
+                     if where.infra_stack else [])
     code = plan_code(config, region, job_name, where.checkpoint_base, None if local else where.output_s3_uri)
     usd_per_hour = code.instance.sagemaker_usd_per_hour * config.instance_count if code.instance else None
     limits, limit_warnings = stopping_limits(config, usd_per_hour, code.sizing.expected_hours)
     code_uri = request_mod.s3_join(where.output_s3_uri, job_name, "input", request_mod.CODE_CHANNEL) + "/"
     environment = {**BASE_ENVIRONMENT, **config.environment}
-    settings = _request_spec(config, code, job_name, where.role_arn, region, limits, code_uri, environment, where.output_s3_uri)
+    channels, uploads = plan_uploads(config.inputs, request_mod.s3_join(where.output_s3_uri, DATA_PREFIX))
+    box = hardware(config.instance_type)
+    data_warnings = channel_warnings(config.inputs, uploads, config.instance_count, config.volume_size_gb,
+                                     box.local_nvme if box is not None else False)
+    settings = _request_spec(config, code, job_name, where.role_arn, image_uri, limits, code_uri, environment,
+                             where.output_s3_uri, channels)
     with without_missing_profile():
         request = request_mod.build_request(settings)
+    request, request_warnings = check_request(request, hardware(config.instance_type))
     return Plan(
         job_name=job_name, region=region, request_json=json.dumps(request), job_spec=code.spec, bundle=code.bundle,
         code_s3_uri=code_uri, role_arn=where.role_arn, instance_type=config.instance_type,
@@ -268,15 +288,27 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
         checkpoint_local_path=request_mod.CHECKPOINT_LOCAL_PATH, limits=limits, sizing=code.sizing,
         default_bucket=where.default_bucket, environment=MappingProxyType(environment),
         hyperparameters=MappingProxyType(dict(code.spec.hyperparameters)), channels=MappingProxyType(dict(config.inputs)),
-        warnings=_warnings([*code.warnings, *limit_warnings, *_local_torch(config, local)], local), local=local,
+        uploads=uploads,
+        warnings=_warnings([*image_notes, *pull_warnings, *code.warnings, *limit_warnings, *request_warnings,
+                            *data_warnings,
+                            *_local_torch(image_torch, local)], local),
+        local=local,
     )
 
 
-def _local_torch(config: LaunchConfig, local: bool) -> list[str]:
+def _image(config: LaunchConfig, region: str) -> tuple[str, str | None, list[str]]:
+    """The training image's URI, its torch version (None for image_uri=), and a note when the
+    image that runs on the instance is not the default (docs/PLATFORM.md §7)."""
+    if config.image_uri:
+        return config.image_uri, None, []
+    image, note = request_mod.choose_image(region, config.torch_version, config.py_version, config.instance_type)
+    return image.uri, image.torch_version, [note] if note else []
+
+
+def _local_torch(image_torch: str | None, local: bool) -> list[str]:
     """A local run on another torch than the job's image proves less: say so."""
-    if not local or config.image_uri:
+    if not local or image_torch is None:
         return []
-    image_torch = config.torch_version or default_version()
     try:
         here = version("torch")
     except PackageNotFoundError:
@@ -331,23 +363,24 @@ def _source(config: LaunchConfig) -> Path:
     return Path(config.source_dir).resolve()
 
 
-def _request_spec(config: LaunchConfig, code: CodePlan, job_name: str, role_arn: str, region: str, limits: Limits,
-                  code_uri: str, environment: dict[str, str], output_uri: str) -> request_mod.RequestSpec:
+def _request_spec(config: LaunchConfig, code: CodePlan, job_name: str, role_arn: str, image_uri: str, limits: Limits,
+                  code_uri: str, environment: dict[str, str], output_uri: str,
+                  channels: Mapping[str, Channel]) -> request_mod.RequestSpec:
     """What request.build_request turns into a ModelTrainer."""
     spec = code.spec
     ckpt = spec.checkpoint
-    ours = sm_dist_tags(spec.strategy.value, code.sizing.expected_usd(config.spot), limits.max_cost_usd, ckpt.uri)
+    ours = sm_dist_tags(spec.strategy.value, code.sizing.expected_usd(config.spot), limits.max_cost_usd, ckpt.uri,
+                        tokens=config.tokens, flops_params=code.sizing.flops_params)
     preflight.check_tags(config.tags, len(ours.keys() - config.tags.keys()))
     return request_mod.RequestSpec(
         job_name=job_name, role_arn=role_arn, instance_type=config.instance_type,
         instance_count=config.instance_count, volume_size_gb=config.volume_size_gb,
         volume_kms_key=config.volume_kms_key, spot=config.spot,
-        image_uri=config.image_uri or request_mod.default_image(region, config.torch_version, config.py_version,
-                                                                config.instance_type),
+        image_uri=image_uri,
         max_runtime_s=limits.max_runtime_s, max_wait_s=limits.max_wait_s,
         output_s3_uri=output_uri, output_kms_key=config.output_kms_key,
         checkpoint_config_uri=ckpt.uri if ckpt.mode == "sagemaker-sync" else None,
-        channels=request_mod.channel_uris(code_uri, config.inputs), environment=environment,
+        channels=request_mod.channel_sources(code_uri, channels), environment=environment,
         hyperparameters=spec.hyperparameters, tags={**ours, **config.tags},
         subnets=tuple(config.subnets), security_group_ids=tuple(config.security_group_ids),
         network_isolation=config.network_isolation,

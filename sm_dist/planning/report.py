@@ -65,6 +65,7 @@ def render_plan(plan: Plan) -> str:
         f"code         {plan.code_s3_uri}  ({len(plan.bundle.files)} files, {plan.bundle.total_bytes / _MIB:.2f} MiB: "
         f"{_origin_sizes(plan)})",
         *_requirements_lines(plan),
+        *_data_lines(plan),
         f"output       {req['OutputDataConfig']['S3OutputPath']}",
         f"checkpoints  {spec.checkpoint.mode}: {spec.checkpoint.uri or spec.checkpoint.local_path or '-'}",
         "cost",
@@ -74,6 +75,22 @@ def render_plan(plan: Plan) -> str:
         lines.append(f"note         fit creates the SageMaker default bucket {plan.default_bucket} if it is missing")
     lines += [f"warning      {w}" for w in plan.warnings]
     return "\n".join(lines)
+
+
+def _data_lines(plan: Plan) -> list[str]:
+    """One line per data channel: where it comes from, how it arrives, and what would be uploaded."""
+    uploads = {u.channel: u for u in plan.uploads}
+    lines = []
+    for name, channel in plan.channels.items():
+        how = f"{channel.mode.value}, {channel.distribution.value}"
+        upload = uploads.get(name)
+        if upload is None:
+            lines.append(f"data         {name}: {channel.source} ({how})")
+            continue
+        size = f"{len(upload.data.files):,} files, {upload.data.total_bytes / _MIB:,.1f} MiB"
+        where = "copied to every host here" if plan.local else f"uploaded to {upload.s3_uri} unless already there"
+        lines.append(f"data         {name}: {channel.source} ({size}; {where}; {how})")
+    return lines
 
 
 def _requirements_lines(plan: Plan) -> list[str]:

@@ -26,10 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from sm_dist.contract.container import CHECKPOINT_LOCAL_PATH, CODE_CHANNEL, CODE_DIR
 from sm_dist.errors import ConfigError, LaunchError, SdkError
+from sm_dist.planning.channels import Channel, SourceKind
 from sm_dist.planning.preflight import sagemaker_service_model
 
 if TYPE_CHECKING:
     from sagemaker.core.helper.session_helper import Session as SageMakerSession
+    from sagemaker.core.shapes import Channel as SdkChannel
     from sagemaker.train.model_trainer import Mode, ModelTrainer
 
     from sm_dist.catalog.images import ImageRef
@@ -78,8 +80,9 @@ class RequestSpec:
     instance_count: int
     image_uri: str
     output_s3_uri: str
-    channels: Mapping[str, str]
-    """Input channels in request order (name -> S3 URI), the code channel first."""
+    channels: Mapping[str, Channel]
+    """Input channels in request order, the code channel first; every source S3 or a file system
+    (a local folder is planned as the S3 prefix it is uploaded to)."""
     max_runtime_s: int
     max_wait_s: int | None = None
     volume_size_gb: int = 30
@@ -105,7 +108,6 @@ def _trainer(spec: RequestSpec, session: SageMakerSession | None, training_mode:
     from sagemaker.core.training.configs import (
         CheckpointConfig,
         Compute,
-        InputData,
         Networking,
         OutputDataConfig,
     )
@@ -135,7 +137,7 @@ def _trainer(spec: RequestSpec, session: SageMakerSession | None, training_mode:
         ),
         checkpoint_config=(CheckpointConfig(s3_uri=spec.checkpoint_config_uri, local_path=CHECKPOINT_LOCAL_PATH)
                            if spec.checkpoint_config_uri else None),
-        input_data_config=[InputData(channel_name=name, data_source=uri) for name, uri in spec.channels.items()],
+        input_data_config=[_input_channel(name, channel) for name, channel in spec.channels.items()],
         environment=dict(spec.environment), hyperparameters=dict(spec.hyperparameters),
         tags=[{"key": k, "value": v} for k, v in spec.tags.items()] or None,
         networking=networking,
@@ -173,9 +175,27 @@ def validate_request(request: Mapping[str, Any]) -> None:
         raise LaunchError(f"the built CreateTrainingJob request is invalid (a bug in sm_dist): {report.generate_report()}")
 
 
-def channel_uris(code_s3_uri: str, inputs: Mapping[str, str]) -> dict[str, str]:
-    """Input channels in request order: the code bundle first, then the user's data."""
-    return {CODE_CHANNEL: code_s3_uri, **dict(inputs)}
+def _input_channel(name: str, channel: Channel) -> SdkChannel:
+    """One InputDataConfig entry (docs/PLATFORM.md §1.9): an S3 prefix, or a file system mounted read-only."""
+    from sagemaker.core.shapes import Channel as SdkChannel
+    from sagemaker.core.shapes import DataSource, FileSystemDataSource, S3DataSource
+
+    if channel.kind is SourceKind.S3:
+        source = DataSource(s3_data_source=S3DataSource(s3_data_type="S3Prefix", s3_uri=channel.source,
+                                                        s3_data_distribution_type=channel.distribution.value))
+    elif channel.kind in (SourceKind.FSX_LUSTRE, SourceKind.EFS):
+        fs_id, path = channel.file_system
+        source = DataSource(file_system_data_source=FileSystemDataSource(
+            file_system_id=fs_id, file_system_access_mode="ro", directory_path=path,
+            file_system_type="FSxLustre" if channel.kind is SourceKind.FSX_LUSTRE else "EFS"))
+    else:  # the plan turns a local folder into the prefix it uploads it to
+        raise LaunchError(f"channel {name}: {channel.source} is a local folder; the plan must give its S3 prefix")
+    return SdkChannel(channel_name=name, data_source=source, input_mode=channel.mode.value)
+
+
+def channel_sources(code_s3_uri: str, inputs: Mapping[str, Channel]) -> dict[str, Channel]:
+    """Input channels in request order: the code bundle first (File, replicated), then the user's data."""
+    return {CODE_CHANNEL: Channel(source=code_s3_uri), **dict(inputs)}
 
 
 def s3_join(base: str, *parts: str) -> str:
@@ -184,4 +204,4 @@ def s3_join(base: str, *parts: str) -> str:
 
 
 __all__ = ["LAUNCHER_COMMAND", "CODE_DIR", "RequestSpec", "build_request", "validate_request", "default_image",
-           "choose_image", "channel_uris", "s3_join"]
+           "choose_image", "channel_sources", "s3_join"]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sm_dist.errors import CatalogError, ConfigError, DoesNotFitError
+from sm_dist.planning.channels import data_load
 from sm_dist.vocab import Strategy
 
 if TYPE_CHECKING:
@@ -63,7 +64,8 @@ def _estimate(config: LaunchConfig, region: str) -> Estimate:
         # full recompute; a launch must not count on it)
         activation_checkpointing="selective",
         instance_counts=[config.instance_count], strategies=list(Strategy), spot=config.spot,
-        region=region, budget=config.max_cost_usd if config.tokens is not None else None, **work,
+        region=region, budget=config.max_cost_usd if config.tokens is not None else None,
+        data=data_load(config.inputs), **work,
     )
 
 

@@ -20,6 +20,7 @@ _LAZY = {
     "ResumableDistributedSampler": "sm_dist.runtime.sampler:ResumableDistributedSampler",
     "ResumableLoader": "sm_dist.runtime.data:ResumableLoader",
     "build_dataloader": "sm_dist.runtime.data:build_dataloader",
+    "channel_files": "sm_dist.runtime.data:channel_files",
     "AvgMetric": "sm_dist.runtime.metrics:AvgMetric",
     "log_metrics": "sm_dist.runtime.metrics:log_metrics",
     "rank0_print": "sm_dist.runtime.metrics:rank0_print",

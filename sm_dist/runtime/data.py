@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -18,6 +19,7 @@ from sm_dist.errors import ConfigError
 from sm_dist.runtime.sampler import ResumableDistributedSampler
 
 if TYPE_CHECKING:
+    from sm_dist.container.env import RunEnv
     from sm_dist.runtime.protocols import RunIdentity
 
 
@@ -80,4 +82,24 @@ def build_dataloader(dataset: Dataset, batch_size: int, *, ctx: RunIdentity | No
     return ResumableLoader(loader, sampler)
 
 
-__all__ = ["ResumableLoader", "build_dataloader"]
+def channel_files(name: str, env: RunEnv | None = None, pattern: str = "**/*") -> list[Path]:
+    """The files of data channel `name` (`SM_CHANNEL_<NAME>`, /opt/ml/input/data/<name>), sorted by
+    their path in the channel: the same order on every host and after every restart, so a dataset
+    indexed over them resumes exactly through the resumable sampler.
+
+    Under `ShardedByS3Key` each host holds its own share: the files (and a dataset of them) differ per
+    host; shard such data per host (`num_replicas=ctx.local_world_size`, `rank=ctx.local_rank`).
+    """
+    from sm_dist.container.env import detect_env
+
+    run_env = env if env is not None else detect_env()
+    folder = run_env.channels.get(name.lower())
+    if folder is None:
+        known = ", ".join(sorted(run_env.channels)) or "none"
+        raise ConfigError("channel", name, f"no such data channel in this job (channels: {known}); pass it with "
+                          f"inputs={{{name!r}: ...}} (--input {name}=...)")
+    root = Path(folder)
+    return sorted((p for p in root.glob(pattern) if p.is_file()), key=lambda p: p.relative_to(root).as_posix())
+
+
+__all__ = ["ResumableLoader", "build_dataloader", "channel_files"]

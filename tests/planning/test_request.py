@@ -10,6 +10,7 @@ from _project import ROLE_ARN
 
 from sm_dist.errors import LaunchError, SmDistError
 from sm_dist.planning import request as request_mod
+from sm_dist.planning.channels import Channel
 
 SPEC = request_mod.RequestSpec(
     job_name="sm-dist-test-1", role_arn=ROLE_ARN, instance_type="ml.p4d.24xlarge", instance_count=2,
@@ -17,7 +18,8 @@ SPEC = request_mod.RequestSpec(
     image_uri="763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.8-gpu-py312",
     max_runtime_s=7200, max_wait_s=14400, output_s3_uri="s3://out-bucket/sm-dist",
     output_kms_key="arn:aws:kms:us-east-1:123456789012:key/out", checkpoint_config_uri="s3://ckpt-bucket/run",
-    channels={"code": "s3://out-bucket/sm-dist/sm-dist-test-1/input/code/", "train": "s3://data/train/"},
+    channels={"code": Channel(source="s3://out-bucket/sm-dist/sm-dist-test-1/input/code/"),
+              "train": Channel(source="s3://data/train/")},
     environment={"PYTHONPATH": "/opt/ml/input/data/code"}, hyperparameters={"lr": "0.1"},
     tags={"team": "ml"}, subnets=("subnet-1",), security_group_ids=("sg-1",), network_isolation=True,
     encrypt_inter_container_traffic=True, retry_attempts=2,

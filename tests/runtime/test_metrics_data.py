@@ -59,3 +59,42 @@ def test_loader_rejects_conflicting_arguments() -> None:
         build_dataloader(_dataset(), 2, sampler=None)
     with pytest.raises(ConfigError, match="batch_size"):
         build_dataloader(_dataset(), 0)
+
+
+class _Lines(torch.utils.data.Dataset):
+    """Every line of a channel's files, as a training script builds its dataset from SM_CHANNEL_TRAIN."""
+
+    def __init__(self, files: list) -> None:
+        self.lines = [line for path in files for line in path.read_text().splitlines()]
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def __getitem__(self, index: int) -> str:
+        return self.lines[index]
+
+
+def test_a_dataset_of_channel_files_resumes_exactly(tmp_path) -> None:
+    """channel_files orders the files by their path in the channel (not by how the folder lists them),
+    so the resumed run sees exactly the lines the uninterrupted one would have."""
+    from sm_dist.container.env import detect_env
+    from sm_dist.runtime.data import channel_files
+
+    folder = tmp_path / "input" / "data" / "train"
+    (folder / "b").mkdir(parents=True)
+    for name in ("b/02.txt", "10.txt", "01.txt"):
+        (folder / name).write_text("".join(f"{name}:{i}\n" for i in range(5)))
+    env = detect_env({"SM_CHANNEL_TRAIN": str(folder)})
+    files = channel_files("train", env)
+    assert [p.relative_to(folder).as_posix() for p in files] == ["01.txt", "10.txt", "b/02.txt"]
+    def lines(loader, batches: int) -> list[str]:
+        return [line for _, batch in zip(range(batches), loader) for line in batch]
+
+    whole = lines(build_dataloader(_Lines(files), 2, num_replicas=1, rank=0, seed=4, collate_fn=list), 100)
+    first = build_dataloader(_Lines(files), 2, num_replicas=1, rank=0, seed=4, collate_fn=list)
+    head = lines(first, 3)
+    again = build_dataloader(_Lines(channel_files("train", env)), 2, num_replicas=1, rank=0, seed=4, collate_fn=list)
+    again.load_state_dict(first.state_dict())
+    assert len(whole) == 15 and head + lines(again, 100) == whole
+    with pytest.raises(ConfigError, match="channel='val': no such data channel .*channels: train"):
+        channel_files("val", env)

@@ -1,0 +1,285 @@
+"""Data channels: the job's training data, as SageMaker delivers it (InputDataConfig), planned once.
+
+`inputs={"train": SOURCE | Channel(...)}` (CLI: `--input NAME=SOURCE[,mode=FastFile][,distribution=ShardedByS3Key]`),
+where SOURCE is an S3 prefix (`s3://bucket/prefix`), a local folder (`./data`, `file:///abs/data`: uploaded
+to the job's bucket before CreateTrainingJob, once per content), or a file system (`fsx-lustre://fs-id/mount/path`,
+`efs://fs-id/path`, in a VPC). Each becomes one InputDataConfig entry; in the container it is
+`/opt/ml/input/data/<name>` and `SM_CHANNEL_<NAME>` (docs/PLATFORM.md §1.9).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import TypeAlias, TypeVar
+
+from sm_dist.contract.sagemaker import check_channel_name
+from sm_dist.errors import ConfigError
+from sm_dist.estimator.cost import DataLoad
+from sm_dist.planning.preflight import check_channel_count
+from sm_dist.vocab import did_you_mean
+
+
+class InputMode(StrEnum):
+    """How a channel reaches the container (Channel.InputMode)."""
+
+    FILE = "File"  #: downloaded to the instance's volume before the script starts
+    FAST_FILE = "FastFile"  #: S3 objects appear as files, streamed on first read
+
+
+class Distribution(StrEnum):
+    """How an S3 channel is spread over the instances (S3DataSource.S3DataDistributionType)."""
+
+    FULLY_REPLICATED = "FullyReplicated"  #: every instance gets every object
+    SHARDED_BY_S3_KEY = "ShardedByS3Key"  #: each instance gets its share of the objects
+
+
+class SourceKind(StrEnum):
+    S3 = "s3"
+    LOCAL = "local"  #: a folder on this machine: uploaded to S3 for the cloud job
+    FSX_LUSTRE = "fsx-lustre"
+    EFS = "efs"
+
+
+_FILE_SYSTEMS = {"fsx-lustre://": SourceKind.FSX_LUSTRE, "efs://": SourceKind.EFS}
+_S3 = re.compile(r"s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?")
+_FILE_SYSTEM = re.compile(r"(?P<id>fs-[0-9a-f]{8,40})(?P<path>/.*)?")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Channel:
+    """One data channel: where the data is, and how SageMaker delivers it."""
+
+    source: str
+    """s3://bucket/prefix, a local folder (or file:///path), fsx-lustre://fs-id/mount/path or efs://fs-id/path."""
+    mode: InputMode = InputMode.FILE
+    distribution: Distribution = Distribution.FULLY_REPLICATED
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "source", str(self.source))
+        object.__setattr__(self, "mode", _enum(InputMode, self.mode, "mode", "File or FastFile"))
+        object.__setattr__(self, "distribution",
+                           _enum(Distribution, self.distribution, "distribution", "FullyReplicated or ShardedByS3Key"))
+        kind = self.kind
+        if kind is SourceKind.S3 and not _S3.fullmatch(self.source):
+            raise ConfigError("source", self.source, "expected s3://bucket/prefix")
+        if kind in (SourceKind.FSX_LUSTRE, SourceKind.EFS):
+            if not _FILE_SYSTEM.fullmatch(self.source.split("://", 1)[1]):
+                raise ConfigError("source", self.source, f"expected {kind}://fs-<id>/path")
+            if self.mode is not InputMode.FILE or self.distribution is not Distribution.FULLY_REPLICATED:
+                raise ConfigError("mode", self.mode.value, f"a {kind} file system is mounted as it is: mode=File, "
+                                  "distribution=FullyReplicated")
+        if kind is SourceKind.LOCAL:
+            if not self.local_path.is_dir():
+                raise ConfigError("source", self.source, "no such folder (a local source is a folder; for S3 write "
+                                  "s3://...)")
+            object.__setattr__(self, "source", str(self.local_path))  # relative to where the plan was made
+
+    @property
+    def kind(self) -> SourceKind:
+        if self.source.startswith("s3://"):
+            return SourceKind.S3
+        for prefix, kind in _FILE_SYSTEMS.items():
+            if self.source.startswith(prefix):
+                return kind
+        if "://" in self.source and not self.source.startswith("file://"):
+            raise ConfigError("source", self.source, "expected s3://..., a local folder, file:///..., "
+                              "fsx-lustre://fs-id/path or efs://fs-id/path")
+        return SourceKind.LOCAL
+
+    @property
+    def local_path(self) -> Path:
+        """The folder of a local source (absolute)."""
+        return Path(self.source.removeprefix("file://")).expanduser().resolve()
+
+    @property
+    def file_system(self) -> tuple[str, str]:
+        """(FileSystemId, DirectoryPath) of an FSx for Lustre or EFS source."""
+        match = _FILE_SYSTEM.fullmatch(self.source.split("://", 1)[1])
+        if match is None:
+            raise ConfigError("source", self.source, "not a file-system source")
+        return match.group("id"), match.group("path") or "/"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"source": self.source, "mode": self.mode.value, "distribution": self.distribution.value}
+
+    @classmethod
+    def parse(cls, text: str) -> Channel:
+        """`SOURCE[,mode=FastFile][,distribution=ShardedByS3Key]` (the CLI's --input value after NAME=)."""
+        source, *options = str(text).split(",")
+        settings: dict[str, str] = {}
+        for option in options:
+            key, sep, value = option.partition("=")
+            if not sep or key.strip() not in ("mode", "distribution"):
+                raise ConfigError("input", option, "options are mode=File|FastFile and "
+                                  "distribution=FullyReplicated|ShardedByS3Key, e.g. s3://b/train,mode=FastFile")
+            settings[key.strip()] = value.strip()
+        return cls(source=source.strip(), mode=_enum(InputMode, settings.get("mode", "File"), "mode", "File or FastFile"),
+                   distribution=_enum(Distribution, settings.get("distribution", "FullyReplicated"), "distribution",
+                                      "FullyReplicated or ShardedByS3Key"))
+
+
+_Kind = TypeVar("_Kind", InputMode, Distribution)
+
+
+def _enum(kind: type[_Kind], value: object, field: str, expected: str) -> _Kind:
+    """`value` as a member of `kind`, matched without regard to case (SageMaker spells them FastFile)."""
+    if isinstance(value, kind):
+        return value
+    text = str(value).strip()
+    if text.lower() == "pipe" and kind is InputMode:
+        raise ConfigError(field, value, "Pipe mode is not supported by sm_dist; use FastFile (streamed on first "
+                          "read, no download before the script starts)")
+    for member in kind:
+        if member.value.lower() == text.lower():
+            return member
+    raise ConfigError(field, value, f"expected {expected}{did_you_mean(text, [m.value for m in kind])}")
+
+
+#: What `inputs=` takes per channel: the record, or its source alone (defaults for the rest).
+ChannelLike: TypeAlias = "Channel | str | os.PathLike[str]"
+
+
+def channels_from(inputs: Mapping[str, object]) -> dict[str, Channel]:
+    """`inputs` as records, each name checked (SageMaker's rule, not the code channel), and how many (preflight)."""
+    check_channel_count(list(inputs))
+    out = {}
+    for name, value in inputs.items():
+        check_channel_name(str(name))
+        try:
+            out[str(name)] = _channel(value)
+        except ConfigError as exc:  # name the channel: inputs.train.mode='Pipe': ...
+            field = f"inputs.{name}" + ("" if exc.field in ("inputs", "source") else f".{exc.field}")
+            raise ConfigError(field, exc.value, exc.fix) from None
+    return out
+
+
+def _channel(value: object) -> Channel:
+    if isinstance(value, Channel):
+        return value
+    if isinstance(value, Mapping):  # a config file's {source:, mode:, distribution:}
+        try:
+            return Channel(**{str(k): v for k, v in value.items()})
+        except TypeError:
+            raise ConfigError("inputs", dict(value), "expected source, mode and distribution") from None
+    if isinstance(value, (str, os.PathLike)):
+        return Channel.parse(os.fspath(value))
+    raise ConfigError("inputs", value, "expected s3://..., a local folder or sm_dist.Channel(...)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalData:
+    """A local folder's files, fingerprinted: the upload a cloud plan would make, and the rehearsal's copy."""
+
+    folder: Path
+    files: tuple[tuple[str, int], ...]
+    """(path relative to the folder, size) of every file, sorted."""
+    fingerprint: str
+    """sha256 of every file's path, size and modification time: the same data gets the same S3 prefix."""
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(size for _, size in self.files)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataUpload:
+    """A local channel the cloud backend uploads before CreateTrainingJob: to a prefix named by its
+    content, so the same data is uploaded once however many jobs read it."""
+
+    channel: str
+    data: LocalData
+    s3_uri: str
+    """The prefix the channel reads (ends with /)."""
+
+    @property
+    def complete_marker(self) -> str:
+        """The object written after the last file: its presence means the prefix holds all the data."""
+        return self.s3_uri.rstrip("/") + ".sm-dist-complete"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"channel": self.channel, "folder": str(self.data.folder), "files": len(self.data.files),
+                "bytes": self.data.total_bytes, "s3_uri": self.s3_uri}
+
+
+def plan_uploads(channels: Mapping[str, Channel], data_prefix: str) -> tuple[dict[str, Channel], tuple[DataUpload, ...]]:
+    """The channels as the request names them (a local folder becomes its upload prefix under
+    `data_prefix`) and the uploads that makes. Reads the folders' listings; uploads nothing."""
+    out: dict[str, Channel] = {}
+    uploads = []
+    for name, channel in channels.items():
+        if channel.kind is not SourceKind.LOCAL:
+            out[name] = channel
+            continue
+        data = scan_folder(channel.local_path)
+        uri = f"{data_prefix.rstrip('/')}/{name}-{data.fingerprint[:16]}/"
+        uploads.append(DataUpload(channel=name, data=data, s3_uri=uri))
+        out[name] = Channel(source=uri, mode=channel.mode, distribution=channel.distribution)
+    return out, tuple(uploads)
+
+
+def channel_warnings(channels: Mapping[str, Channel], uploads: tuple[DataUpload, ...], instance_count: int,
+                     volume_gb: int, local_nvme: bool) -> list[str]:
+    """What a known local channel says about the plan: fewer objects than instances under
+    ShardedByS3Key ("some nodes won't get any data"), more File-mode data per instance than its
+    volume holds (docs/PLATFORM.md §1.9)."""
+    warnings = []
+    per_instance = 0.0
+    for upload in uploads:
+        channel = channels[upload.channel]
+        sharded = channel.distribution is Distribution.SHARDED_BY_S3_KEY
+        if sharded and len(upload.data.files) < instance_count:
+            warnings.append(f"channel {upload.channel}: {len(upload.data.files)} files for {instance_count} instances "
+                            "under ShardedByS3Key: some instances get no data (and are billed); split it into more files")
+        if channel.mode is InputMode.FILE:
+            per_instance += upload.data.total_bytes / (instance_count if sharded else 1)
+    if not local_nvme and per_instance > volume_gb * 2**30:
+        warnings.append(f"the File-mode data each instance downloads ({per_instance / 2**30:,.1f} GiB) exceeds its "
+                        f"volume (volume_size_gb={volume_gb}): raise volume_size_gb, or use mode=FastFile")
+    return warnings
+
+
+def data_load(channels: Mapping[str, Channel]) -> DataLoad:
+    """The channels' bytes by how they reach the instances, for the estimate's start-up: a local folder's
+    size is known (it is read here); an S3 prefix's is not (the plan lists nothing in S3) and a file
+    system is mounted, not downloaded."""
+    replicated = sharded = streamed = 0.0
+    unknown = []
+    for name, channel in channels.items():
+        if channel.kind in (SourceKind.FSX_LUSTRE, SourceKind.EFS):
+            continue
+        if channel.kind is not SourceKind.LOCAL:
+            unknown.append(name)
+            continue
+        size = float(scan_folder(channel.local_path).total_bytes)
+        if channel.mode is InputMode.FAST_FILE:
+            streamed += size
+        elif channel.distribution is Distribution.SHARDED_BY_S3_KEY:
+            sharded += size
+        else:
+            replicated += size
+    return DataLoad(replicated_bytes=replicated, sharded_bytes=sharded, streamed_bytes=streamed, unknown=tuple(unknown))
+
+
+def scan_folder(folder: Path) -> LocalData:
+    """Every file under `folder` (symlinks followed, hidden files included: SageMaker copies whatever the prefix holds)."""
+    digest = hashlib.sha256()
+    files = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        stat = path.stat()
+        rel = path.relative_to(folder).as_posix()
+        files.append((rel, stat.st_size))
+        digest.update(f"{rel}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    if not files:
+        raise ConfigError("source", str(folder), "the folder holds no files: SageMaker would start the job on an "
+                          "empty channel")
+    return LocalData(folder=folder, files=tuple(files), fingerprint=digest.hexdigest())
+
+
+__all__ = ["Channel", "ChannelLike", "DataUpload", "channel_warnings", "data_load", "plan_uploads", "Distribution", "InputMode", "LocalData", "SourceKind",
+           "channels_from", "scan_folder"]
