@@ -78,9 +78,9 @@ class Metrics:
         return {name: self.column(name) for name in self.columns}
 
     def plot(self, *names: str, path: StrPath | None = None, ax: Axes | None = None) -> Axes:
-        """Draw `names` (default: loss, learning rate and throughput, those logged) against the
-        step, one panel each, resumes marked; saved to `path` when given (matplotlib:
-        pip install 'sm_dist[plot]'). Returns the first panel's axes."""
+        """Draw `names` (default: the loss, the learning rate when it changes, the throughput: those
+        logged) against the step, one panel each, resumes marked; saved to `path` when given
+        (matplotlib: pip install 'sm_dist[plot]'). Returns the first panel's axes."""
         from sm_dist.notebook.plot import draw_metrics  # only when drawing
 
         return draw_metrics(self, names, path=path, ax=ax)

@@ -110,12 +110,14 @@ def place_labels(ax: Axes, points: Sequence[tuple[float, float]], labels: Sequen
 
 def draw_metrics(metrics: Metrics, names: Sequence[str] = (), *, path: StrPath | None = None,
                  ax: Axes | None = None) -> Axes:
-    """`names` (default: loss, lr and the throughput, those logged) against the step, one panel
-    each (all on `ax` when given), each resume a dashed line; saved to `path` when given."""
+    """`names` (default: the loss, the learning rate when it changes and the throughput, those
+    logged) against the step, one panel each (all on `ax` when given), each resume a dashed line;
+    saved to `path` when given."""
     x_name = metrics.x
     if x_name is None or not metrics.rows:
         raise ValueError(f"nothing to plot: {metrics.summary()}")
-    default = [n for n in ("loss", "lr", metrics.throughput) if n is not None and n in metrics.columns]
+    changes = "lr" in metrics.columns and len({v for v in metrics.column("lr") if v is not None}) > 1
+    default = [n for n in ("loss", "lr" if changes else None, metrics.throughput) if n is not None and n in metrics.columns]
     wanted = list(names) or default or [c for c in metrics.columns if c != x_name][:1]
     for name in wanted:
         metrics.column(name)  # KeyError naming the columns logged

@@ -87,3 +87,5 @@ def test_plot_draws_loss_and_lr_with_the_resume_marked(tmp_path: Path) -> None:
     assert "resumed from 4" in [t.get_text() for t in panels[0].texts]
     one = metrics.plot("lr", path=tmp_path / "lr.png")
     assert [p.get_ylabel() for p in one.figure.axes] == ["learning rate"]
+    constant = read_metrics([step_line(s, {"loss": 1.0 / s, "lr": 0.001}) for s in range(1, 4)])
+    assert [p.get_ylabel() for p in constant.plot(path=tmp_path / "c.png").figure.axes] == ["loss"]
