@@ -90,7 +90,7 @@ def test_bad_s3_uri_names_the_field():
 
 
 def test_manifest_and_storages_import_without_torch_or_boto3():
-    code = ("import sys, json, sm_dist.runtime.checkpoint.manifest, sm_dist.runtime.checkpoint.storage, "
+    code = ("import sys, json, sm_dist.contract.checkpoint, sm_dist.runtime.checkpoint.storage, "
             "sm_dist.runtime.checkpoint.s3, sm_dist.runtime.checkpoint.sagemaker_sync, sm_dist.local.s3_endpoint; "
             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'boto3', 'moto'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)

@@ -12,10 +12,10 @@ import pytest
 import torch
 from torch import nn
 
+from sm_dist.contract.checkpoint import MANIFEST_NAME, Manifest, step_dirname
 from sm_dist.errors import CheckpointError, ConfigError
 from sm_dist.runtime.checkpoint import Checkpointer, LocalStorage
 from sm_dist.runtime.checkpoint.faults import parse_faults
-from sm_dist.runtime.checkpoint.manifest import MANIFEST_NAME, Manifest, step_dirname
 from sm_dist.runtime.checkpoint.retention import plan_deletions
 from sm_dist.runtime.checkpoint.signals import final_save_fits, grace_seconds
 

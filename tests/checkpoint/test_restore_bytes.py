@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from sm_dist.contract.checkpoint import MANIFEST_NAME, step_dirname
 from sm_dist.local.s3_endpoint import S3Endpoint
-from sm_dist.runtime.checkpoint.manifest import MANIFEST_NAME, step_dirname
 
 boto3 = pytest.importorskip("boto3")
 WORKER = Path(__file__).with_name("restore_bytes_worker.py")

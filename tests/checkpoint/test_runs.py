@@ -17,8 +17,8 @@ import pytest
 import torch
 from _harness import wait_until
 
+from sm_dist.contract.checkpoint import MANIFEST_NAME, step_dirname
 from sm_dist.runtime.checkpoint import Checkpointer
-from sm_dist.runtime.checkpoint.manifest import MANIFEST_NAME, step_dirname
 
 pytestmark = pytest.mark.slow
 INTERVAL = 4  # train_script.py's default --interval

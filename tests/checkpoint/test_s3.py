@@ -12,10 +12,10 @@ import pytest
 import torch
 from torch import nn
 
+from sm_dist.contract.checkpoint import step_dirname
 from sm_dist.errors import CheckpointError
 from sm_dist.local.s3_endpoint import S3Endpoint, fault_stats
 from sm_dist.runtime.checkpoint import Checkpointer, S3Storage
-from sm_dist.runtime.checkpoint.manifest import step_dirname
 
 boto3 = pytest.importorskip("boto3")
 MiB = 1 << 20
@@ -181,7 +181,7 @@ class _ShardedPlain:
 
 def _sharded_step(bucket: str) -> tuple[S3Storage, object, str, bytes]:
     """A DCP checkpoint of step 1 in S3: (storage, manifest, data file, its bytes)."""
-    from sm_dist.runtime.checkpoint.manifest import Manifest
+    from sm_dist.contract.checkpoint import Manifest
 
     model, optimizer = _model()
     with Checkpointer(storage=_storage(bucket), strategy=_ShardedPlain()) as ckpt:

@@ -16,15 +16,15 @@ import torch
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
-from sm_dist.errors import CheckpointError
-from sm_dist.runtime.checkpoint import Checkpointer
-from sm_dist.runtime.checkpoint.manifest import (
+from sm_dist.contract.checkpoint import (
     MANIFEST_NAME,
     FileEntry,
     Manifest,
     sha256_file,
     step_dirname,
 )
+from sm_dist.errors import CheckpointError
+from sm_dist.runtime.checkpoint import Checkpointer
 from sm_dist.runtime.checkpoint.safe_load import load_dcp_metadata
 
 

@@ -12,9 +12,9 @@ import pytest
 import torch
 from torch import nn
 
+from sm_dist.contract.checkpoint import MANIFEST_NAME, step_dirname
 from sm_dist.runtime.checkpoint import Checkpointer, SageMakerSyncStorage
 from sm_dist.runtime.checkpoint import storage as storage_module
-from sm_dist.runtime.checkpoint.manifest import MANIFEST_NAME, step_dirname
 from sm_dist.runtime.checkpoint.retention import apply_retention
 
 

@@ -19,7 +19,7 @@ from sm_dist._lazy import lazy_exports
 _LAZY = {
     "Checkpointer": "sm_dist.runtime.checkpoint.checkpointer:Checkpointer",
     "ResumeState": "sm_dist.runtime.checkpoint.load:ResumeState",
-    "Manifest": "sm_dist.runtime.checkpoint.manifest:Manifest",
+    "Manifest": "sm_dist.contract.checkpoint:Manifest",
     "LocalStorage": "sm_dist.runtime.checkpoint.storage:LocalStorage",
     "S3Storage": "sm_dist.runtime.checkpoint.s3:S3Storage",
     "SageMakerSyncStorage": "sm_dist.runtime.checkpoint.sagemaker_sync:SageMakerSyncStorage",

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 import torch
 import torch.distributed as dist
 
-from sm_dist.contract.checkpoint import DEFAULT_KEEP, CheckpointMode, CheckpointSettings, parse_mode
+from sm_dist.contract.checkpoint import DEFAULT_KEEP, CheckpointMode, CheckpointSettings, Manifest, parse_mode
 from sm_dist.errors import CheckpointError, ConfigError
 from sm_dist.runtime.checkpoint.config import (
     open_storage,
@@ -32,7 +32,6 @@ from sm_dist.runtime.checkpoint.load import (
     load_model_state,
     restore_common,
 )
-from sm_dist.runtime.checkpoint.manifest import Manifest
 from sm_dist.runtime.checkpoint.payload import collect_payload
 from sm_dist.runtime.checkpoint.save import Group, SavePayload, write_checkpoint
 from sm_dist.runtime.checkpoint.signals import (

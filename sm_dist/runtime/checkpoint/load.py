@@ -23,8 +23,8 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
 
+from sm_dist.contract.checkpoint import Manifest, step_dirname
 from sm_dist.errors import CheckpointError
-from sm_dist.runtime.checkpoint.manifest import Manifest, step_dirname
 from sm_dist.runtime.checkpoint.rng import restore_rng
 from sm_dist.runtime.checkpoint.safe_load import (
     METADATA_NAME,

@@ -26,13 +26,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
-from sm_dist.errors import CheckpointError, ConfigError
-from sm_dist.runtime.checkpoint.manifest import (
+from sm_dist.contract.checkpoint import (
     MANIFEST_NAME,
     Manifest,
     parse_step,
     step_dirname,
 )
+from sm_dist.errors import CheckpointError, ConfigError
 from sm_dist.runtime.checkpoint.storage import Storage, verify_files
 
 if TYPE_CHECKING:

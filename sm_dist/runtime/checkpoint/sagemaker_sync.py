@@ -24,9 +24,9 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sm_dist.contract.checkpoint import MANIFEST_NAME, Manifest, step_dirname
 from sm_dist.contract.container import SYNC_IGNORE_SUFFIX, SYNC_UPLOADED_SUFFIX
 from sm_dist.errors import CheckpointError
-from sm_dist.runtime.checkpoint.manifest import MANIFEST_NAME, Manifest, step_dirname
 from sm_dist.runtime.checkpoint.storage import LocalStorage, verify_files
 
 if TYPE_CHECKING:

@@ -15,14 +15,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
 
-from sm_dist.errors import CheckpointError
-from sm_dist.runtime.checkpoint.manifest import (
+from sm_dist.contract.checkpoint import (
     MANIFEST_NAME,
     Manifest,
     parse_step,
     sha256_file,
     step_dirname,
 )
+from sm_dist.errors import CheckpointError
 
 _log = logging.getLogger(__name__)
 
