@@ -148,12 +148,12 @@ class LocalJob:
 
     def _repr_html_(self) -> str:
         """The summary as a table, and where to look next."""
-        from sm_dist.notebook.markup import escape
+        from sm_dist.notebook.markup import escape, text_table
 
         more = (f'<p style="font-size:0.9em;opacity:0.75">logs in {escape(self.run.root / "logs")}: '
                 "<code>job.logs()</code> · metrics: <code>job.metrics()</code>, <code>job.plot()</code> · "
                 "<code>job.checkpoints()</code></p>")
-        return self.summary()._repr_html_().removesuffix("</div>") + more + "</div>"
+        return text_table(str(self.summary()), extra=more)
 
     def metrics(self) -> Metrics:
         """The run's logged metrics (step, loss, learning rate, ...), read from the hosts' logs:

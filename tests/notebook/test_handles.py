@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from sm_dist.contract.job import CheckpointInfo, CheckpointList
 from sm_dist.local.cost import LocalCost
 from sm_dist.local.summary import LocalSummary
@@ -54,3 +56,24 @@ def test_a_checkpoint_listing_is_a_table() -> None:
     html = listing._repr_html_()
     assert "2 checkpoints, 1 committed" in html and "3.00" in html and "<script>" not in html
     assert repr(CheckpointList()) == "no checkpoints"
+
+
+def test_a_local_job_shows_its_summary_metrics_and_where_to_look(tmp_path) -> None:
+    from sm_dist.contract.log_lines import step_line
+    from sm_dist.local.config import LocalJobConfig
+    from sm_dist.local.job import LocalJob, RunRecord
+    from sm_dist.local.progress import Progress
+    from sm_dist.local.runner import Outcome
+
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "algo-1.log").write_text("\n".join(step_line(s, {"loss": 1 / s}) for s in (1, 2, 3)) + "\n")
+    (tmp_path / "logs" / "algo-2.log").write_text(f"{EVIL}\n")
+    progress = Progress()
+    progress.feed("[sm_dist] step=3 loss=0.33", "algo-1")
+    job = LocalJob(config=LocalJobConfig(job_name="j", container_command=("python3",), instance_count=2),
+                   run=RunRecord(Outcome(status="Completed", ended=Outcome().started + 3), progress, 0, [], tmp_path))
+    assert repr(job) == "LocalJob('j', Completed, 2 hosts, steps=3, restarts=0, verified=None)"
+    html = job._repr_html_()
+    assert "local job j: Completed" in html and "job.logs()" in html and "not checked (use --verify)" in html
+    assert job.metrics().column("loss") == [1.0, 0.5, pytest.approx(1 / 3, rel=1e-5)]
+    assert isinstance(job.checkpoints(), CheckpointList) and repr(job.checkpoints()) == "no checkpoints"
