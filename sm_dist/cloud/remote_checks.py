@@ -11,6 +11,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from sm_dist.errors import ConfigError
+from sm_dist.planning.channels import SourceKind
 
 if TYPE_CHECKING:
     from boto3.session import Session
@@ -21,7 +22,8 @@ _log = logging.getLogger(__name__)
 
 
 def remote_checks(plan: Plan, session: Session, validate_role: bool = True, skip_code_bucket: bool = False) -> None:
-    """Read-only AWS checks before fit uploads: the role (via the SDK), then bucket regions.
+    """Read-only AWS checks before fit uploads: the role (via the SDK), then the regions of the
+    checkpoint, code and data buckets.
 
     `skip_code_bucket`: the code goes to the SDK default bucket, which fit creates if missing.
     """
@@ -33,7 +35,10 @@ def remote_checks(plan: Plan, session: Session, validate_role: bool = True, skip
             resolve_and_validate_role(provided_role=plan.role_arn, sagemaker_session=Session(boto_session=session))
         except ValueError as exc:  # RoleValidationError is a ValueError too
             raise ConfigError("role", plan.role_arn, str(exc)) from None
-    uris = [plan.checkpoint_uri, None if skip_code_bucket else plan.code_s3_uri]
+    # the data channels' S3 prefixes too: SageMaker reads them from the job's region (a local folder's
+    # upload prefix is under the code's bucket, checked with it)
+    data = [c.source for c in plan.channels.values() if c.kind is SourceKind.S3]
+    uris = [plan.checkpoint_uri, None if skip_code_bucket else plan.code_s3_uri, *data]
     created_by_fit = f"s3://{plan.default_bucket}/" if skip_code_bucket and plan.default_bucket else None
     for bucket_uri in dict.fromkeys(u for u in uris if u and not (created_by_fit and u.startswith(created_by_fit))):
         check_bucket_region(session, bucket_uri, plan.region)

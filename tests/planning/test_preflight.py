@@ -33,6 +33,8 @@ CASES = {
     "missing entry": ({"entry": "trian.py"}, ConfigError, "no such file"),
     "checkpoint bucket missing": ({"checkpoint_s3_uri": "s3://no-such-bucket/x"}, ConfigError, "does not exist"),
     "checkpoint bucket elsewhere": ({"checkpoint_s3_uri": "s3://eu-bucket/x"}, ConfigError, "is in eu-west-1"),
+    "data bucket elsewhere": ({"inputs": {"train": "s3://eu-bucket/data"}}, ConfigError, "is in eu-west-1"),
+    "data bucket missing": ({"inputs": {"train": "s3://no-such-bucket/data"}}, ConfigError, "does not exist"),
     "no role anywhere": ({"role": None}, ConfigError, "role="),
     # the API's limits (docs/PLATFORM.md §1.5), refused before the upload rather than by CreateTrainingJob
     "env value too long": ({"environment": {"NOTE": "x" * 513}}, ConfigError, "longer than 512 chars"),
