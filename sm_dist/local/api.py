@@ -29,6 +29,7 @@ from sm_dist.local.runner import LocalRunner, Outcome, RunSettings, print_line
 from sm_dist.local.stores import Store, open_store
 from sm_dist.local.verify import Verification
 from sm_dist.local.view import ProgressView
+from sm_dist.notebook.live import in_notebook
 from sm_dist.planning.profile import without_missing_profile
 
 if TYPE_CHECKING:
@@ -102,6 +103,8 @@ class _Job:
     env: Mapping[str, str]
     """Variables every host gets besides the plan's (the endpoint's, the process count)."""
     echo: Callable[[str, str], None]
+    view: bool
+    """Show the live view (a line, or a notebook's display) instead of echoing the hosts' lines."""
 
     @property
     def nproc(self) -> int:
@@ -134,12 +137,11 @@ def _one_run(job: _Job, root: Path, label: str, faults: tuple[Fault, ...], endpo
         s3_fault_switch=endpoint.fail_for if endpoint is not None and endpoint.server.url != endpoint.server.moto_url else None,
     )
     view = None
-    if options.view:
-        stream = options.echo_stream or sys.stdout
-        view = ProgressView(stream, "" if label == "run" else label)
+    if job.view:
+        view = ProgressView(options.echo_stream, "" if label == "run" else label, hosts=config.instance_count,
+                            logs=root / "logs")
         settings = replace(settings, on_tick=view.tick)
-        print(f"{label}: {config.instance_count} hosts; logs in {root / 'logs'} (--logs streams them)",
-              file=stream, flush=True)
+        view.start()
     runner = LocalRunner(config, settings)
     outcome = runner.run()
     if view is not None:
@@ -156,6 +158,14 @@ def _opt_ml_warnings(outcome: Outcome) -> list[str]:
         return []
     return ["this machine gives no host a private /opt/ml (no `unshare --mount`): a script's hard-coded "
             "/opt/ml paths are shared by every host and not synced; SM_MODEL_DIR and SM_CHECKPOINT_DIR are right"]
+
+
+def _echo_or_view(opts: LocalOptions) -> tuple[bool, bool]:
+    """(echo, view) as asked, and where not asked: in a notebook the view and no echo (the logs
+    stay one argument away: echo=True), elsewhere the echo."""
+    notebook = opts.echo_stream is None and in_notebook()
+    echo = opts.echo if opts.echo is not None else not notebook
+    return echo, opts.view if opts.view is not None else notebook and not echo
 
 
 def _echo(echo: bool, stream: TextIO | None) -> Callable[[str, str], None]:
@@ -190,10 +200,11 @@ def run(plan: Plan, options: LocalOptions | Mapping[str, object] | None = None) 
     env = {INSTALL_REQUIREMENTS_ENV: "0"}
     if opts.nproc_per_node:
         env["SM_DIST_NPROC_PER_NODE"] = str(opts.nproc_per_node)
+    echo, view = _echo_or_view(opts)
     channels = from_plan.local_channels(plan, opts.data, opts.s3_data, base / "s3-data")
     job = _Job(plan=plan, options=opts, faults=opts.faults(), bundle=from_plan.write_code(plan, base / "bundle"),
                channels=channels,
-               env=env, echo=_echo(opts.echo and not opts.view, opts.echo_stream))
+               env=env, echo=_echo(echo and not view, opts.echo_stream), view=view)
     with without_missing_profile():  # moto's in-process server makes boto3 Sessions
         return _run_job(job, base)
 
@@ -220,17 +231,25 @@ def _run_job(job: _Job, base: Path) -> LocalJob:
         endpoint = _Endpoint(plan.region or "us-east-1", faults=any(f.kind == "s3-faults" for f in job.faults))
     try:
         record, config, listed_uri = _one_run(job, base / "run", "run", job.faults, endpoint, checkpoint_uri)
-        checked = None
+        checked = verification = None
         if job.options.verify:
             verify_uri = None if checkpoint_uri is None else f"{checkpoint_uri.rstrip('/')}-verify"
             checked, _, _ = _one_run(job, base / "verify", "verify", (), endpoint, verify_uri)
+            verification = _verification(record, checked, config.hosts)
+            again = None
+            if verification is not None and verification.result == verify.DIFFERS and record.fired:
+                # the resume, or the script? a second uninterrupted run says which
+                again_uri = None if checkpoint_uri is None else f"{checkpoint_uri.rstrip('/')}-verify-again"
+                rerun, _, _ = _one_run(job, base / "verify-again", "verify-again", (), endpoint, again_uri)
+                again = _verification(checked, rerun, config.hosts)
+            verification = verification and verify.explain(verification, bool(record.fired), again)
     finally:
         if endpoint is not None:
             stats = endpoint.server.plan.stats()
             endpoint.server.stop()
     return LocalJob(config=config, run=record, chaos=tuple(str(f) for f in job.faults), verify_run=checked,
                     processes_per_host=job.nproc, estimate_usd=plan.sizing.expected_usd(),
-                    checkpoint_uri=listed_uri, verification=_verification(record, checked, config.hosts),
+                    checkpoint_uri=listed_uri, verification=verification,
                     s3_requests=stats["requests"] if endpoint else None,
                     s3_faults_injected=stats["injected"] if endpoint else None)
 

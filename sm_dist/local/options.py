@@ -37,12 +37,14 @@ class LocalOptions:
     """SIGTERM-to-SIGKILL grace of a stop (SageMaker's: 120 s)."""
     sync_interval: float = DEFAULT_INTERVAL
     """Seconds between passes of the emulated checkpoint sync."""
-    echo: bool = True
-    """Stream every host's log lines, prefixed by host."""
+    echo: bool | None = None
+    """Stream every host's log lines, prefixed by host (None: yes, except in a notebook, where the
+    live view shows instead and `job.logs()` reads them afterwards)."""
     echo_stream: TextIO | None = None
-    """Where the echo or the view goes (default: stdout)."""
-    view: bool = False
-    """A compact live progress line instead of the echo (the logs stay in files)."""
+    """Where the echo or the view goes (default: stdout; in a notebook, the view is one display)."""
+    view: bool | None = None
+    """A compact live progress view instead of the echo, the logs staying in files (None: in a
+    notebook unless `echo=True`; `sm-dist fit --local` sets it unless --logs)."""
     nproc_per_node: int | None = None
     """Worker processes per emulated host (default: the plan's, else 1)."""
     max_job_restarts: int = DEFAULT_MAX_JOB_RESTARTS
