@@ -9,9 +9,10 @@ from sm_dist.estimator.recommend import LABELS
 from sm_dist.estimator.record import EstimateRecord
 
 _GB = 1e9
-_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#x27;"})
 HEADERS = ("instance", "n", "GPUs", "strategy", "recompute/mb", "mem/GPU GB", "step s", "hours", "SageMaker $", "EC2 $",
            "spot $", "note")
+#: Columns of figures (aligned right, in text and HTML).
+_NUMERIC = frozenset(range(1, 3)) | frozenset(range(5, 11))
 
 
 def _money(value: float) -> str:
@@ -39,10 +40,9 @@ def ordered(est: EstimateRecord) -> list[Row]:
 
 def _grid(rows: list[list[str]]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(HEADERS))]
-    numeric = set(range(1, 3)) | set(range(5, 11))
     out = []
     for cells in rows:
-        parts = [c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))]
+        parts = [c.rjust(w) if i in _NUMERIC else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))]
         out.append("  ".join(parts).rstrip())
     return out
 
@@ -141,27 +141,19 @@ def assumption_lines(est: EstimateRecord) -> list[str]:
     return lines
 
 
-def _escape(text: str) -> str:
-    """html.escape without importing html (its entity table is a noticeable part of start-up)."""
-    return str(text).translate(_ESCAPES)
-
-
 def html(est: EstimateRecord) -> str:
-    """A notebook table (the same content as the text table)."""
+    """A notebook table (the same content as the text table), every string escaped."""
+    from sm_dist.notebook.markup import escape, table  # notebooks only: estimate-cost never loads html
+
     chosen = est.recommendation.row if est.recommendation else None
     rows = best_per_pair(est)
-    esc = _escape
-    head = "".join(f"<th>{esc(h)}</th>" for h in HEADERS)
-    body = []
-    for r in rows:
-        style = ' style="font-weight:bold"' if r is chosen else ""
-        body.append(f"<tr{style}>" + "".join(f"<td>{esc(c)}</td>" for c in _cells(r, r is chosen)) + "</tr>")
-    rec = esc(est.recommendation.reason) if est.recommendation else "none"
-    items = "".join(f"<li>{esc(line)}</li>" for line in assumption_lines(est))
-    warns = "".join(f"<li>{esc(w)}</li>" for w in est.warnings)
+    rec = escape(est.recommendation.reason) if est.recommendation else escape(_none(est))
+    items = "".join(f"<li>{escape(line)}</li>" for line in assumption_lines(est))
+    warns = "".join(f"<li>{escape(w)}</li>" for w in est.warnings)
     parts = [
-        f"<div><p><b>{esc(str(est.model['name']))}</b>: {est.model['params']:,} params</p>",
-        f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>",
+        f'<div class="sm-dist"><p><b>{escape(est.model["name"])}</b>: {est.model["params"]:,} params</p>',
+        table(HEADERS, [_cells(r, r is chosen) for r in rows], numeric=_NUMERIC,
+              bold=[i for i, r in enumerate(rows) if r is chosen]),
         f"<p><b>Recommendation:</b> {rec}</p><p>Assumptions:</p><ul>{items}</ul>",
         f"<p>Warnings:</p><ul>{warns}</ul>" if warns else "",
         "</div>",

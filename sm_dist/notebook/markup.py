@@ -79,7 +79,7 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[object]], *, caption: 
     body = "".join(('<tr style="font-weight:bold">' if n in strong else "<tr>")
                    + "".join(cell("td", i, v) for i, v in enumerate(row)) + "</tr>" for n, row in enumerate(rows))
     cap = f'<div style="font-weight:bold;margin-top:0.25em">{escape(caption)}</div>' if caption else ""
-    return f'{cap}<table {_TABLE}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    return f'{cap}<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
 def details(summary: str, text: str) -> str:

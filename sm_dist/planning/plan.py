@@ -123,6 +123,13 @@ class Plan:
         """IPython/Jupyter: show the rendered plan, not the field dump."""
         printer.text(str(self))
 
+    def _repr_html_(self) -> str:
+        """Jupyter: the rendered plan as a table, the exact request one click away."""
+        from sm_dist.notebook.markup import details, text_table
+
+        return text_table(str(self), title=False,
+                          extra=details("CreateTrainingJob request", json.dumps(self.request, indent=2)))
+
 
 def new_job_name(base: str, now: float | None = None) -> str:
     """<base>-YYYYmmdd-HHMMSS-mmm (≤63 chars, unique per millisecond)."""
