@@ -177,6 +177,7 @@ class LocalJob:
             steps_went_back=tuple(StepsWentBack(h, a, b) for h, a, b in progress.went_back),
             model_sha256=progress.model_sha256, verified=self.verified,
             verify_result=check.result if check else None, verify_detail=check.detail if check else None,
+            verify_cause=check.cause if check else None, verify_cause_detail=check.cause_detail if check else None,
             verify_model_sha256=self.verify_run.progress.model_sha256 if self.verify_run else None,
             chaos=self.chaos, chaos_fired=tuple(run.fired), chaos_events=tuple(run.events),
             checkpoint_uri=self.checkpoint_uri, checkpoint_files=len(run.checkpoint_keys),

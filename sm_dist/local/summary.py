@@ -48,6 +48,9 @@ class LocalSummary:
     verified: bool | None = None
     verify_result: str | None = None
     verify_detail: str | None = None
+    verify_cause: str | None = None
+    """Why the run differs: "resume" or "not reproducible" (two uninterrupted runs differ); None: unknown."""
+    verify_cause_detail: str | None = None
     verify_model_sha256: str | None = None
     chaos: tuple[str, ...] = ()
     chaos_fired: tuple[str, ...] = ()
@@ -105,6 +108,11 @@ def _verified(s: LocalSummary) -> str:
     detail = f" ({s.verify_detail})" if s.verify_detail and result != "identical" else ""
     if result == "identical":
         return "yes — identical to the uninterrupted run"
+    if result == "differs" and s.verify_cause == "not reproducible":
+        return (f"NO — the script is not reproducible: {s.verify_cause_detail}{detail}; no resume can match it. Seed "
+                "every generator before building the model (torch.manual_seed, random, numpy), then compare again")
+    if result == "differs" and s.verify_cause == "resume":
+        return f"NO — the resume changed the result{detail}; {s.verify_cause_detail}"
     if result == "differs":
         return f"NO — differs from the uninterrupted run{detail}"
     if result == "cannot compare":

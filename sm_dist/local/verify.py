@@ -5,6 +5,11 @@ printed one), else the weight files each host left in its model folder (`/opt/ml
 compared tensor by tensor by `python -m sm_dist.runtime.weights_compare` — a subprocess, because
 reading tensors needs torch and local mode (launch world) never imports it. Nothing to compare
 is "cannot compare", never a difference.
+
+A difference has one of two causes, and the answer says which (`explain`): the resume (the
+fault run differs while two uninterrupted runs agree), or the script itself (two uninterrupted
+runs differ: it is not reproducible, so no resume could match). When no fault fired, the two runs
+compared were both uninterrupted; otherwise local mode runs the uninterrupted job once more.
 """
 
 from __future__ import annotations
@@ -12,13 +17,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 IDENTICAL, DIFFERS, CANNOT = "identical", "differs", "cannot compare"
+#: Why a run differs: its resume, or a script two uninterrupted runs of which already differ.
+RESUME, NOT_REPRODUCIBLE = "resume", "not reproducible"
 #: The runtime-world module that loads and compares the tensors.
 COMPARE_MODULE = "sm_dist.runtime.weights_compare"
-_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin")
+_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt")  # the runtime module's SUFFIXES (no torch here)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,6 +34,10 @@ class Verification:
 
     result: str  # identical | differs | cannot compare
     detail: str
+    cause: str | None = None
+    """For `differs`: RESUME or NOT_REPRODUCIBLE (None: not known)."""
+    cause_detail: str | None = None
+    """What showed the cause (e.g. how two uninterrupted runs differ)."""
 
     @property
     def verified(self) -> bool | None:
@@ -68,10 +79,24 @@ def compare_hosts(run_hosts: Path, verify_hosts: Path, hosts: list[str]) -> Veri
         answer = compare_dirs(a, b)
         answers.append(Verification(result=answer.result, detail=f"{host}: {answer.detail}"))
     if not answers:
-        return Verification(result=CANNOT, detail="no weight file (.safetensors, .pt, .pth, .bin) in any host's "
+        return Verification(result=CANNOT, detail=f"no weight file ({', '.join(_SUFFIXES)}) in any host's "
                                                   "model folder and no sm_dist model hash")
     for result in (DIFFERS, CANNOT):
         worst = [a for a in answers if a.result == result]
         if worst:
             return worst[0]
     return Verification(result=IDENTICAL, detail="; ".join(a.detail for a in answers))
+
+
+def explain(found: Verification, fired: bool, again: Verification | None) -> Verification:
+    """`found` with the cause of a difference: `fired` whether a fault fired in the compared run;
+    `again`: a second uninterrupted run compared with the first (None: not run)."""
+    if found.result != DIFFERS:
+        return found
+    if not fired:
+        return replace(found, cause=NOT_REPRODUCIBLE, cause_detail="no fault fired: both runs were uninterrupted")
+    if again is None or again.result == CANNOT:
+        return found
+    if again.result == DIFFERS:
+        return replace(found, cause=NOT_REPRODUCIBLE, cause_detail=f"two uninterrupted runs differ too: {again.detail}")
+    return replace(found, cause=RESUME, cause_detail="a second uninterrupted run matched the first")

@@ -5,9 +5,13 @@
 Local mode (launch world, no torch) runs it as a subprocess for `--verify` of scripts that do not
 print sm_dist's model hash. Weight files: `.safetensors` read from its documented layout (an
 8-byte little-endian header length, a JSON header of name -> dtype, shape, data_offsets, then the
-raw bytes; no package needed), `.pt`/`.pth`/`.bin` through `torch.load(weights_only=True)`; nested
-dicts and lists are flattened to dotted names. Two tensors are equal when name, shape, dtype and
-every byte are.
+raw bytes; no package needed), `.pt`/`.pth`/`.bin`/`.ckpt` through `torch.load(weights_only=True)`;
+nested dicts and lists are flattened to dotted names. A pickle that names classes weights-only
+loading refuses (Lightning's `.ckpt`: its hyper-parameters' AttributeDict, paths, callback state)
+is read the same way, each such class standing in as an empty mapping that is never constructed:
+no code from the file runs, the tensors are all read. Two tensors are equal when name, shape,
+dtype and every byte are; the verdict is the tensors'. Other entries that differ (counters, paths)
+are named, not counted as a difference.
 """
 
 from __future__ import annotations
@@ -16,13 +20,14 @@ import json
 import pickle
 import struct
 import sys
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-SUFFIXES = (".safetensors", ".pt", ".pth", ".bin")
+SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt")
 
 
 class CannotCompare(Exception):
@@ -71,13 +76,34 @@ def _flatten(value: object, prefix: str, out: dict[str, Any]) -> None:
         out[prefix] = value
 
 
+class _StandIn:
+    """Stands in for a class weights-only loading refuses: "constructing" it gives an empty
+    OrderedDict (a type that loading fills and builds); the class itself is never imported."""
+
+    def __new__(cls, *args: object, **kwargs: object) -> Any:
+        return OrderedDict()
+
+
+def _load_weights_only(path: Path) -> Any:
+    """torch.load(weights_only=True); the classes it refuses stand in as empty mappings."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        refused = torch.serialization.get_unsafe_globals_in_checkpoint(str(path))
+        if not refused:
+            raise
+    stand_ins = [(type(f"StandIn{i}", (_StandIn,), {}), name) for i, name in enumerate(refused)]
+    with torch.serialization.safe_globals(stand_ins):
+        return torch.load(path, map_location="cpu", weights_only=True)
+
+
 def load_flat(path: Path) -> dict[str, Any]:
     """name -> tensor (or plain value) of one weight file."""
     try:
         if path.suffix == ".safetensors":
             return dict(load_safetensors(path))
         else:
-            data: Any = torch.load(path, map_location="cpu", weights_only=True)
+            data: Any = _load_weights_only(path)
     except CannotCompare:
         raise
     except (OSError, EOFError, RuntimeError, ValueError, AttributeError, pickle.UnpicklingError) as exc:
@@ -92,31 +118,38 @@ def _as_bytes(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
 
 
-def first_difference(a: dict[str, Any], b: dict[str, Any]) -> str | None:
-    """A sentence naming the first difference, or None when equal."""
-    if sorted(a) != sorted(b):
-        only = sorted(set(a) ^ set(b))
-        return f"tensor names differ (e.g. {only[0]!r})"
-    for name in sorted(a):
+def _unequal(x: object, y: object) -> bool:
+    try:
+        return bool(x != y)
+    except Exception:  # noqa: BLE001 - e.g. an array's elementwise answer: call it different
+        return True
+
+
+def first_difference(a: dict[str, Any], b: dict[str, Any]) -> tuple[str | None, str | None]:
+    """(the first tensor difference, the first other entry that differs), each a sentence or None."""
+    tensors = {name for name, v in a.items() if isinstance(v, (torch.Tensor, RawTensor))}
+    tensors |= {name for name, v in b.items() if isinstance(v, (torch.Tensor, RawTensor))}
+    if tensors - set(a) or tensors - set(b):
+        only = sorted(tensors - (set(a) & set(b)))
+        return f"tensor names differ (e.g. {only[0]!r})", None
+    other = next((f"{name!r}" for name in sorted((set(a) | set(b)) - tensors)
+                  if name not in a or name not in b or _unequal(a[name], b[name])), None)
+    for name in sorted(tensors):
         x, y = a[name], b[name]
         if isinstance(x, RawTensor) or isinstance(y, RawTensor):
             if x != y:
                 return f"{name!r}: " + ("values differ" if (x.dtype, x.shape) == (y.dtype, y.shape)
-                                        else f"{x.dtype}{list(x.shape)} vs {y.dtype}{list(y.shape)}")
+                                        else f"{x.dtype}{list(x.shape)} vs {y.dtype}{list(y.shape)}"), other
             continue
         if isinstance(x, torch.Tensor) != isinstance(y, torch.Tensor):
-            return f"{name!r}: a tensor in one run only"
-        if not isinstance(x, torch.Tensor):
-            if x != y:
-                return f"{name!r}: {x!r} vs {y!r}"
-            continue
+            return f"{name!r}: a tensor in one run only", other
         if x.shape != y.shape:
-            return f"{name!r}: shape {tuple(x.shape)} vs {tuple(y.shape)}"
+            return f"{name!r}: shape {tuple(x.shape)} vs {tuple(y.shape)}", other
         if x.dtype != y.dtype:
-            return f"{name!r}: dtype {x.dtype} vs {y.dtype}"
+            return f"{name!r}: dtype {x.dtype} vs {y.dtype}", other
         if not torch.equal(_as_bytes(x), _as_bytes(y)):
-            return f"{name!r}: values differ"
-    return None
+            return f"{name!r}: values differ", other
+    return None, other
 
 
 def compare(dir_a: Path, dir_b: Path) -> dict[str, Any]:
@@ -129,7 +162,7 @@ def compare(dir_a: Path, dir_b: Path) -> dict[str, Any]:
     if files_a != files_b:
         return {"result": "differs", "files": files_a,
                 "detail": f"different weight files: {files_a} vs {files_b}"}
-    tensors, skipped = 0, []
+    tensors, skipped, others = 0, [], []
     for name in files_a:
         try:
             a = load_flat(dir_a / name)
@@ -146,11 +179,19 @@ def compare(dir_a: Path, dir_b: Path) -> dict[str, Any]:
             b = load_flat(dir_b / name)
         except CannotCompare as exc:
             return {"result": "cannot compare", "files": files_a, "detail": str(exc)}
-        diff = first_difference(a, b)
+        diff, other = first_difference(a, b)
         if diff is not None:
             return {"result": "differs", "files": files_a, "detail": f"{name}: {diff}"}
-        tensors += sum(isinstance(v, (torch.Tensor, RawTensor)) for v in a.values())
+        found = sum(isinstance(v, (torch.Tensor, RawTensor)) for v in a.values())
+        if found == 0:  # a pickle of settings (Hugging Face's training_args.bin): not weights
+            skipped.append(name)
+            continue
+        tensors += found
+        if other is not None:
+            others.append(f"{name}: {other}")
     note = f"; not weights in either run, skipped: {', '.join(skipped)}" if skipped else ""
+    if others:
+        note += f"; entries other than tensors differ ({', '.join(others[:3])})"
     if tensors == 0:
         return {"result": "cannot compare", "files": files_a, "detail": f"no tensor in {', '.join(files_a)}{note}"}
     compared = len(files_a) - len(skipped)

@@ -86,3 +86,26 @@ def test_summary_says_unknown_and_cannot_compare() -> None:
     assert "logs            /r/run/logs" in text and text.splitlines()[-1].startswith("  WARNING")
     back = str(replace(summary, steps=7, steps_went_back=(StepsWentBack("algo-1", 7, 5),)))
     assert "resumed from    steps went back on algo-1: 7 → 5" in back
+
+
+def test_a_difference_says_whether_the_resume_or_the_script_is_to_blame() -> None:
+    """Two uninterrupted runs that differ: the script is not reproducible (no resume can match it);
+    two that agree while the fault run differs: the resume."""
+    from sm_dist.local.verify import DIFFERS, IDENTICAL, NOT_REPRODUCIBLE, RESUME, Verification, explain
+
+    found = Verification(result=DIFFERS, detail="model sha256 aaa… vs bbb…")
+    no_fault = explain(found, fired=False, again=None)
+    assert no_fault.cause == NOT_REPRODUCIBLE and "both runs were uninterrupted" in (no_fault.cause_detail or "")
+    script = explain(found, fired=True, again=Verification(result=DIFFERS, detail="model sha256 bbb… vs ccc…"))
+    assert script.cause == NOT_REPRODUCIBLE and "bbb… vs ccc…" in (script.cause_detail or "")
+    resume = explain(found, fired=True, again=Verification(result=IDENTICAL, detail="same"))
+    assert resume.cause == RESUME
+    assert explain(found, fired=True, again=None).cause is None  # not asked: not guessed
+    summary = LocalSummary(job_name="j", status="Completed", hosts=2, processes_per_host=1, wall_seconds=9.0,
+                           cost=_cost(None), verified=False, verify_result=DIFFERS, verify_detail=found.detail,
+                           verify_cause=script.cause, verify_cause_detail=script.cause_detail)
+    assert "NO — the script is not reproducible: two uninterrupted runs differ too" in str(summary)
+    assert "torch.manual_seed" in str(summary)
+    blamed = replace(summary, verify_cause=resume.cause, verify_cause_detail=resume.cause_detail)
+    assert "NO — the resume changed the result (model sha256 aaa… vs bbb…); a second uninterrupted run matched" \
+        in str(blamed)
