@@ -42,6 +42,8 @@ class AvgMetric:
         """Forget everything accumulated (start of an epoch or a logging window)."""
         self._sum = 0.0
         self._count = 0
+        self.last_count = 0
+        """The global sample count behind the last compute()."""
 
     def update(self, value: float | torch.Tensor, n: int = 1) -> None:
         """Add a mean `value` over `n` samples (e.g. a batch's mean loss and its size)."""
@@ -56,6 +58,7 @@ class AvgMetric:
         if dist.is_initialized() and dist.get_world_size() > 1:
             dist.all_reduce(totals)
         total, count = totals.tolist()
+        self.last_count = int(count)
         return total / count if count else float("nan")
 
 

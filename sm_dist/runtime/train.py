@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -183,6 +184,7 @@ class _Loop:
         self.grad_norm: float | None = None
         self.lr = 0.0
         self.logged_step = start_step
+        self.logged_at = time.perf_counter()
 
     def step(self, group: list[Any], step: int) -> None:
         """Forward/backward every micro-batch (gradient sync on the last only), clip, step."""
@@ -206,9 +208,14 @@ class _Loop:
     def log(self, step: int) -> None:
         """Mean loss over every sample of every rank since the last line (collective)."""
         self.last_loss = self.loss.compute()
+        samples = self.loss.last_count
         self.loss.reset()
+        now = time.perf_counter()
+        seconds, self.logged_at = now - self.logged_at, now
         self.logged_step = step
         metrics: dict[str, object] = {"loss": self.last_loss, "lr": self.lr}
+        if seconds > 0:  # every rank's samples since the last line, over rank 0's wall clock
+            metrics["samples_per_s"] = samples / seconds
         if self.grad_norm is not None:
             metrics["grad_norm"] = self.grad_norm
         log_metrics(step, metrics)
