@@ -49,6 +49,7 @@ def test_a_local_folder_is_uploaded_once_and_the_request_says_how_it_arrives(aws
                                                                              tmp_path: Path) -> None:
     import boto3
 
+    boto3.client("s3").create_bucket(Bucket="datasets")  # the remote checks look for a channel's bucket
     data = _data(tmp_path)
     channel = sm_dist.Channel(source=str(data), distribution="ShardedByS3Key")
     job = _fit(source_dir, inputs={"train": channel, "val": "s3://datasets/val,mode=FastFile"})

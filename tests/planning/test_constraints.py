@@ -78,6 +78,9 @@ def test_refused_before_anything_is_created(aws: str, source_dir: Path, case: st
 
 
 def test_nineteen_data_channels_go_through(aws: str, source_dir: Path) -> None:
+    import boto3
+
+    boto3.client("s3").create_bucket(Bucket="data")  # the remote checks look for a channel's bucket
     job = _fit(source_dir, inputs={f"c{i}": f"s3://data/{i}" for i in range(19)})
     assert len(job.plan.request["InputDataConfig"]) == 20
 
