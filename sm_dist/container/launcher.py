@@ -24,6 +24,7 @@ SM_DIST_NPROC_PER_NODE, SM_DIST_LOCAL_ADDR (see launcher_env, which builds the c
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import re
@@ -33,10 +34,14 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Mapping
+from io import BufferedReader
 from pathlib import Path
+from typing import cast
 
 from sm_dist.container import requirements, worker
+from sm_dist.container.end_watch import Action, EndWatch, live_children
 from sm_dist.container.failure_watch import FailureWatch
 from sm_dist.container.launcher_env import (
     LaunchFailure,
@@ -62,22 +67,27 @@ STDERR_TAIL_LINES = 60
 #: Where a SageMaker training job's logs go, one stream per host (docs/PLATFORM.md §1.6).
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: Seconds between two looks at torchrun's workers and the ranks' marks (sm_dist.container.end_watch).
+WATCH_EVERY_S = 1.0
 
 
 class Supervisor:
     """Runs torchrun in its own process group, relays signals, keeps the tail of its stderr, and
-    stops it when `watch` says a restart cannot help."""
+    stops it when `watch` says a restart cannot help or `ends` that the job is done or torchrun
+    lost the stop signal (`sm_dist.container.end_watch`)."""
 
     def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, watch: FailureWatch | None = None,
-                 stop_file: Path | None = None) -> None:
+                 stop_file: Path | None = None, ends: EndWatch | None = None) -> None:
         self.argv, self.env, self.cwd = argv, env, cwd
         self.stop_file = stop_file  # tells workers torchrun starts again not to run the script
         self.signals: list[int] = []
         self.tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self.watch = watch
+        self.ends = ends
         self.gave_up: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._forwarded = False  # torchrun handles one signal; a second would cut its shutdown short
+        self._lock = threading.Lock()
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         self.signals.append(signum)
@@ -88,24 +98,72 @@ class Supervisor:
         if self._proc is None or self._proc.poll() is not None or self._forwarded:
             return  # not started yet (run() forwards it then), already gone, or already told
         self._forwarded = True
+        self._send(signum)
+        if self.ends is not None:
+            self.ends.signalled()
+
+    def _send(self, signum: int) -> None:
+        assert self._proc is not None  # only called once started
         try:
             os.killpg(self._proc.pid, signum)
         except ProcessLookupError:
             pass
 
-    def _pump(self, stream: object) -> None:
-        for raw in iter(stream.readline, b""):  # type: ignore[attr-defined]
-            sys.stderr.buffer.write(raw)
+    def _stop(self, why: str) -> None:
+        """Stop torchrun for good: workers it starts meanwhile exit before the script."""
+        if self.stop_file is not None:  # first: torchrun may restart the workers before the signal lands
+            with contextlib.suppress(OSError):
+                self.stop_file.write_text(why, encoding="utf-8")
+        self._forward(signal.SIGTERM)
+
+    def _act(self, action: Action) -> None:
+        with self._lock:
+            if action.kind == "done":
+                _log.info("%s; stopping torchrun", action.why)
+                self._stop(action.why)
+            elif action.kind == "term":
+                _log.warning("%s", action.why)
+                self._send(signal.SIGTERM)
+            else:
+                (_log.info if self.ends is not None and self.ends.done else _log.error)("%s; killing torchrun",
+                                                                                         action.why)
+                if self.stop_file is not None:
+                    with contextlib.suppress(OSError):
+                        self.stop_file.write_text(action.why, encoding="utf-8")
+                self._send(signal.SIGKILL)
+
+    def _pump(self, stream: BufferedReader) -> None:
+        """Pass torchrun's stderr on as it comes (a progress bar redraws its line after a carriage
+        return: waiting for a newline would hold every redraw until the bar ends) and read it line by line."""
+        pending = b""
+        for chunk in iter(lambda: stream.read1(65536), b""):
+            sys.stderr.buffer.write(chunk)
             sys.stderr.buffer.flush()
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            self.tail.append(line)
-            verdict = self.watch.feed(line) if self.watch is not None else None
-            if verdict is not None and self.gave_up is None:
-                self.gave_up = verdict
-                _log.error("%s; stopping torchrun", verdict)
-                if self.stop_file is not None:  # first: torchrun may restart the workers before the signal lands
-                    self.stop_file.write_text(verdict, encoding="utf-8")
-                self._forward(signal.SIGTERM)
+            *lines, pending = (pending + chunk).split(b"\n")
+            for raw in lines:
+                self._line(raw.decode("utf-8", "replace"))
+        if pending:
+            self._line(pending.decode("utf-8", "replace"))
+
+    def _line(self, line: str) -> None:
+        self.tail.append(line)
+        action = self.ends.feed(line) if self.ends is not None else None
+        if action is not None:
+            self._act(action)
+        verdict = self.watch.feed(line) if self.watch is not None else None
+        if verdict is not None and self.gave_up is None and (self.ends is None or self.ends.done is None):
+            self.gave_up = verdict
+            _log.error("%s; stopping torchrun", verdict)
+            with self._lock:
+                self._stop(verdict)
+
+    def _watchdog(self) -> None:
+        assert self._proc is not None and self.ends is not None
+        while self._proc.poll() is None:
+            time.sleep(WATCH_EVERY_S)
+            action = self.ends.tick(live_children(self._proc.pid))
+            if action is not None and self._proc.poll() is None:
+                self._act(action)
 
     def run(self) -> int:
         """Start torchrun, wait for it, return its exit code (negative: killed by a signal)."""
@@ -116,8 +174,10 @@ class Supervisor:
             )
             if self.signals:  # a signal that arrived while torchrun was being started
                 self._forward(self.signals[0])
-            pump = threading.Thread(target=self._pump, args=(self._proc.stderr,), daemon=True)
+            pump = threading.Thread(target=self._pump, args=(cast(BufferedReader, self._proc.stderr),), daemon=True)
             pump.start()
+            if self.ends is not None:
+                threading.Thread(target=self._watchdog, daemon=True).start()
             code = self._proc.wait()
             pump.join(timeout=10)
             return code
@@ -161,10 +221,14 @@ def useful_lines(lines: list[str]) -> list[str]:
 
 
 def outcome(code: int, signals: list[int], marker: Path, host: str, tail: list[str],
-            error: WorkerError | None = None, gave_up: str | None = None, job: str = "<job>") -> tuple[int, str | None]:
+            error: WorkerError | None = None, gave_up: str | None = None, job: str = "<job>",
+            finished: bool = False) -> tuple[int, str | None]:
     """Exit code of the launcher and the failure message (None when not a failure): the worker's
     own error first (`error`, or the verdict that stopped the restarts), then where the logs
-    are, then the end of the output."""
+    are, then the end of the output. `finished`: every rank's script finished (whatever torchrun
+    said after that, the job is done)."""
+    if finished:
+        return 0, None
     if signals and marker.exists() and gave_up is None:
         return EXIT_INTERRUPTED, None
     if code == 0 and gave_up is None:
@@ -208,15 +272,21 @@ def launch(env: Mapping[str, str] | None = None) -> int:
     marker.unlink(missing_ok=True)
     _log.info("host %s (%d/%d): %s", topo.current_host, topo.node_rank, topo.nnodes, " ".join(argv))
     state_dir = Path(tempfile.mkdtemp(prefix="sm-dist-worker-"))  # this host's own: /tmp of its container
+    (state_dir / worker.STARTED_FILE).write_text(repr(time.time()), encoding="utf-8")
     try:
         watch = FailureWatch(topo.current_host, checkpoint_folder(root, spec))
+        ends = EndWatch(state_dir, topo.nproc_per_node)
         sup = Supervisor(argv, worker_env(env, topo, root, code_dir, marker, state_dir, spec), code_dir, watch,
-                         stop_file=state_dir / worker.STOP_FILE)
+                         stop_file=state_dir / worker.STOP_FILE, ends=ends)
         code = sup.run()
+        finished = ends.finished
     finally:
         shutil.rmtree(state_dir, ignore_errors=True)
+    if finished and code != 0:
+        _log.info("host %s: torchrun exited with code %d after every rank finished its script", topo.current_host,
+                  code)
     exit_code, failure = outcome(code, sup.signals, marker, topo.current_host, list(sup.tail), watch.error(),
-                                 sup.gave_up, env.get("TRAINING_JOB_NAME") or spec.job_name or "<job>")
+                                 sup.gave_up, env.get("TRAINING_JOB_NAME") or spec.job_name or "<job>", finished)
     if failure:
         write_failure(root, failure)
     _log.info("host %s: exit code %d", topo.current_host, exit_code)

@@ -13,23 +13,32 @@ rank 0 saved on algo-1 is therefore missing on the other hosts, and a script tha
 "the newest checkpoint in my folder" (Hugging Face ``Trainer``, pytorch/examples' ``snapshot.pt``)
 resumes differently on each host, or not at all.
 
-On the first start of the workers on a host this does nothing but ``exec`` the script (same pid,
-same argv as torchrun would give it). On a later start, the host's local rank 0 runs
-``python -m sm_dist.runtime.checkpoint.folder_restore`` (waits until this host's files are in S3, waits for
-every host, then makes the folder what S3 holds) while the other local ranks wait for it; then
-every rank ``exec``s the script. Standard library only: the runtime part runs in a subprocess.
+On the first start of the workers on a host this does nothing but ``exec`` the script runner
+(same pid). On a later start, the host's local rank 0 runs ``python -m
+sm_dist.runtime.checkpoint.folder_restore`` (waits until this host's files are in S3, waits for
+every host, then makes the folder what S3 holds) while the other local ranks wait for it; a
+restore that fails is tried again, then fails the worker with its reason: a script never starts on
+a folder that could not be restored. Then every rank ``exec``s ``python -u -m
+sm_dist.runtime.run_script SCRIPT ARGS`` (the script as ``__main__``, then the rank's end: see that
+module), which writes FINISHED_DIR's markers read by the launcher. Standard library only: the
+runtime parts run after an exec or in a subprocess.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from sm_dist.container import outside_files
+from sm_dist.container.outside_files import OutsideFile
 from sm_dist.contract.container import opt_ml_root, read_checkpoint_config
 
 #: The launcher's per-host scratch folder (it is created by the launcher and removed when it exits).
@@ -40,13 +49,76 @@ RDZV_ENDPOINT_ENV = "SM_DIST_RDZV_ENDPOINT"
 RESTORE_ENV = "SM_DIST_RESTORE_CHECKPOINT_FOLDER"
 #: Written by the launcher into STATE_ENV's folder when it stops torchrun instead of letting it restart.
 STOP_FILE = "stop"
+#: Written by the launcher into STATE_ENV's folder when it starts: files older than it are not the script's.
+STARTED_FILE = "started"
+#: In STATE_ENV's folder: `finished/<local rank>` once that rank's script finished and
+#: `finished/all` once every rank of the job had (each holds its rendezvous round, `round_id`).
+FINISHED_DIR = "finished"
+FINISHED_ALL = "all"
+#: What runs the script and ends the rank (runtime world: it may import torch).
+RUN_SCRIPT_MODULE = "sm_dist.runtime.run_script"
 #: How long local ranks other than 0 wait for local rank 0's restore (large checkpoints download).
 RESTORE_WAIT_S = 3600.0
+#: Tries of the folder restore before the worker fails with its reason (a store or S3 hiccup passes).
+RESTORE_ATTEMPTS = 3
+RESTORE_RETRY_S = 2.0
+#: What a worker prints when it cannot start the script: the launcher's failure watch reads it as an
+#: error no restart can fix (`prog: error: ...`, sm_dist.contract.worker_errors).
+ERROR_PROG = "sm_dist.container.worker"
+#: The restore's exit code for a state no second try changes (it says why; no retry).
+RESTORE_REFUSED = 3
+#: The restore's exit code when it restored the folder but the hosts' files outside it differ (a
+#: split resume, which it printed): recorded in SPLIT_FILE for the ranks' end (run_script).
+RESTORE_SPLIT = 4
+SPLIT_FILE = "split"
 _POLL_S = 0.1
 
 
-def _say(message: str) -> None:
+def say(message: str) -> None:
+    """One `[sm_dist worker] ...` line on stderr (the host's log)."""
     print(f"[sm_dist worker] {message}", file=sys.stderr, flush=True)
+
+
+def round_id(env: Mapping[str, str]) -> str:
+    """The rendezvous round of this worker, the same on every host: torchrun's restart counts differ
+    by host, but every worker of one round shares its MASTER_PORT (docs/PLATFORM.md §2.2)."""
+    return f"{env.get('TORCHELASTIC_RUN_ID', '')}-{env.get('MASTER_PORT', '')}"
+
+
+def mark_finished(env: Mapping[str, str], every_rank: bool = False) -> None:
+    """Record in the launcher's state folder that this rank's script finished (`every_rank`: that
+    every rank of the round had)."""
+    state = env.get(STATE_ENV)
+    if not state:
+        return
+    folder = Path(state) / FINISHED_DIR
+    name = FINISHED_ALL if every_rank else env.get("LOCAL_RANK", "0")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{name}.{os.getpid()}"
+        tmp.write_text(round_id(env), encoding="utf-8")
+        os.replace(tmp, folder / name)
+    except OSError as exc:  # the launcher's folder is gone: it is ending
+        say(f"cannot record the end of local rank {name}: {exc}")
+
+
+def split(env: Mapping[str, str]) -> bool:
+    """Whether this round's restore found the hosts' files outside the synced folder different."""
+    try:
+        return (Path(env.get(STATE_ENV, "")) / SPLIT_FILE).read_text(encoding="utf-8") == round_id(env)
+    except OSError:
+        return False
+
+
+def finished(state_dir: Path, local_ranks: int) -> bool:
+    """Whether every local rank's script finished in the round in which every rank of the job
+    finished (the launcher's question when torchrun reports a failure after the last step)."""
+    folder = state_dir / FINISHED_DIR
+    try:
+        every = (folder / FINISHED_ALL).read_text(encoding="utf-8")
+        return all((folder / str(rank)).read_text(encoding="utf-8") == every for rank in range(local_ranks))
+    except OSError:
+        return False
 
 
 def restore_command(env: Mapping[str, str]) -> list[str] | None:
@@ -60,18 +132,17 @@ def restore_command(env: Mapping[str, str]) -> list[str] | None:
     return [
         sys.executable, "-m", "sm_dist.runtime.checkpoint.folder_restore",
         "--folder", config.local_path, "--uri", config.s3_uri,
-        "--endpoint", env.get(RDZV_ENDPOINT_ENV, ""), "--hosts", str(_host_count(env)),
-        # every host's workers of one rendezvous round share its MASTER_PORT (restart counts differ by host)
-        "--round", f"{env.get('TORCHELASTIC_RUN_ID', '')}-{env.get('MASTER_PORT', '')}",
-        "--host", env.get("SM_CURRENT_HOST", ""),
+        "--endpoint", env.get(RDZV_ENDPOINT_ENV, ""), "--hosts", ",".join(_hosts(env)),
+        "--round", round_id(env), "--host", env.get("SM_CURRENT_HOST", ""),
     ]
 
 
-def _host_count(env: Mapping[str, str]) -> int:
+def _hosts(env: Mapping[str, str]) -> list[str]:
     try:
-        return len(json.loads(env.get("SM_HOSTS", "[]"))) or 1
+        hosts = json.loads(env.get("SM_HOSTS", "[]"))
     except ValueError:
-        return 1
+        return []
+    return [str(h) for h in hosts] if isinstance(hosts, list) else []
 
 
 def prepare(env: Mapping[str, str]) -> None:
@@ -81,7 +152,7 @@ def prepare(env: Mapping[str, str]) -> None:
         return
     stop = Path(state) / STOP_FILE
     if stop.is_file():
-        _say(f"not starting the script again: {stop.read_text(encoding='utf-8', errors='replace')}")
+        say(f"not starting the script again: {stop.read_text(encoding='utf-8', errors='replace')}")
         raise SystemExit(1)
     if env.get(RESTORE_ENV) != "1":
         return
@@ -99,20 +170,80 @@ def prepare(env: Mapping[str, str]) -> None:
     ready.unlink(missing_ok=True)
     command = restore_command(env) if earlier else None
     if command is not None:
-        _say(f"workers restarted on {env.get('SM_CURRENT_HOST', 'this host')}: restoring the checkpoint folder")
-        code = subprocess.call(command, env=dict(env))
-        if code != 0:
-            _say(f"checkpoint folder restore failed (exit code {code}); starting the script on what is there")
+        host = env.get("SM_CURRENT_HOST", "this host")
+        say(f"workers restarted on {host}: restoring the checkpoint folder")
+        outside = _outside(Path(state), Path(command[command.index("--folder") + 1]))
+        if outside:
+            say(f"{host}: the script wrote {'; '.join(f.text() for f in outside[:3])}"
+                f"{f' and {len(outside) - 3} more' if len(outside) > 3 else ''} outside the checkpoint folder "
+                f"{command[command.index('--folder') + 1]}, which alone SageMaker syncs: after a restart each host "
+                "resumes from its own copy (or none), after a new job from none; save checkpoints under the "
+                "checkpoint folder (SM_CHECKPOINT_DIR)")
+        _restore([*command, "--outside", json.dumps([f.key() for f in outside])], env)
     ready.touch()
+
+
+def _outside(state: Path, synced: Path) -> list[OutsideFile]:
+    """The script's checkpoint-like files outside the synced folder, written since the launcher started."""
+    try:
+        since = float((state / STARTED_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return outside_files.find(since, synced, skip=(state,))
+
+
+def _restore(command: list[str], env: Mapping[str, str]) -> None:
+    """Run the restore, again when it fails; SystemExit with its reason when it keeps failing (the
+    other local ranks, waiting for `ready`, are stopped by torchrun with this one)."""
+    for attempt in range(1, RESTORE_ATTEMPTS + 1):
+        code, why = _run_helper(command, env)
+        if code == RESTORE_SPLIT:
+            with contextlib.suppress(OSError):
+                (Path(env[STATE_ENV]) / SPLIT_FILE).write_text(round_id(env), encoding="utf-8")
+            return
+        if code == 0:
+            return
+        if code == RESTORE_REFUSED or attempt == RESTORE_ATTEMPTS:
+            break
+        say(f"checkpoint folder restore failed ({why}); trying again ({attempt + 1} of {RESTORE_ATTEMPTS})")
+        time.sleep(RESTORE_RETRY_S)
+    print(f"{ERROR_PROG}: error: the checkpoint folder of {env.get('SM_CURRENT_HOST', 'this host')} was not "
+          f"restored ({why}); not starting the script on it", file=sys.stderr, flush=True)
+    raise SystemExit(1)
+
+
+def _run_helper(command: list[str], env: Mapping[str, str]) -> tuple[int, str]:
+    """Run a runtime helper to its end: (exit code, its one-line reason when it failed). A stop
+    signal to this worker stops the helper too (it must not outlive the worker torchrun stops)."""
+    with tempfile.TemporaryDirectory(prefix="sm-dist-restore-") as tmp:
+        reason = Path(tmp) / "reason"
+        proc = subprocess.Popen([*command, "--reason-file", str(reason)], env=dict(env))
+
+        def stop(signum: int, _frame: object) -> None:
+            proc.terminate()
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            code = proc.wait()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        try:
+            why = reason.read_text(encoding="utf-8").strip()
+        except OSError:
+            why = ""
+    return code, why or f"exit code {code}"
 
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if not args:
-        _say("usage: python -m sm_dist.container.worker SCRIPT [ARGS...]")
+        say("usage: python -m sm_dist.container.worker SCRIPT [ARGS...]")
         raise SystemExit(2)
     prepare(os.environ)
-    os.execv(sys.executable, [sys.executable, "-u", *args])
+    os.execv(sys.executable, [sys.executable, "-u", "-m", RUN_SCRIPT_MODULE, *args])
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,17 +116,37 @@ def sync_skipped(rel: str) -> bool:
     return any(part.endswith(SYNC_SKIPPED_SUFFIXES) for part in rel.split("/"))
 
 
+#: What a training script's checkpoint looks like by name: a weight or state file, or a name that says so.
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors", ".distcp", ".bin")
+_CHECKPOINT_WORDS = ("checkpoint", "ckpt", "snapshot")
+#: Never a checkpoint, whatever the folder is called: code, logs and caches.
+_NOT_CHECKPOINTS = (".py", ".pyc", ".log", ".txt", ".md", ".json.lock")
+
+
+def checkpoint_like(rel: str) -> bool:
+    """Whether a path a script wrote looks like a checkpoint (suffix, or a component named so);
+    used to say that one was written outside CheckpointConfig.LocalPath, which is not synced."""
+    lowered = rel.lower()
+    if lowered.endswith(_NOT_CHECKPOINTS) or "__pycache__" in lowered:
+        return False
+    return lowered.endswith(CHECKPOINT_SUFFIXES) or any(word in lowered for word in _CHECKPOINT_WORDS)
+
+
 def synced_files(folder: Path) -> dict[str, os.stat_result]:
     """The files of a checkpoint folder SageMaker's uploader would upload: relative POSIX path -> stat
     (`sync_skipped` names left out; a file that vanishes while listed is left out too)."""
     found: dict[str, os.stat_result] = {}
-    for path in folder.rglob("*"):
-        rel = path.relative_to(folder).as_posix()
-        try:
-            if path.is_file() and not sync_skipped(rel):
-                found[rel] = path.stat()
-        except OSError:
-            continue
+    # os.walk, not Path.rglob: a folder deleted while it is walked (a script's retention) is skipped
+    # by os.walk, where rglob raises FileNotFoundError
+    for top, _dirs, files in os.walk(folder):
+        for name in files:
+            path = Path(top, name)
+            rel = path.relative_to(folder).as_posix()
+            try:
+                if not sync_skipped(rel) and stat.S_ISREG((st := path.stat()).st_mode):
+                    found[rel] = st
+            except OSError:
+                continue
     return found
 
 
@@ -206,6 +227,6 @@ def read_resource_config(root: str | os.PathLike[str]) -> ResourceConfig | None:
 __all__ = [
     "CHECKPOINT_LOCAL_PATH", "CODE_DIR", "EFA_RDMA_TYPES", "EFA_TYPES", "FAILURE_FILE", "MODEL_DIR", "OPT_ML",
     "INSTALL_REQUIREMENTS_ENV", "OPT_ML_ENV", "RDZV_HOST_ENV", "RDZV_PORT_ENV", "MASTER_PORT_ENV", "LOCAL_ADDR_ENV", "NPROC_ENV", "REQUIREMENTS_FILE", "RESOURCE_CONFIG", "WHEELS_DIR", "SM_DIR_VARIABLES", "SYNC_IGNORE_SUFFIX", "SYNC_SKIPPED_SUFFIXES",
-    "SYNC_UPLOADED_SUFFIX", "SYNC_UPLOADING_SUFFIX", "CheckpointConfig", "read_checkpoint_config", "ResourceConfig", "config_path", "host_order",
+    "SYNC_UPLOADED_SUFFIX", "SYNC_UPLOADING_SUFFIX", "CHECKPOINT_SUFFIXES", "checkpoint_like", "CheckpointConfig", "read_checkpoint_config", "ResourceConfig", "config_path", "host_order",
     "opt_ml_root", "read_config", "read_resource_config", "remap", "sync_skipped", "synced_files", "PARTIAL_SUFFIX",
 ]

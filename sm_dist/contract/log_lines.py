@@ -13,6 +13,11 @@ and a worker writes on stderr, from a signal handler or just before it is killed
     [sm_dist] signal 15 received; stopping at the next step boundary
     [sm_dist] fault hook crash-in-save:8: SIGKILL rank 1    (the test-only SM_DIST_FAULT hook)
 
+and, when its script finished without training with the other ranks (sm_dist.runtime.run_script,
+from what its process group did: the group's world size and the collectives it ran):
+
+    [sm_dist] rank 3 trained alone: it joined no process group (WORLD_SIZE=4)
+
 Writers use the ``*_line`` functions; readers use :func:`read_line`, which finds a line's marker
 anywhere in it (a host's output may carry a prefix, e.g. torchrun's ``[rank0]:``), and
 :func:`parse_metrics` for a whole metric line.
@@ -45,6 +50,7 @@ _STEP_RE = re.compile(rf"{_P} step=(\d+)\b")
 _RESUMED_RE = re.compile(rf"{_P} resumed(?: from)? step=(\d+)")
 _FINAL_RE = re.compile(rf"{_P} final step=(\d+) model_sha256=([0-9a-f]{{64}})")
 _FAULT_RE = re.compile(rf"{_P} fault hook (\S+):")
+_ALONE_RE = re.compile(rf"{_P} rank (\d+) trained alone: (.+)$")
 
 
 # -- writing ---------------------------------------------------------------------------------------
@@ -95,6 +101,11 @@ def fault_line(fault: str, rank: int) -> str:
     return f"{PREFIX} fault hook {fault}: SIGKILL rank {int(rank)}"
 
 
+def alone_line(rank: int, why: str) -> str:
+    """`[sm_dist] rank R trained alone: WHY` (WHY: what its process group did, e.g. "it joined no process group")."""
+    return f"{PREFIX} rank {int(rank)} trained alone: {why}"
+
+
 def signal_line(signum: int) -> str:
     """What a worker writes when it gets a stop signal (from the handler: no logging there)."""
     return f"{PREFIX} signal {int(signum)} received; stopping at the next step boundary"
@@ -130,7 +141,15 @@ class FaultLine:
     fault: str
 
 
-LogLine = StepLine | ResumedLine | FinalLine | FaultLine
+@dataclass(frozen=True)
+class AloneLine:
+    """A rank whose script finished without training with the others; `why` says what its group did."""
+
+    rank: int
+    why: str
+
+
+LogLine = StepLine | ResumedLine | FinalLine | FaultLine | AloneLine
 
 
 def read_line(line: str) -> LogLine | None:
@@ -145,6 +164,8 @@ def read_line(line: str) -> LogLine | None:
         return StepLine(int(match.group(1)))
     if match := _FAULT_RE.search(line):
         return FaultLine(match.group(1))
+    if match := _ALONE_RE.search(line):
+        return AloneLine(int(match.group(1)), match.group(2))
     return None
 
 
@@ -164,6 +185,7 @@ def parse_metrics(line: str) -> dict[str, float] | None:
 
 
 __all__ = [
+    "AloneLine",
     "FLOAT_DIGITS",
     "NAME_RE",
     "NUMBER_PATTERN",
@@ -173,6 +195,7 @@ __all__ = [
     "LogLine",
     "ResumedLine",
     "StepLine",
+    "alone_line",
     "check_name",
     "fault_line",
     "final_line",

@@ -49,6 +49,9 @@ class ChaosDriver:
         self.events: list[str] = []  # what each did, for the summary
         self._earlier_attempts = 0  # in-job restarts of finished attempts
         self._this_attempt = 0
+        self._worker_pids: dict[str, set[int]] = {}
+        self.on_new_workers: Callable[[str], None] | None = None
+        """Called with a host when workers never seen before start there (a start or a restart)."""
 
     def attach(self, agents: Sequence[HostAgent]) -> None:
         """The hosts of the current attempt (kills pick their victim among these)."""
@@ -131,6 +134,11 @@ class ChaosDriver:
         for agent in agents:
             found = procs.workers(agent.token)
             self.live[agent.host] = len(found)
+            known = self._worker_pids.setdefault(agent.host, set())
+            if any(worker.pid not in known for worker in found):
+                known.update(worker.pid for worker in found)
+                if self.on_new_workers is not None:
+                    self.on_new_workers(agent.host)
             for worker in found:
                 if self.workers_started is None:
                     self.workers_started = time.monotonic()

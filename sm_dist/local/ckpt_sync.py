@@ -11,7 +11,10 @@
 
 Upload order is oldest-first and a pass stops at the first error, so a commit marker written
 last is never uploaded before the files it commits (a property of this emulation; SageMaker
-does not document an order). Errors are logged and retried on the next pass.
+does not document an order). Errors are logged and retried on the next pass; a file or folder the
+job deletes while it is listed or uploaded is skipped. Nothing stops the uploads silently: the
+thread survives any error of a pass, `ensure_running` restarts it should it die all the same, and
+`problems()` says what went wrong for the summary (uploads failing for a while, a restarted thread).
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ UPLOADED_SUFFIX = SYNC_UPLOADED_SUFFIX
 DEFAULT_INTERVAL = 0.5
 #: How long the start-of-job restore keeps retrying a failing store before the job fails.
 RESTORE_TIMEOUT = 120.0
+#: Uploads failing for at least this long are named in the summary (shorter hiccups are only logged).
+OUTAGE_REPORT_S = 5.0
 _log = logging.getLogger(__name__)
 Signature = tuple[int, int]  # (size, mtime_ns)
 
@@ -80,6 +85,11 @@ class CheckpointSync:
         self.uploads = 0
         self.deletes = 0
         self.errors = 0
+        self.last_error: str | None = None
+        self._failing_since: float | None = None  # first failed pass of the current run of failures
+        self._longest_outage = 0.0
+        self._outage_error: str | None = None
+        self.thread_restarts: list[str] = []
 
     def restore(self, timeout: float = RESTORE_TIMEOUT) -> int:
         """Copy everything at the URI into every host folder; return the number of files."""
@@ -134,11 +144,57 @@ class CheckpointSync:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
-            self.poll_once()
+            try:
+                self.poll_once()
+            except Exception as exc:  # noqa: BLE001 - a pass never ends the uploads (_pass catches its own)
+                self._failed(exc)
+
+    @property
+    def alive(self) -> bool:
+        """The background thread runs (False before start() and after stop())."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def ensure_running(self) -> None:
+        """Restart the background thread if it died (the supervisor calls this every tick)."""
+        if self._thread is not None and not self._thread.is_alive() and not self._stop.is_set():
+            why = self.last_error or "no error recorded"
+            _log.error("the checkpoint sync thread stopped (%s); restarting it", why)
+            self.thread_restarts.append(why)
+            self.start()
+
+    def problems(self) -> list[str]:
+        """What the summary should say about the uploads: failures that lasted, a restarted thread."""
+        out = []
+        now = time.monotonic()
+        outage = max(self._longest_outage, now - self._failing_since if self._failing_since is not None else 0.0)
+        if outage >= OUTAGE_REPORT_S:
+            state = "were still failing when the job ended" if self._failing_since is not None else "then went through"
+            out.append(f"checkpoint uploads to {self.store.uri} failed for {outage:.0f} s "
+                       f"({self._outage_error or self.last_error}); they were retried and {state}")
+        for why in self.thread_restarts:
+            out.append(f"the checkpoint sync stopped ({why}) and was restarted")
+        return out
+
+    def _failed(self, exc: BaseException) -> None:
+        self.errors += 1
+        self.last_error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}".rstrip(": ")
+        if self._failing_since is None:
+            self._failing_since = time.monotonic()
+            self._outage_error = self.last_error
+        _log.warning("checkpoint upload to %s failed (%s); retrying", self.store.uri, self.last_error)
+
+    def _succeeded(self) -> None:
+        if self._failing_since is not None:
+            self._longest_outage = max(self._longest_outage, time.monotonic() - self._failing_since)
+            self._failing_since = None
 
     def _pass(self, state: _HostState, stable_only: bool) -> bool:
-        """One scan-and-upload pass over a host folder; False if the store failed."""
-        current = scan(state.folder) if state.folder.is_dir() else {}
+        """One scan-and-upload pass over a host folder; False if it failed (retried next pass)."""
+        try:
+            current = scan(state.folder) if state.folder.is_dir() else {}
+        except OSError as exc:  # the folder itself went away mid-scan: look again next pass
+            self._failed(exc)
+            return False
         try:
             changed = [k for k, sig in current.items() if state.synced.get(k) != sig]
             for key in sorted(changed, key=lambda k: current[k][1]):
@@ -146,7 +202,7 @@ class CheckpointSync:
                     continue  # still being written (or just appeared): wait one more pass
                 try:
                     self.store.put(state.folder / key, key)
-                except FileNotFoundError:  # deleted by the job since the scan: nothing to upload
+                except FileNotFoundError:  # deleted by the job since the scan (a file or its folder)
                     continue
                 state.synced[key] = current[key]
                 self.uploads += 1
@@ -157,9 +213,9 @@ class CheckpointSync:
                 self.deletes += 1
                 _mark(state.folder / key, UPLOADED_SUFFIX, create=False)
         except Exception as exc:  # S3 errors of any kind: retry on the next pass
-            self.errors += 1
-            _log.warning("checkpoint upload to %s failed (%s); retrying", self.store.uri, exc)
+            self._failed(exc)
             state.seen = current
             return False
+        self._succeeded()
         state.seen = current
         return True

@@ -183,7 +183,8 @@ class LocalJob:
             checkpoint_uri=self.checkpoint_uri, checkpoint_files=len(run.checkpoint_keys),
             checkpoints_committed=tuple(c.step for c in self.checkpoints() if c.committed),
             failures=dict(run.outcome.failures), error=run.outcome.error, logs=str(run.root / "logs"),
-            warnings=tuple(run.warnings), stopped_reason=run.outcome.stopped_reason, root=str(run.root),
+            warnings=tuple(run.warnings) + tuple(run.outcome.warnings), stopped_reason=run.outcome.stopped_reason,
+            root=str(run.root),
             estimate_usd=self.estimate_usd, s3_requests=self.s3_requests, s3_faults_injected=self.s3_faults_injected,
         )
 

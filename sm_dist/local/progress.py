@@ -6,20 +6,29 @@ log-line contract, sm_dist.contract.log_lines, which reads them here too). Other
 are read too (sm_dist.contract.third_party_lines), cheaply and per host:
 - a tqdm bar (`…| 12/100 [00:03<…`), which Hugging Face's Trainer also draws for its steps. The
   first bar total a host shows is taken as the training bar; bars of other totals (evaluation,
-  downloads) are ignored;
+  downloads) are ignored. A bar described `Epoch N` is one per epoch (Lightning's): its step is
+  N × total + n;
 - Hugging Face Trainer's log dicts (`{'loss': 0.69, ..., 'epoch': 0.5}`): the last loss and epoch.
 What is not seen stays unknown (None): no figure is guessed. A host whose step goes backwards
-resumed (or restarted from scratch): both steps are recorded.
+resumed (or restarted from scratch): both steps are recorded — only when nothing else can explain
+it: the same kind of line (sm_dist's step lines on stdout, a tqdm bar on stderr; two pipes, so one
+kind may arrive late behind the other) went back after the host's workers were seen starting
+again (`new_workers`, from what local mode sees in /proc). Without a restart in between, a lower
+step is lines arriving out of order, or several ranks drawing a bar.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sm_dist.contract.log_lines import FinalLine, ResumedLine, StepLine, read_line
 from sm_dist.contract.third_party_lines import tqdm_position, trainer_log
+
+#: A bar drawn per epoch, described "Epoch N" (Lightning's TQDMProgressBar: "Epoch 3:  50%|█   | 4/8 [...]").
+EPOCH_BAR_RE = re.compile(r"Epoch (\d+)\b[^|]*\|[^|]*\|\s*\d+/\d+\s+\[")
 
 
 @dataclass
@@ -30,6 +39,10 @@ class HostProgress:
     bar_total: int | None = None
     loss: str | None = None
     epoch: str | None = None
+    workers: int = 0
+    """How many times this host's workers were seen starting (a new set of processes)."""
+    last_by_kind: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Kind of line ("sm_dist", "tqdm") -> (its latest step, `workers` when it was printed)."""
 
 
 @dataclass
@@ -62,9 +75,12 @@ class Progress:
             with self._lock:
                 self.resumed_from.append(ours.step)
             return
-        step = ours.step if isinstance(ours, StepLine) else self._other_step(line, host)
+        if isinstance(ours, StepLine):
+            self._record(host, ours.step, "sm_dist")
+            return
+        step = self._other_step(line, host)
         if step is not None:
-            self._record(host, step)
+            self._record(host, step, "tqdm")
 
     def _other_step(self, line: str, host: str) -> int | None:
         """The step a tqdm bar shows (and a Trainer log dict's loss and epoch), for any script."""
@@ -79,13 +95,18 @@ class Progress:
             done, total = bar
             if state.bar_total is None:
                 state.bar_total = total
-            return done if total == state.bar_total and done > 0 else None
+            if total != state.bar_total or done <= 0:
+                return None
+            epoch = EPOCH_BAR_RE.search(line)  # a bar per epoch (Lightning's): steps before this epoch count too
+            return int(epoch.group(1)) * total + done if epoch else done
 
-    def _record(self, host: str, step: int) -> None:
+    def _record(self, host: str, step: int, kind: str) -> None:
         with self._lock:
             state = self.hosts.setdefault(host, HostProgress())
-            if state.step is not None and step < state.step:
-                self.went_back.append((host, state.step, step))
+            before = state.last_by_kind.get(kind)
+            if before is not None and step < before[0] and state.workers > before[1]:
+                self.went_back.append((host, before[0], step))  # same pipe, and a restart in between
+            state.last_by_kind[kind] = (step, state.workers)
             state.step = step
             self.last_step = step
             self.max_step = step if self.max_step is None else max(self.max_step, step)
@@ -97,7 +118,14 @@ class Progress:
         """The job's last step: the final line's, else the largest seen; None when no step was seen."""
         return self.final_step if self.final_step is not None else self.max_step
 
+    def new_workers(self, host: str) -> None:
+        """`host`'s workers were seen starting (again): a later lower step is a resume."""
+        with self._lock:
+            self.hosts.setdefault(host, HostProgress()).workers += 1
+
     def new_attempt(self) -> None:
         """A whole-job restart: the final line of an earlier attempt no longer counts."""
         with self._lock:
             self.final_step, self.model_sha256 = None, None
+            for state in self.hosts.values():
+                state.workers += 1

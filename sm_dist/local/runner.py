@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from sm_dist.contract.container import MASTER_PORT_ENV, RDZV_PORT_ENV
+from sm_dist.contract.container import MASTER_PORT_ENV, OPT_ML, RDZV_PORT_ENV, checkpoint_like, synced_files
 from sm_dist.contract.faults import FAULT_ENV, Fault, hook_env_value
-from sm_dist.contract.log_lines import FaultLine, read_line
+from sm_dist.contract.log_lines import AloneLine, FaultLine, read_line
 from sm_dist.local import mountns
 from sm_dist.local.agent import HostAgent, LineSink
 from sm_dist.local.chaos_driver import ChaosDriver
@@ -70,6 +70,7 @@ class Outcome:
     stopped_reason: str | None = None  # "MaxRuntimeExceeded" when the time limit stopped it
     error: str | None = None  # the failing worker's own error line, host and rank (from the logs)
     shared_opt_ml: bool = False  # no private /opt/ml per host here (sm_dist.local.mountns): paths remapped only
+    warnings: list[str] = field(default_factory=list)  # what the summary must say (the checkpoint sync's problems)
     started: float = field(default_factory=time.time)
     ended: float | None = None
 
@@ -103,15 +104,19 @@ class LocalRunner:
         self.chaos = ChaosDriver(settings.faults, s3_fault_switch=settings.s3_fault_switch)
         self.chaos.group.expected_world_size = self._workers()
         self.progress.on_step(self.chaos.on_step)
+        self.chaos.on_new_workers = self.progress.new_workers
         self.outcome = Outcome()
         self.agents: list[HostAgent] = []
         self.layouts: list[HostRoot] = []
+        self._sync: CheckpointSync | None = None
 
     def _on_line(self, host: str, line: str) -> None:
         hook = read_line(line)
         if isinstance(hook, FaultLine):  # the checkpointer's SM_DIST_FAULT hook fired (chaos crash-in-save)
             self.chaos.fired.append(hook.fault)
             self.chaos.events.append(f"{hook.fault}: the checkpointer's fault hook killed a rank on {host}")
+        elif isinstance(hook, AloneLine):  # sm_dist.runtime.run_script: what the rank's process groups did
+            self.chaos.group.trained_alone(host, hook.rank, hook.why)
         self.progress.feed(line, host)
         self.settings.on_line(host, line)
 
@@ -152,7 +157,8 @@ class LocalRunner:
         hosts_dir = self.settings.job_root / "hosts"
         uri = self.config.checkpoint_uri
         self.layouts = [create_host_root(self.config, h, hosts_dir / h, uri) for h in self.config.hosts]
-        sync = self._start_sync(attempt)
+        started = time.time()
+        sync = self._sync = self._start_sync(attempt)
         self.agents = self._make_agents(attempt)
         self.chaos.attach(self.agents)
         try:
@@ -163,8 +169,29 @@ class LocalRunner:
             codes = self._stop_all(self.settings.grace_seconds)
             if sync is not None:
                 sync.stop(flush=True)
+                self.outcome.warnings.extend(w for w in sync.problems() if w not in self.outcome.warnings)
+            self.outcome.warnings.extend(w for w in self._outside_warnings(started) if w not in self.outcome.warnings)
         _log.debug("attempt %d ended: %s%s", attempt, codes, " (interrupted)" if interrupted else "")
         return codes, interrupted
+
+    def _outside_warnings(self, since: float) -> list[str]:
+        """Checkpoint-like files the script wrote in a host's /opt/ml outside the synced folder (the
+        code dir is its working directory): SageMaker neither syncs them nor keeps them for a restart."""
+        synced = self.config.checkpoint_local_path.removeprefix(OPT_ML).strip("/")
+        kept = (synced, "model", "output", "input/config")  # synced, or what SageMaker does keep
+        out = []
+        for layout in self.layouts:
+            found = sorted(rel for rel, st in synced_files(layout.root).items()
+                           if st.st_mtime >= since and checkpoint_like(rel)
+                           and not any(rel == k or rel.startswith(k + "/") for k in kept))
+            if found:
+                names = ", ".join(f"{OPT_ML}/{rel}" for rel in found[:3]) + (f" and {len(found) - 3} more"
+                                                                             if len(found) > 3 else "")
+                out.append(f"{layout.host} wrote {names} outside the checkpoint folder "
+                           f"{self.config.checkpoint_local_path}: SageMaker does not sync it, so after a restart each "
+                           "host resumes from its own copy (or none) and a new job from none; save checkpoints "
+                           "under the checkpoint folder (SM_CHECKPOINT_DIR)")
+        return out
 
     def _start_sync(self, attempt: int) -> CheckpointSync | None:
         if self.settings.store is None:
@@ -227,6 +254,8 @@ class LocalRunner:
     def _supervise(self) -> bool:
         """Wait for every host; True if chaos interrupted the job (spot)."""
         while True:
+            if self._sync is not None:
+                self._sync.ensure_running()  # uploads never stop silently
             if self.chaos.tick(self.agents):
                 return True
             if self.settings.on_tick is not None:

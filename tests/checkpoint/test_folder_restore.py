@@ -71,42 +71,85 @@ def test_the_writer_does_not_download_its_own_files_again(s3, tmp_path: Path) ->
     assert got == [] and deleted == []
 
 
-def test_settle_waits_for_this_hosts_newest_file(tmp_path: Path) -> None:
-    """A file not yet at the URI (or newer here than there) keeps the restore waiting; at the
-    timeout it is reported, and then nothing local is deleted."""
+def test_settle_waits_while_this_hosts_newest_file_moves(tmp_path: Path) -> None:
+    """A file not yet at the URI (or newer here than there) keeps the restore waiting while it
+    moves; one that stops moving is uploaded from here after the idle bound, not after minutes."""
     uri, host = tmp_path / "uri", tmp_path / "algo-1"
     write(uri / "snapshot.pt", b"old", age_s=60)
     write(host / "snapshot.pt", b"new!")
     remote = fr.FolderRemote(uri)
-    assert fr.settle(host, remote, timeout=0.0) == ["snapshot.pt"]
+    assert fr.pending(host, remote) == ["snapshot.pt"]
     uploader = threading.Timer(0.3, lambda: write(uri / "snapshot.pt", b"new!"))
     uploader.start()
-    assert fr.settle(host, remote, timeout=30.0, sleep=lambda s: time.sleep(0.05)) == []
+    settled = fr.settle(host, remote, idle=30.0, sleep=lambda s: time.sleep(0.05))
     uploader.join()
+    assert settled.pushed == [] and settled.conflicts == []
+    write(host / "checkpoint-4/model.safetensors", b"never uploaded by the sync")
+    settled = fr.settle(host, remote, idle=0.2, sleep=lambda s: time.sleep(0.05))
+    assert settled.pushed == ["checkpoint-4/model.safetensors"]
+    assert (uri / "checkpoint-4/model.safetensors").read_bytes() == b"never uploaded by the sync"
+    assert fr.pending(host, remote) == []
+
+
+def test_files_restored_at_job_start_are_at_the_uri(s3, tmp_path: Path) -> None:
+    """SageMaker copies the URI into the folder at job start: newer here than there, same bytes,
+    never uploaded again. They count as at the URI (the settle used to wait 300 s for them)."""
+    s3.put_object(Bucket="ckpt", Key="job/step-000000100/.metadata", Body=b"m")  # sm_dist's own: not looked at
+    s3.put_object(Bucket="ckpt", Key="job/checkpoint-100/optimizer.pt", Body=b"o" * 100)
+    host = tmp_path / "algo-2"
+    write(host / "checkpoint-100/optimizer.pt", b"o" * 100)  # downloaded just now
+    future = time.time() + 60
+    os.utime(host / "checkpoint-100/optimizer.pt", (future, future))  # whatever the clocks say
+    assert fr.pending(host, fr.S3Remote("s3://ckpt/job")) == []
+
+
+def test_two_hosts_writing_one_name_do_not_stall_the_restore(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Hugging Face's save_on_each_node=True: both hosts write checkpoint-N/trainer_state.json, of
+    different sizes, to one key. The URI's copy (written after this host's) wins: not waited for,
+    named once, and the restore gives this host the URI's copy."""
+    uri, host = tmp_path / "uri", tmp_path / "algo-1"
+    write(host / "checkpoint-20/trainer_state.json", b"{...164019 bytes}", age_s=30)
+    write(uri / "checkpoint-20/trainer_state.json", b"{...164020 bytes!}")
+    remote = fr.FolderRemote(uri)
+    conflicts: list[str] = []
+    assert fr.pending(host, remote, conflicts) == [] and conflicts == ["checkpoint-20/trainer_state.json"]
+    with caplog.at_level("WARNING"):
+        assert fr.run(host, str(uri), "", ["algo-1"], "job-1", "algo-1") == 0
+    assert "checkpoint-20/trainer_state.json" in caplog.text and "save_on_each_node" in caplog.text
+    assert (host / "checkpoint-20/trainer_state.json").read_bytes() == b"{...164020 bytes!}"
 
 
 def test_the_hosts_meet_on_the_rendezvous_store(tmp_path: Path) -> None:
-    """Each host's restore waits for the others on the c10d store torchrun's agents share."""
+    """Each host's restore waits for the others on the c10d store torchrun's agents share; a
+    retried restore counts once."""
     from torch.distributed import TCPStore
 
     server = TCPStore("127.0.0.1", 0, is_master=True, timeout=timedelta(seconds=30), wait_for_workers=False)
     endpoint = f"127.0.0.1:{server.port}"
-    assert not fr.meet(endpoint, "run-1", hosts=2, timeout=0.5)  # alone: gives up, says so
-    results: list[bool] = []
-    others = [threading.Thread(target=lambda: results.append(fr.meet(endpoint, "run-2", 2, timeout=30)))
-              for _ in range(2)]
+    hosts = ["algo-1", "algo-2"]
+    assert fr.meet(endpoint, "run-1", hosts, "algo-1", timeout=0.5) == (["algo-2"], {})  # alone: names who
+    assert fr.meet(endpoint, "run-1", hosts, "algo-1", timeout=0.5)[0] == ["algo-2"]  # tried again: still alone
+    results: list[tuple[list[str], dict[str, str]]] = []
+    others = [threading.Thread(target=lambda h=h: results.append(
+        fr.meet(endpoint, "run-2", hosts, h, timeout=30, share=f'["{h}: snapshot.pt"]' if h == "algo-1" else "[]")))
+        for h in hosts]
     for t in others:
         t.start()
     for t in others:
         t.join()
-    assert results == [True, True]
-    assert fr.meet("", "run-3", hosts=2)  # no endpoint (a single host): nothing to wait for
+    assert [missing for missing, _ in results] == [[], []]
+    shared = results[0][1]  # what each host left: its files outside the synced folder
+    assert fr.split_resume(shared) == "algo-1 has algo-1: snapshot.pt, algo-2 has not"
+    assert fr.split_resume({"algo-1": '["cwd: a.pt"]', "algo-2": '["cwd: a.pt"]'}) is None  # the same everywhere
+    assert fr.meet("", "run-3", hosts, "algo-1") == ([], {"algo-1": ""})  # no endpoint (one host): nothing to wait for
 
 
 def test_run_reports_and_never_raises(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     uri, host = tmp_path / "uri", tmp_path / "algo-2"
     write(uri / "snapshot.pt", b"epoch-3")
-    assert fr.main(["--folder", str(host), "--uri", str(uri), "--hosts", "1", "--host", "algo-2"]) == 0
+    assert fr.main(["--folder", str(host), "--uri", str(uri), "--hosts", "algo-2", "--host", "algo-2"]) == 0
     assert (host / "snapshot.pt").read_bytes() == b"epoch-3"
-    assert fr.main(["--folder", str(host), "--uri", "s3://", "--host", "algo-2"]) == 1
+    reason = tmp_path / "reason"
+    assert fr.main(["--folder", str(host), "--uri", "s3://", "--host", "algo-2", "--reason-file", str(reason)]) == 1
     assert "checkpoint folder restore failed: ConfigError" in caplog.text
+    assert reason.read_text().startswith("ConfigError: ") and "\n" not in reason.read_text()  # the worker's one line

@@ -7,15 +7,12 @@ torchrun's `[rankN]:` prefixed traceback, argparse's usage error).
 from __future__ import annotations
 
 import json
-import socket
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
 import torch
 
+from sm_dist.contract.log_lines import AloneLine, read_line
 from sm_dist.contract.worker_errors import errors_in
 from sm_dist.local.failure import real_error
 from sm_dist.local.pgwatch import GroupWatch
@@ -32,10 +29,27 @@ def test_tqdm_bar_steps_and_going_back() -> None:
                  "Evaluating: 100%|██████████| 90/90 [00:02<00:00, 40.0it/s]",  # another bar: ignored
                  " 20%|██        | 8/40 [00:02<00:08,  3.9it/s]"]:
         progress.feed(line, "algo-1")
+    progress.feed(" 15%|█▌        | 7/40 [00:00<?, ?it/s]", "algo-1")  # no restart seen: lines out of order
+    assert progress.went_back == []
+    progress.new_workers("algo-1")  # local mode saw algo-1's workers start again
     progress.feed(" 15%|█▌        | 6/40 [00:00<?, ?it/s]", "algo-1")  # restarted from a checkpoint
     progress.feed(" 10%|█         | 4/40 [00:01<00:09,  3.9it/s]", "algo-2")  # another host: not backwards
-    assert seen == [4, 8, 6, 4] and progress.steps == 8
-    assert progress.went_back == [("algo-1", 8, 6)]
+    assert seen == [4, 8, 7, 6, 4] and progress.steps == 8
+    assert progress.went_back == [("algo-1", 7, 6)]
+
+
+def test_steps_went_back_only_from_lines_that_cannot_be_reordered() -> None:
+    """sm_dist's step lines (stdout) and a tqdm bar (stderr) reach local mode through two pipes: a
+    bar line arriving after a step line is no resume; neither is a lower step without a restart."""
+    progress = Progress()
+    progress.new_workers("algo-1")
+    for line in ["[sm_dist] step=50 loss=1.0", "  2%|▏         | 1/100 [00:00<?, ?it/s]",
+                 "[sm_dist] step=100 loss=0.5", " 51%|█████     | 51/100 [00:05<00:05, 9.9it/s]"]:
+        progress.feed(line, "algo-1")
+    assert progress.went_back == []  # the run of the issue: "50 → 1, 100 → 51" with no restart
+    progress.new_workers("algo-1")
+    progress.feed("[sm_dist] step=60 loss=0.9", "algo-1")  # resumed from step 50's checkpoint
+    assert progress.went_back == [("algo-1", 100, 60)]
 
 
 def test_hf_log_dict_and_sm_dist_lines() -> None:
@@ -157,30 +171,20 @@ def test_a_pickle_of_other_objects_in_both_runs_is_skipped_and_named(tmp_path: P
     assert only_pickles["result"] == "cannot compare" and "no tensor" in only_pickles["detail"]
 
 
-@pytest.fixture
-def listener() -> subprocess.Popen[str]:
-    """A child process holding a socket on a free port (stands in for a worker's store connection)."""
-    child = subprocess.Popen([sys.executable, "-c", (
-        "import socket,sys; s=socket.socket(); s.bind(('127.0.0.1',0)); s.listen();"
-        "print(s.getsockname()[1], flush=True); sys.stdin.read()")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        text=True)
-    yield child
-    child.kill()
-    child.wait()
-
-
-def test_group_watch_sees_the_store_socket(listener: subprocess.Popen[str]) -> None:
-    assert listener.stdout is not None
-    port = int(listener.stdout.readline())
-    with socket.socket() as spare:
-        spare.bind(("127.0.0.1", 0))
-        unused = spare.getsockname()[1]
+def test_group_watch_reads_world_sizes_and_ranks_that_trained_alone() -> None:
+    """WORLD_SIZE from the workers' environment; "trained alone" from the ranks' own lines (what
+    their process groups did), never from connection timing."""
     watch = GroupWatch(expected_world_size=2)
-    watch.sample("algo-1", ProcInfo(listener.pid, 1, {"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": str(port)}))
+    watch.sample("algo-1", ProcInfo(1, 1, {"RANK": "0", "WORLD_SIZE": "2"}))
     assert watch.warnings() == []
-    watch.sample("algo-2", ProcInfo(listener.pid, 1, {"RANK": "1", "WORLD_SIZE": "4", "MASTER_PORT": str(unused)}))
+    watch.sample("algo-2", ProcInfo(2, 1, {"RANK": "1", "WORLD_SIZE": "4"}))
+    line = read_line("[rank1]:[sm_dist] rank 1 trained alone: it joined no process group (WORLD_SIZE=2)")
+    assert isinstance(line, AloneLine)
+    watch.trained_alone("algo-2", line.rank, line.why)
     warnings = watch.warnings()
-    assert len(warnings) == 2 and "WORLD_SIZE=4" in warnings[0] and "rank 1 on algo-2" in warnings[1]
+    assert len(warnings) == 2 and "WORLD_SIZE=4" in warnings[0]
+    assert warnings[1] == ("rank 1 on algo-2 trained alone (it joined no process group (WORLD_SIZE=2)): this run "
+                           "does not prove distributed training")
 
 
 class _Agent:
@@ -229,3 +233,28 @@ def test_progress_view_prints_on_change_only(tmp_path: Path) -> None:
     assert len(lines) == 2, lines  # the second for the restart, not for "waiting"
     assert lines[0].endswith("algo-1 running step 4 ckpt snapshot.pt | algo-2 starting | restarts 0")
     assert lines[1].endswith("algo-1 waiting step 4 ckpt snapshot.pt | algo-2 starting | restarts 1")
+
+
+def test_a_lightning_checkpoint_is_compared_through_weights_only_loading(tmp_path: Path) -> None:
+    """Lightning's model.ckpt pickles its hyper-parameters (AttributeDict) and paths, which
+    weights_only loading refuses: they stand in as empty mappings (never constructed, no code
+    runs) and the tensors are compared; counters that differ are named, not a difference."""
+    import pathlib
+
+    from lightning.fabric.utilities.data import AttributeDict
+
+    from sm_dist.runtime.weights_compare import compare
+
+    def ckpt(folder: Path, weight: float, step: int) -> None:
+        folder.mkdir(exist_ok=True)
+        torch.save({"state_dict": {"layer.weight": torch.full((2, 2), weight)}, "global_step": step,
+                    "hyper_parameters": AttributeDict(lr=0.1), "callbacks": {"dirpath": pathlib.PosixPath("/opt/ml")}},
+                   folder / "model.ckpt")
+
+    ckpt(tmp_path / "a", 1.0, 12)
+    ckpt(tmp_path / "b", 1.0, 13)
+    same = compare(tmp_path / "a", tmp_path / "b")
+    assert same["result"] == "identical", same
+    assert "model.ckpt: 'global_step'" in same["detail"]
+    ckpt(tmp_path / "b", 1.5, 12)
+    assert compare(tmp_path / "a", tmp_path / "b")["detail"] == "model.ckpt: 'state_dict.layer.weight': values differ"

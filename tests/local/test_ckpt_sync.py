@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -86,3 +87,74 @@ def test_file_still_being_written_waits(tmp_path: Path) -> None:
 def test_ignored_names() -> None:
     assert ignored("a/b.sagemaker-ignore") and ignored("x.sagemaker-ignore/f") and ignored("f.sagemaker-uploaded")
     assert not ignored("step-3/.metadata")
+
+
+def test_a_folder_deleted_while_it_is_synced_is_skipped_and_the_uploads_go_on(tmp_path: Path) -> None:
+    """Hugging Face's save_total_limit deletes checkpoint-N while the sync lists or uploads it: that
+    pass skips it, the thread lives on, and the next checkpoint still leaves the host."""
+    store = FolderStore(tmp_path / "uri")
+    host = tmp_path / "h"
+    (host / "checkpoint-650").mkdir(parents=True)
+    (host / "checkpoint-650" / "model.safetensors").write_bytes(b"w")
+    sync = CheckpointSync(store, {"algo-1": host}, interval=0.05)
+    sync.restore()
+    real_put = store.put
+
+    def put_then_delete(src: Path, key: str) -> None:  # the job deletes the folder mid-upload
+        shutil.rmtree(host / "checkpoint-650", ignore_errors=True)
+        real_put(src, key)
+
+    store.put = put_then_delete  # type: ignore[method-assign]
+    sync.start()
+    deadline = time.monotonic() + 30  # a hang guard, not a timing assertion
+    while (host / "checkpoint-650").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    store.put = real_put  # type: ignore[method-assign]
+    (host / "checkpoint-700").mkdir()
+    (host / "checkpoint-700" / "model.safetensors").write_bytes(b"w2")
+    while "checkpoint-700/model.safetensors" not in store.list() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sync.alive and "checkpoint-700/model.safetensors" in store.list()
+    sync.stop(flush=True)
+    assert sync.problems() == []  # a vanished file is no failure
+
+
+def test_a_dead_sync_thread_is_restarted_and_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = FolderStore(tmp_path / "uri")
+    host = tmp_path / "h"
+    host.mkdir()
+    sync = CheckpointSync(store, {"algo-1": host}, interval=0.05)
+    sync.restore()
+    monkeypatch.setattr(sync, "_loop", lambda: None)  # a thread that ends at once, as a dead one
+    sync.start()
+    time.sleep(0.2)
+    monkeypatch.undo()
+    assert not sync.alive
+    sync.ensure_running()
+    assert sync.alive
+    (host / "late.bin").write_bytes(b"x")
+    sync.stop(flush=True)
+    assert store.list() == {"late.bin": 1}
+    assert sync.problems() == ["the checkpoint sync stopped (no error recorded) and was restarted"]
+
+
+def test_failing_uploads_are_retried_and_named_in_the_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = FolderStore(tmp_path / "uri")
+    host = tmp_path / "h"
+    host.mkdir()
+    (host / "a.bin").write_bytes(b"a")
+    sync = CheckpointSync(store, {"algo-1": host})
+    sync.restore()
+    clock = [100.0]
+    monkeypatch.setattr("sm_dist.local.ckpt_sync.time.monotonic", lambda: clock[0])
+    real_put = store.put
+    store.put = lambda src, key: (_ for _ in ()).throw(ConnectionError("503 SlowDown"))  # type: ignore[method-assign]
+    sync.poll_once()
+    sync.poll_once()  # stable now, the upload fails
+    clock[0] += 8
+    sync.poll_once()
+    store.put = real_put  # type: ignore[method-assign]
+    sync.poll_once()
+    assert store.list() == {"a.bin": 1}
+    assert sync.problems() == [f"checkpoint uploads to {store.uri} failed for 8 s (ConnectionError: 503 SlowDown); "
+                               "they were retried and then went through"]

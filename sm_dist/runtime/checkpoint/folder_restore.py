@@ -3,9 +3,15 @@
 Run by `sm_dist.container.worker` on each host's local rank 0 when torchrun restarts the workers
 (``python -m sm_dist.runtime.checkpoint.folder_restore --folder F --uri U ...``). Three steps:
 
-1. **settle** — wait until every file of this host's folder is at the URI (same size, uploaded
-   after its last change): SageMaker's uploader works asynchronously, so the newest checkpoint
-   may still be on its way;
+1. **settle** — wait until every file of this host's folder is at the URI: SageMaker's uploader
+   works asynchronously, so the newest checkpoint may still be on its way. A file counts as there
+   when the URI has it at its size written after its last change here, or the same bytes (the
+   files SageMaker restored at job start). A file the URI has newer and different — another host
+   wrote the same name (Hugging Face's `save_on_each_node=True`) — is reported once and left to
+   step 3. The wait lasts as long as files move (they change here, at the URI, or carry
+   SageMaker's `.sagemaker-uploading` marker); after `SETTLE_IDLE_S` without a move, what is
+   still missing is uploaded from here (the same bytes SageMaker's uploader would send), so every
+   host's files are at the URI before any host restores;
 2. **meet** — every host's restore waits for the others on algo-1's rendezvous store (the
    c10d TCPStore that torchrun's agents already share), so nobody downloads before the
    slowest host's uploads are in;
@@ -13,6 +19,8 @@ Run by `sm_dist.container.worker` on each host's local rank 0 when torchrun rest
    written at the URI after the local copy), and delete what the URI no longer has (another
    host's retention deleted it). The URI is the truth, as at job start.
 
+A step that fails makes the exit code non-zero with the reason in one line (``--reason-file``):
+the worker tries again, then refuses to start the script on a folder it could not restore.
 sm_dist's own step folders (``step-000000120/``) are left alone: its checkpointer fetches only
 the shards each rank needs. Files whose names SageMaker's uploader skips are never touched.
 """
@@ -20,30 +28,46 @@ the shards each rank needs. Files whose names SageMaker's uploader skips are nev
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
+import json
 import logging
 import os
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from sm_dist.container.worker import RESTORE_SPLIT
 from sm_dist.contract.checkpoint import parse_step
-from sm_dist.contract.container import PARTIAL_SUFFIX, SYNC_IGNORE_SUFFIX, sync_skipped, synced_files
+from sm_dist.contract.container import (
+    PARTIAL_SUFFIX,
+    SYNC_IGNORE_SUFFIX,
+    SYNC_UPLOADING_SUFFIX,
+    sync_skipped,
+    synced_files,
+)
+from sm_dist.contract.worker_errors import SPLIT_RESUME_PREFIX
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 _log = logging.getLogger("sm_dist.folder_restore")
 
-#: How long to wait for this host's files to reach the URI (SageMaker uploads asynchronously;
-#: its delay is undocumented, docs/PLATFORM.md §1.4).
-SETTLE_TIMEOUT_S = 300.0
+#: Seconds without any of this host's missing files moving toward the URI (changing here, at the
+#: URI, or carrying SageMaker's uploading marker) after which the restore uploads them itself.
+#: SageMaker's uploader delay is undocumented (docs/PLATFORM.md §1.4); local mode's sync takes < 1 s.
+SETTLE_IDLE_S = 15.0
+#: The longest the settle waits even while files keep moving (a large checkpoint on its way).
+SETTLE_LIMIT_S = 1800.0
 #: How long to wait for the other hosts at the rendezvous store.
 MEET_TIMEOUT_S = 600.0
 #: Clock slack between this host's file times and S3's LastModified.
 CLOCK_SLACK_S = 2.0
+#: Files named in one conflict report.
+REPORT_FILES = 3
 _POLL_S = 0.5
 
 
@@ -66,6 +90,8 @@ class Remote(Protocol):
     def list(self) -> dict[str, Entry]: ...
 
     def get(self, key: str, dest: Path) -> None: ...
+
+    def put(self, path: Path, key: str) -> None: ...
 
     def same(self, key: str, entry: Entry, path: Path) -> bool:
         """Whether `path` holds the bytes of `key` (False when it cannot tell)."""
@@ -108,10 +134,22 @@ class S3Remote:
     def get(self, key: str, dest: Path) -> None:
         self.client.download_file(self.bucket, self._key(key), str(dest))
 
+    def put(self, path: Path, key: str) -> None:
+        self.client.upload_file(str(path), self.bucket, self._key(key))
+
     def same(self, key: str, entry: Entry, path: Path) -> bool:
         # a file this host wrote itself, uploaded whole or in boto3's default parts; another
         # uploader's part size gives another ETag, and the file is downloaded again (correct, slower)
-        return bool(entry.etag) and s3_etag(path) == entry.etag
+        if not entry.etag:
+            return False
+        st = path.stat()
+        return _etag_of(str(path), st.st_size, st.st_mtime_ns) == entry.etag
+
+
+@functools.lru_cache(maxsize=4096)
+def _etag_of(path: str, _size: int, _mtime_ns: int) -> str:
+    """`s3_etag` of one version of a file (the settle asks every poll: hashed once per version)."""
+    return s3_etag(Path(path))
 
 
 class FolderRemote:
@@ -132,6 +170,15 @@ class FolderRemote:
         import shutil
 
         shutil.copyfile(self.path / key, dest)
+
+    def put(self, path: Path, key: str) -> None:
+        import shutil
+
+        dest = self.path / key
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(dest.name + PARTIAL_SUFFIX)
+        shutil.copyfile(path, tmp)
+        os.replace(tmp, dest)
 
     def same(self, key: str, entry: Entry, path: Path) -> bool:
         import filecmp
@@ -155,46 +202,122 @@ def local_files(folder: Path) -> dict[str, os.stat_result]:
     return {rel: st for rel, st in synced_files(folder).items() if managed(rel)}
 
 
-def pending(folder: Path, remote: Remote) -> list[str]:
-    """This host's files not yet at the URI as they are here."""
+@dataclass
+class Settled:
+    """What the settle found: files it uploaded itself, and files another host's copy won."""
+
+    pushed: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+
+
+def _at_uri(rel: str, st: os.stat_result, entry: Entry | None, remote: Remote, folder: Path) -> str:
+    """"there", "pending" (not at the URI as it is here) or "conflict" (the URI has another
+    host's newer, different copy of this name)."""
+    if entry is None:
+        return "pending"
+    if entry.size == st.st_size and entry.modified + CLOCK_SLACK_S >= st.st_mtime:
+        return "there"  # uploaded after its last change here
+    if entry.modified > st.st_mtime + CLOCK_SLACK_S:
+        return "conflict"  # written at the URI after this host's copy, and another size
+    if entry.size == st.st_size and remote.same(rel, entry, folder / rel):
+        return "there"  # the same bytes (restored at job start: newer here, not changed)
+    return "pending"
+
+
+def pending(folder: Path, remote: Remote, conflicts: list[str] | None = None) -> list[str]:
+    """This host's files not yet at the URI as they are here (`conflicts` collects the names
+    whose URI copy is another host's)."""
     there = remote.list()
     out = []
     for rel, st in local_files(folder).items():
-        entry = there.get(rel)
-        if entry is None or entry.size != st.st_size or entry.modified + CLOCK_SLACK_S < st.st_mtime:
+        verdict = _at_uri(rel, st, there.get(rel), remote, folder)
+        if verdict == "pending":
             out.append(rel)
+        elif verdict == "conflict" and conflicts is not None:
+            conflicts.append(rel)
     return sorted(out)
 
 
-def settle(folder: Path, remote: Remote, timeout: float = SETTLE_TIMEOUT_S,
-           sleep: Callable[[float], None] = time.sleep) -> list[str]:
-    """Wait until this host's files are at the URI; return those still missing at the timeout."""
-    deadline = time.monotonic() + timeout
+def _moving(folder: Path, left: list[str], remote: Remote) -> tuple[tuple[object, ...], bool]:
+    """A fingerprint of the missing files, which changes when one of them moves (here or at the
+    URI), and whether SageMaker's uploader marks one as being uploaded."""
+    there = remote.list()
+    marks: list[object] = []
+    uploading = False
+    for rel in left:
+        uploading = uploading or (folder / (rel + SYNC_UPLOADING_SUFFIX)).exists()
+        try:
+            st = (folder / rel).stat()
+            marks.append((rel, st.st_size, st.st_mtime_ns, there.get(rel)))
+        except OSError:
+            marks.append((rel, None))
+    return tuple(marks), uploading
+
+
+def settle(folder: Path, remote: Remote, idle: float = SETTLE_IDLE_S, limit: float = SETTLE_LIMIT_S,
+           sleep: Callable[[float], None] = time.sleep, push: bool = True) -> Settled:
+    """Wait until this host's files are at the URI, as long as they move toward it; then upload
+    the rest from here (`push`). Returns what was pushed and the names another host's copy won."""
+    start = last_move = time.monotonic()
+    seen: tuple[object, ...] | None = None
+    out = Settled()
     while True:
-        left = pending(folder, remote)
-        if not left or time.monotonic() >= deadline:
-            return left
+        conflicts: list[str] = []
+        left = pending(folder, remote, conflicts)
+        out.conflicts = sorted(conflicts)
+        if not left:
+            return out
+        now = time.monotonic()
+        fingerprint, uploading = _moving(folder, left, remote)
+        if fingerprint != seen or uploading:
+            seen, last_move = fingerprint, now
+        if now - last_move >= idle or now - start >= limit:
+            if push:
+                for rel in left:
+                    with contextlib.suppress(FileNotFoundError):  # deleted since: nothing to send
+                        remote.put(folder / rel, rel)
+                out.pushed = left
+            return out
         sleep(_POLL_S)
 
 
-def meet(endpoint: str, key: str, hosts: int, timeout: float = MEET_TIMEOUT_S) -> bool:
-    """Wait on the rendezvous store until `hosts` restores arrived for `key`; False at the timeout."""
-    if hosts <= 1 or not endpoint:
-        return True
+def meet(endpoint: str, key: str, hosts: Sequence[str], me: str, timeout: float = MEET_TIMEOUT_S,
+         share: str = "") -> tuple[list[str], dict[str, str]]:
+    """Wait on the rendezvous store until every host of `hosts` arrived for `key`, each leaving
+    `share`; (the hosts still missing at the timeout, empty when met; host -> what it shared).
+    Arriving twice (a retried restore) counts once."""
+    if len(hosts) <= 1 or not endpoint:
+        return [], {me: share}
     from datetime import timedelta
 
     from torch.distributed import TCPStore
 
     host, _, port = endpoint.rpartition(":")
-    store = TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=timeout))
-    counter = f"sm_dist/folder_restore/{key}"
-    store.add(counter, 1)
+    store = TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=min(timeout, 60.0) or 1.0))
+    prefix = f"sm_dist/folder_restore/{key}"
+    store.set(f"{prefix}/{me}", share)
     deadline = time.monotonic() + timeout
-    while store.add(counter, 0) < hosts:
+    while True:
+        missing = [h for h in hosts if not store.check([f"{prefix}/{h}"])]
+        if not missing:
+            return [], {h: store.get(f"{prefix}/{h}").decode("utf-8", "replace") for h in hosts}
         if time.monotonic() >= deadline:
-            return False
+            return missing, {}
         time.sleep(_POLL_S)
-    return True
+
+
+def split_resume(shared: dict[str, str]) -> str | None:
+    """What differs between the hosts' checkpoint-like files outside the synced folder (each host
+    shares a JSON list of them), or None when every host has the same."""
+    lists = {host: tuple(sorted(json.loads(text or "[]"))) for host, text in shared.items()}
+    if len(set(lists.values())) <= 1:
+        return None
+    every = sorted({name for names in lists.values() for name in names})
+    name = next(n for n in every if any(n not in names for names in lists.values()))
+    have = [h for h, names in sorted(lists.items()) if name in names]
+    lack = [h for h, names in sorted(lists.items()) if name not in names]
+    return f"{', '.join(have)} {'has' if len(have) == 1 else 'have'} {name}, {', '.join(lack)} " \
+           f"{'has' if len(lack) == 1 else 'have'} not"
 
 
 def restore(folder: Path, remote: Remote, delete: bool = True) -> tuple[list[str], list[str]]:
@@ -222,18 +345,36 @@ def restore(folder: Path, remote: Remote, delete: bool = True) -> tuple[list[str
     return got, deleted
 
 
-def run(folder: Path, uri: str, endpoint: str, hosts: int, round_key: str, host: str) -> int:
+class RestoreFailed(Exception):
+    """A step of the restore failed; the message is the reason, in one line."""
+
+
+def run(folder: Path, uri: str, endpoint: str, hosts: Sequence[str], round_key: str, host: str,
+        outside: Sequence[str] = ()) -> int:
     remote = remote_for(uri)
-    left = settle(folder, remote)
-    if left:
-        _log.warning("%s: %d file(s) not at %s after %.0f s (e.g. %s); they are kept", host, len(left), uri,
-                     SETTLE_TIMEOUT_S, left[0])
-    if not meet(endpoint, round_key, hosts):
-        _log.warning("%s: not every host reached the restore in %.0f s; restoring anyway", host, MEET_TIMEOUT_S)
-    got, deleted = restore(folder, remote, delete=not left)
+    settled = settle(folder, remote)
+    if settled.pushed:
+        _log.warning("%s: %d file(s) had not reached %s after %.0f s without progress (e.g. %s); uploaded them "
+                     "from here", host, len(settled.pushed), uri, SETTLE_IDLE_S, settled.pushed[0])
+    if settled.conflicts:
+        _log.warning("%s: %s at %s is another host's copy (another size, written later): more than one host writes "
+                     "this name into the checkpoint folder and the last upload wins (Hugging Face: "
+                     "save_on_each_node=True; save on one node, or give each host its own names); every host gets "
+                     "the URI's copy", host, ", ".join(settled.conflicts[:REPORT_FILES])
+                     + (f" and {len(settled.conflicts) - REPORT_FILES} more" if len(settled.conflicts) > REPORT_FILES
+                        else ""), uri)
+    missing, shared = meet(endpoint, round_key, hosts, host, share=json.dumps(sorted(outside)))
+    if missing:
+        raise RestoreFailed(f"{', '.join(missing)} did not reach the restore in {MEET_TIMEOUT_S:.0f} s")
+    split = split_resume(shared)
+    if split:  # read by the launcher's failure watch: the reason if the job then fails (a hang, a rendezvous error)
+        print(f"{SPLIT_RESUME_PREFIX}{split} (outside the checkpoint folder {folder}, which alone is synced): the "
+              "hosts resume from different states; save the script's checkpoints under the checkpoint folder "
+              "(SM_CHECKPOINT_DIR)", file=sys.stderr, flush=True)
+    got, deleted = restore(folder, remote)
     _log.info("%s: checkpoint folder restored from %s: %d file(s) downloaded, %d deleted", host, uri, len(got),
               len(deleted))
-    return 0
+    return RESTORE_SPLIT if split else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,17 +382,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folder", required=True, type=Path)
     parser.add_argument("--uri", required=True)
     parser.add_argument("--endpoint", default="")
-    parser.add_argument("--hosts", type=int, default=1)
+    parser.add_argument("--hosts", default="", help="every host of the job, comma-separated")
     parser.add_argument("--round", default="0")
     parser.add_argument("--host", default="")
+    parser.add_argument("--reason-file", type=Path, default=None, help="where a failure's one-line reason goes")
+    parser.add_argument("--outside", default="[]", help="JSON list: this host's checkpoint-like files outside --folder")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[sm_dist worker] %(message)s", stream=sys.stderr)
     for noisy in ("botocore", "boto3", "s3transfer", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    hosts = [h for h in args.hosts.split(",") if h]
     try:
-        return run(args.folder, args.uri, args.endpoint, args.hosts, args.round, args.host)
-    except Exception as exc:  # the script still starts; say why the folder may be stale
-        _log.error("%s: checkpoint folder restore failed: %s: %s", args.host, type(exc).__name__, exc)
+        return run(args.folder, args.uri, args.endpoint, hosts, args.round, args.host, json.loads(args.outside))
+    except Exception as exc:  # one line: the worker retries, then fails with it
+        reason = str(exc) if isinstance(exc, RestoreFailed) else f"{type(exc).__name__}: {exc}"
+        reason = reason.splitlines()[0] if reason else type(exc).__name__
+        _log.error("%s: checkpoint folder restore failed: %s", args.host, reason)
+        if args.reason_file is not None:
+            with contextlib.suppress(OSError):
+                args.reason_file.write_text(reason, encoding="utf-8")
         return 1
 
 

@@ -1,6 +1,7 @@
 """A plain DDP training script in the style of pytorch/examples' ddp-tutorial-series
 (multinode.py): argparse, torchrun's environment, a rank-0 `torch.save` snapshot it resumes
-from, the final weights in SM_MODEL_DIR. Nothing in it knows about sm_dist."""
+from, the final weights in SM_MODEL_DIR, a tqdm bar over the epochs on rank 0. Nothing in it
+knows about sm_dist."""
 
 import argparse
 import os
@@ -12,6 +13,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
+from tqdm import tqdm
 
 
 class Trainer:
@@ -55,7 +57,8 @@ class Trainer:
         print(f"Epoch {epoch} | Training snapshot saved at {self.snapshot_path}")
 
     def train(self, max_epochs):
-        for epoch in range(self.epochs_run, max_epochs):
+        epochs = range(self.epochs_run, max_epochs)
+        for epoch in tqdm(epochs, initial=self.epochs_run, total=max_epochs, disable=self.global_rank != 0):
             self._run_epoch(epoch)
             if self.global_rank == 0 and epoch % self.save_every == 0:
                 self._save_snapshot(epoch)

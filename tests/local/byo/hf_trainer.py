@@ -30,6 +30,7 @@ def main():
     parser.add_argument("--save_steps", type=int, default=5)
     parser.add_argument("--output_dir", default="/opt/ml/checkpoints")
     parser.add_argument("--model_dir", default=os.environ.get("SM_MODEL_DIR", "/opt/ml/model"))
+    parser.add_argument("--save_on_each_node", action="store_true")
     args = parser.parse_args()
 
     config = GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=512, n_positions=64)
@@ -38,7 +39,7 @@ def main():
     training_args = TrainingArguments(
         output_dir=args.output_dir, max_steps=args.max_steps, save_steps=args.save_steps, save_total_limit=2,
         per_device_train_batch_size=4, learning_rate=1e-3, logging_steps=1, report_to=[], use_cpu=True,
-        seed=0, data_seed=0, dataloader_num_workers=0,
+        seed=0, data_seed=0, dataloader_num_workers=0, save_on_each_node=args.save_on_each_node,
     )
     last = get_last_checkpoint(args.output_dir) if os.path.isdir(args.output_dir) else None
     if last:

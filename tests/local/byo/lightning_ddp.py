@@ -10,7 +10,7 @@ import time
 import lightning as L
 import torch
 import torch.nn.functional as F
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import ModelCheckpoint, TQDMProgressBar
 from torch.utils.data import DataLoader, TensorDataset
 
 
@@ -47,7 +47,7 @@ def main():
     checkpoint = ModelCheckpoint(dirpath="/opt/ml/checkpoints", save_last=True, every_n_epochs=1)
     trainer = L.Trainer(
         accelerator="cpu", devices=1, num_nodes=args.num_nodes, strategy="ddp", max_epochs=args.epochs,
-        callbacks=[checkpoint], enable_progress_bar=False, logger=False, deterministic=True,
+        callbacks=[checkpoint, TQDMProgressBar()], logger=False, deterministic=True,
     )
     trainer.fit(model, DataLoader(data, batch_size=32), ckpt_path="last")
     if trainer.is_global_zero:
