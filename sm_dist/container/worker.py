@@ -71,6 +71,16 @@ RESTORE_REFUSED = 3
 #: split resume, which it printed): recorded in SPLIT_FILE for the ranks' end (run_script).
 RESTORE_SPLIT = 4
 SPLIT_FILE = "split"
+#: Where the hosts' restores meet on the rendezvous store: `MEET_PREFIX/<round>/<host>`, each holding
+#: the host's share (its files outside the synced folder, JSON) or NOT_RESTORING.
+MEET_PREFIX = "sm_dist/folder_restore"
+#: A host whose workers start for the first time does not restore; its local rank 0 says so at the
+#: meeting (`sm_dist.runtime.run_script`, which may import torch) so that a host restoring in the same
+#: round does not wait for it. Both sides can meet in one round: a rank killed while it started (before
+#: this step recorded the round) leaves its host with no earlier round while the others have one.
+NOT_RESTORING = "not restoring"
+#: Set for run_script (and removed before the script) when local rank 0 did not restore: the round.
+NOT_RESTORING_ENV = "SM_DIST_NOT_RESTORING_ROUND"
 _POLL_S = 0.1
 
 
@@ -145,17 +155,19 @@ def _hosts(env: Mapping[str, str]) -> list[str]:
     return [str(h) for h in hosts] if isinstance(hosts, list) else []
 
 
-def prepare(env: Mapping[str, str]) -> None:
-    """Restore this host's checkpoint folder when the workers start again; no-op on the first start."""
+def prepare(env: Mapping[str, str]) -> dict[str, str]:
+    """Restore this host's checkpoint folder when the workers start again; on the first start, the
+    variable that has run_script tell the meeting this host does not restore (returned, for the
+    script's process)."""
     state = env.get(STATE_ENV)
     if not state:
-        return
+        return {}
     stop = Path(state) / STOP_FILE
     if stop.is_file():
         say(f"not starting the script again: {stop.read_text(encoding='utf-8', errors='replace')}")
         raise SystemExit(1)
     if env.get(RESTORE_ENV) != "1":
-        return
+        return {}
     rounds = Path(state) / "rounds"
     round_key = f"{env.get('MASTER_PORT', '')}-{env.get('TORCHELASTIC_RESTART_COUNT', '0')}"
     this_round = rounds / round_key
@@ -164,11 +176,14 @@ def prepare(env: Mapping[str, str]) -> None:
         deadline = time.monotonic() + RESTORE_WAIT_S
         while not ready.exists() and time.monotonic() < deadline:
             time.sleep(_POLL_S)
-        return
+        return {}
     earlier = rounds.is_dir() and any(rounds.iterdir())  # local rank 0 comes here once per start
     this_round.mkdir(parents=True, exist_ok=True)
     ready.unlink(missing_ok=True)
-    command = restore_command(env) if earlier else None
+    command = restore_command(env)
+    if command is not None and not earlier:
+        ready.touch()
+        return {NOT_RESTORING_ENV: round_id(env)} if len(_hosts(env)) > 1 else {}
     if command is not None:
         host = env.get("SM_CURRENT_HOST", "this host")
         say(f"workers restarted on {host}: restoring the checkpoint folder")
@@ -181,6 +196,7 @@ def prepare(env: Mapping[str, str]) -> None:
                 "checkpoint folder (SM_CHECKPOINT_DIR)")
         _restore([*command, "--outside", json.dumps([f.key() for f in outside])], env)
     ready.touch()
+    return {}
 
 
 def _outside(state: Path, synced: Path) -> list[OutsideFile]:
@@ -242,7 +258,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args:
         say("usage: python -m sm_dist.container.worker SCRIPT [ARGS...]")
         raise SystemExit(2)
-    prepare(os.environ)
+    os.environ.update(prepare(os.environ))
     os.execv(sys.executable, [sys.executable, "-u", "-m", RUN_SCRIPT_MODULE, *args])
 
 

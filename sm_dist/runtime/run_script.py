@@ -68,7 +68,7 @@ SPLIT_ERROR = ("sm_dist.runtime.run_script: error: rank {rank} finished its scri
                "{seconds:.0f} s after the hosts resumed from different states (split resume): they ran other steps")
 
 
-#: Where torch keeps the process groups (imported by the script, never by this module before it).
+#: Where torch keeps the process groups (imported by the script, or by `not_restoring` just before it).
 C10D = "torch.distributed.distributed_c10d"
 
 
@@ -161,7 +161,10 @@ def watch_groups(evidence: GroupEvidence) -> None:
 
         setattr(c10d, "destroy_process_group", destroy_process_group)  # noqa: B010 - a module's attribute
 
-    sys.meta_path.insert(0, _AfterImport(C10D, wrap))
+    if C10D in sys.modules:  # already imported (not_restoring talked to the store before the script)
+        wrap(sys.modules[C10D])
+    else:
+        sys.meta_path.insert(0, _AfterImport(C10D, wrap))
 
 
 def run(script: str, args: list[str]) -> None:
@@ -257,14 +260,36 @@ def end(env: Mapping[str, str], evidence: GroupEvidence) -> None:
         raise SystemExit(1)
 
 
+def not_restoring(env: Mapping[str, str], round_key: str) -> None:
+    """Tell the hosts' restore meeting of `round_key` that this host does not restore (its workers
+    start for the first time): a host that restores in the same round does not wait for it."""
+    endpoint = env.get(worker.RDZV_ENDPOINT_ENV, "")
+    if not endpoint or not env.get("SM_CURRENT_HOST"):
+        return
+    from torch.distributed import TCPStore
+
+    host, _, port = endpoint.rpartition(":")
+    try:
+        store = TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=CONNECT_TIMEOUT_S))
+        key = f"{worker.MEET_PREFIX}/{round_key}/{env['SM_CURRENT_HOST']}"
+        if not store.check([key]):
+            store.set(key, worker.NOT_RESTORING)
+    except Exception as exc:  # noqa: BLE001 - a restoring host then waits as before; never in the script's way
+        worker.say(f"could not tell the restore meeting at {endpoint} that this host does not restore "
+                   f"({type(exc).__name__})")
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if not args:
         print("usage: python -m sm_dist.runtime.run_script SCRIPT [ARGS...]", file=sys.stderr)
         raise SystemExit(2)
+    round_key = os.environ.pop(worker.NOT_RESTORING_ENV, None)  # sm_dist's, not the script's
     environ = dict(os.environ)  # as the launcher gave it: the script may change os.environ
     evidence = GroupEvidence()
     watch_groups(evidence)
+    if round_key:
+        not_restoring(environ, round_key)
     run(args[0], args[1:])
     end(environ, evidence)
 

@@ -44,11 +44,12 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
 
 
 def test_the_first_start_restores_nothing_a_restart_restores_the_folder(tmp_path: Path, calls) -> None:
-    worker.prepare(host_env(tmp_path, port="41000"))
+    first = worker.prepare(host_env(tmp_path, port="41000"))
     assert calls == []  # SageMaker restored the folder before the job started
+    assert first == {worker.NOT_RESTORING_ENV: "job-1-41000"}  # run_script says so at the meeting
     # torchrun restarted this host's workers without counting a restart here (algo-1's worker
     # failed): a new rendezvous round, a new MASTER_PORT
-    worker.prepare(host_env(tmp_path, port="41007"))
+    assert worker.prepare(host_env(tmp_path, port="41007")) == {}
     [argv] = calls
     assert argv[1:3] == ["-m", "sm_dist.runtime.checkpoint.folder_restore"]
     opts = dict(zip(argv[3::2], argv[4::2]))
@@ -201,3 +202,32 @@ def test_a_finished_rank_waits_for_every_rank_and_says_so(tmp_path: Path) -> Non
     assert (states[0] / worker.FINISHED_DIR / "0").exists() and not worker.finished(states[0], 1)
     assert [p.wait(timeout=HANG_GUARD_S) for p in procs] == [0, 0]
     assert worker.finished(states[0], 1) and worker.finished(states[1], 1)
+
+
+def test_a_host_starting_for_the_first_time_does_not_hold_up_a_host_that_restores(tmp_path: Path) -> None:
+    """The soak's stall: a spot restart, then a kill as algo-1's worker started (before it recorded
+    the round). algo-1's restarted worker had no earlier round and did not restore; algo-2's did
+    and waited at the meeting for algo-1 (600 s, three times). algo-1 now comes as NOT_RESTORING."""
+    from datetime import timedelta
+
+    from _harness import free_port
+    from torch.distributed import TCPStore
+
+    from sm_dist.runtime import run_script
+    from sm_dist.runtime.checkpoint import folder_restore
+
+    port = free_port()
+    master = TCPStore("127.0.0.1", port, is_master=True, timeout=timedelta(seconds=30))
+    endpoint = f"127.0.0.1:{port}"
+    met: list[tuple[list[str], dict[str, str]]] = []
+    waiter = threading.Thread(target=lambda: met.append(folder_restore.meet(
+        endpoint, "job-1-41007", ["algo-1", "algo-2"], "algo-2", timeout=HANG_GUARD_S, share='["snapshot.pt"]')))
+    waiter.start()
+    time.sleep(0.5)
+    assert waiter.is_alive()  # algo-2 waits for algo-1
+    run_script.not_restoring({worker.RDZV_ENDPOINT_ENV: endpoint, "SM_CURRENT_HOST": "algo-1"}, "job-1-41007")
+    waiter.join(HANG_GUARD_S)
+    [(missing, shared)] = met
+    assert missing == [] and shared == {"algo-1": worker.NOT_RESTORING, "algo-2": '["snapshot.pt"]'}
+    assert folder_restore.split_resume(shared) is None  # a host that did not restore splits nothing
+    del master

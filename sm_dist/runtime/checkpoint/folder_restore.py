@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from sm_dist.container.worker import RESTORE_SPLIT
+from sm_dist.container.worker import MEET_PREFIX, NOT_RESTORING, RESTORE_SPLIT
 from sm_dist.contract.checkpoint import parse_step
 from sm_dist.contract.container import (
     PARTIAL_SUFFIX,
@@ -285,7 +285,8 @@ def meet(endpoint: str, key: str, hosts: Sequence[str], me: str, timeout: float 
          share: str = "") -> tuple[list[str], dict[str, str]]:
     """Wait on the rendezvous store until every host of `hosts` arrived for `key`, each leaving
     `share`; (the hosts still missing at the timeout, empty when met; host -> what it shared).
-    Arriving twice (a retried restore) counts once."""
+    Arriving twice (a retried restore) counts once; a host that starts its workers for the first
+    time comes as NOT_RESTORING (its folder holds what the job started with: nothing to wait for)."""
     if len(hosts) <= 1 or not endpoint:
         return [], {me: share}
     from datetime import timedelta
@@ -294,7 +295,7 @@ def meet(endpoint: str, key: str, hosts: Sequence[str], me: str, timeout: float 
 
     host, _, port = endpoint.rpartition(":")
     store = TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=min(timeout, 60.0) or 1.0))
-    prefix = f"sm_dist/folder_restore/{key}"
+    prefix = f"{MEET_PREFIX}/{key}"
     store.set(f"{prefix}/{me}", share)
     deadline = time.monotonic() + timeout
     while True:
@@ -309,7 +310,7 @@ def meet(endpoint: str, key: str, hosts: Sequence[str], me: str, timeout: float 
 def split_resume(shared: dict[str, str]) -> str | None:
     """What differs between the hosts' checkpoint-like files outside the synced folder (each host
     shares a JSON list of them), or None when every host has the same."""
-    lists = {host: tuple(sorted(json.loads(text or "[]"))) for host, text in shared.items()}
+    lists = {host: tuple(sorted(json.loads(text or "[]"))) for host, text in shared.items() if text != NOT_RESTORING}
     if len(set(lists.values())) <= 1:
         return None
     every = sorted({name for names in lists.values() for name in names})
