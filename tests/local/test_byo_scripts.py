@@ -56,7 +56,7 @@ def test_ddp_snapshot_script_survives_a_spot_interruption(tmp_path: Path) -> Non
     """sigterm:4 (its tqdm bar over the epochs says 4: four snapshots were saved, whatever the
     machine's load): the job restarts on fresh hosts with the checkpoint folder restored, the
     script resumes from its own snapshot, and --verify compares the model.pt both runs left."""
-    code, s, err = fit(tmp_path, "ddp_snapshot.py", "--hp", "total-epochs=10", "--hp", "epoch-sleep=1",
+    code, s, err = fit(tmp_path, "ddp_snapshot.py", "--hp", "total-epochs=10", "--hp", "epoch-sleep=0.5",
                        "--chaos", "sigterm:4", "--verify")  # the script saves into $SM_CHECKPOINT_DIR
     assert code == 0, (s, err[-4000:])
     assert s["chaos_fired"] == ["sigterm:4"] and s["job_restarts"] == 1
@@ -79,7 +79,7 @@ def test_ddp_snapshot_script_resumes_on_every_host_after_a_kill(tmp_path: Path) 
     snapshot from the URI, so both hosts resume from the same epoch and the model matches the
     uninterrupted run."""
     code, s, err = fit(tmp_path, "ddp_snapshot.py", "--chaos", "kill:4", "--verify",
-                       "--", "--total-epochs", "12", "--epoch-sleep", "1")
+                       "--", "--total-epochs", "12", "--epoch-sleep", "0.5")
     assert code == 0, (s, err[-4000:])
     assert s["chaos_fired"] == ["kill:4"] and s["in_job_restarts"] >= 1 and s["job_restarts"] == 0
     assert s["verify_result"] == "identical", s
@@ -101,11 +101,11 @@ def test_hugging_face_trainer_resumes_on_every_host_after_a_timed_kill(tmp_path:
     pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
     code, s, err = fit(tmp_path, "hf_trainer.py", "--chaos", "kill:25", "--verify",
-                       "--", "--max_steps", "1000", "--save_steps", "20")
+                       "--", "--max_steps", "150", "--save_steps", "20")
     assert code == 0, (s, err[-4000:])
     assert s["chaos_fired"] == ["kill:25"] and s["in_job_restarts"] >= 1
     assert s["verify_result"] == "identical", s
-    assert s["steps"] == 1000 and s["warnings"] == []  # Trainer's bar read; both workers in one process group
+    assert s["steps"] == 150 and s["warnings"] == []  # Trainer's bar read; both workers in one process group
     for host in ("algo-1", "algo-2"):
         assert "resuming from /opt/ml/checkpoints/checkpoint-" in host_log(tmp_path, host), host
     assert left_running(tmp_path / "root" / "run") == []
@@ -184,7 +184,7 @@ def test_lightning_script_resumes_on_every_host_after_a_timed_kill(tmp_path: Pat
     and --verify compares the model.pt (and reads model.ckpt's tensors)."""
     pytest.importorskip("lightning")
     code, s, err = fit(tmp_path, "lightning_ddp.py", "--chaos", "kill:10", "--verify",
-                       "--", "--epochs", "12", "--epoch-sleep", "1")
+                       "--", "--epochs", "8", "--epoch-sleep", "0.5")
     assert code == 0, (s, err[-4000:])
     assert s["chaos_fired"] == ["kill:10"] and s["in_job_restarts"] >= 1
     assert s["verify_result"] == "identical", s
