@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _project import CKPT_BUCKET, ROLE_ARN
+from _project import CKPT_BUCKET, ROLE_ARN, aws_state
 
 import sm_dist
 from sm_dist.errors import ConfigError
@@ -53,16 +53,6 @@ REFUSED: dict[str, tuple[dict[str, Any], str, str]] = {
 }
 
 
-def _state() -> tuple[list[str], list[str], int]:
-    import boto3
-
-    s3 = boto3.client("s3")
-    buckets = sorted(b["Name"] for b in s3.list_buckets()["Buckets"])
-    objects = sum(s3.list_objects_v2(Bucket=b).get("KeyCount", 0) for b in buckets)
-    jobs = [j["TrainingJobName"] for j in boto3.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]]
-    return buckets, jobs, objects
-
-
 def _fit(source_dir: Path, **overrides: Any) -> Any:
     return sm_dist.fit("train.py", wait=False, **{**GOOD, "source_dir": str(source_dir), **overrides})
 
@@ -70,11 +60,11 @@ def _fit(source_dir: Path, **overrides: Any) -> Any:
 @pytest.mark.parametrize("case", list(REFUSED))
 def test_refused_before_anything_is_created(aws: str, source_dir: Path, case: str) -> None:
     overrides, field, text = REFUSED[case]
-    before = _state()
+    before = aws_state()
     with pytest.raises(ConfigError) as caught:
         _fit(source_dir, **overrides)
     assert caught.value.field == field and text in str(caught.value)
-    assert _state() == before  # no bucket, no object, no job
+    assert aws_state() == before  # no bucket, no object, no job
 
 
 def test_nineteen_data_channels_go_through(aws: str, source_dir: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _project import CKPT_BUCKET, ROLE_ARN
+from _project import CKPT_BUCKET, ROLE_ARN, aws_state
 
 import sm_dist
 from sm_dist.errors import CatalogError, ConfigError, DoesNotFitError, SmDistError
@@ -46,23 +46,13 @@ CASES = {
 }
 
 
-def _state() -> tuple[list[str], list[str], int]:
-    import boto3
-
-    s3 = boto3.client("s3")
-    buckets = sorted(b["Name"] for b in s3.list_buckets()["Buckets"])
-    objects = sum(s3.list_objects_v2(Bucket=b).get("KeyCount", 0) for b in buckets)
-    jobs = [j["TrainingJobName"] for j in boto3.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]]
-    return buckets, jobs, objects
-
-
 @pytest.mark.parametrize("case", list(CASES))
 def test_rule_refuses_before_creating(aws: str, source_dir: Path, case: str) -> None:
     import boto3
 
     boto3.client("s3", region_name="eu-west-1").create_bucket(
         Bucket="eu-bucket", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
-    before = _state()
+    before = aws_state()
     overrides, error, text = CASES[case]
     settings = {**GOOD, "source_dir": str(source_dir), **overrides}
     entry = settings.pop("entry", "train.py")
@@ -70,13 +60,13 @@ def test_rule_refuses_before_creating(aws: str, source_dir: Path, case: str) -> 
         sm_dist.fit(entry, wait=False, **settings)
     assert text in str(caught.value)
     assert isinstance(caught.value, SmDistError)
-    assert _state() == before  # no bucket, no object, no job
+    assert aws_state() == before  # no bucket, no object, no job
 
 
 def test_good_call_does_create(aws: str, source_dir: Path) -> None:
     """The same baseline without a mistake goes through: the cases above fail for their rule."""
     job = sm_dist.fit("train.py", wait=False, source_dir=str(source_dir), **GOOD)
-    buckets, jobs, objects = _state()
+    buckets, jobs, objects = aws_state()
     assert jobs == [job.name] and objects == len(job.plan.bundle.files)
 
 
