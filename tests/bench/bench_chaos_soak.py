@@ -3,11 +3,17 @@
 Run by hand (minutes per job on 2 cores; not collected by pytest):
 
     python tests/bench/bench_chaos_soak.py --runs 24 [--seed 1] [--root /tmp/soak] [--scenarios cnn,hf_each_node,...]
+        [--bands "start-up,middle,last 10%"]
 
-Each scenario first runs once without chaos: its wall time W is "the work", its final model the
-reference. Then each run picks a scenario, a fault (kill, sigterm, or sigterm then kill) and a
-moment in one of three bands of W — start-up (0-15 %), middle (30-70 %), the last 10 % (90-100 %)
-— and runs `sm-dist fit --local --json` with `--chaos KIND:SECONDSs`. A run is:
+Each scenario first runs twice without chaos: the two must end with the same model (else the
+script is not reproducible and a fault run proves nothing); the shorter command wall time W is
+"the work", the shorter job time J (the summary's wall_seconds, the chaos clock) places the
+faults, the first run's model is the reference. Then each run picks a scenario, a fault (kill,
+sigterm, or sigterm then kill) and a moment in one of three bands: start-up (0-15 % of J) and
+middle (30-70 % of J) as `--chaos KIND:SECONDSs`; the last 10 % on the script's own progress,
+`--chaos KIND:N` with N in the last tenth of its steps (sm_dist's step lines, or its tqdm bar):
+the job's clock is too coarse there, most such moments come after the end. Each runs
+`sm-dist fit --local --json`. A run is:
 
 - **fired** when every fault fired (a fault the job outran proves nothing; it is counted apart);
 - **identical** when it completed and its final model equals the reference (sm_dist's model hash,
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import subprocess
 import sys
@@ -48,21 +55,25 @@ class Scenario:
     script: str
     source: Path
     flags: tuple[str, ...]
+    steps: int
+    """What its progress shows at the end (sm_dist's step lines, or its tqdm bar's count)."""
 
 
 SCENARIOS = {
     # the README job: sm_dist's own entrypoint, 2 hosts x 2 processes
     "cnn": Scenario("cnn", "cnn.py", REPO / "entrypoints",
-                    ("--nproc-per-node", "2", "--hp", "steps=24", "--checkpoint-interval-steps", "4")),
+                    ("--nproc-per-node", "2", "--hp", "steps=24", "--checkpoint-interval-steps", "4"), 24),
     # Hugging Face Trainer, both hosts saving each checkpoint (one key, two writers), old ones deleted
     # (save_total_limit=2 in the script)
     "hf_each_node": Scenario("hf_each_node", "hf_trainer.py", BYO,
-                             ("--", "--max_steps", "120", "--save_steps", "10", "--save_on_each_node")),
+                             ("--", "--max_steps", "120", "--save_steps", "10", "--save_on_each_node"), 120),
     # pytorch/examples-style DDP with a rank-0 snapshot in /opt/ml/checkpoints
     "ddp_snapshot": Scenario("ddp_snapshot", "ddp_snapshot.py", BYO,
-                             ("--", "--total-epochs", "20", "--epoch-sleep", "0.5")),
+                             ("--", "--total-epochs", "20", "--epoch-sleep", "0.5"), 20),
 }
 BANDS = {"start-up": (0.0, 0.15), "middle": (0.3, 0.7), "last 10%": (0.9, 1.0)}
+#: The band drawn on the script's progress (`KIND:N`, the Nth step or bar count), the others on the clock.
+LATE = "last 10%"
 FAULTS = ("kill", "sigterm", "sigterm+kill")
 
 
@@ -145,29 +156,49 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--root", type=Path, default=None)
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--bands", default=",".join(BANDS), help=f"moments to draw from: {', '.join(BANDS)}")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     root = args.root or Path(tempfile.mkdtemp(prefix="sm-dist-soak-"))
     root.mkdir(parents=True, exist_ok=True)
     chosen = [SCENARIOS[name] for name in args.scenarios.split(",")]
-    references: dict[str, tuple[dict, float, Path]] = {}
+    bands = [band for band in args.bands.split(",") if band]
+    unknown = [band for band in bands if band not in BANDS]
+    if unknown or not bands:
+        parser.error(f"--bands {args.bands!r}: choose from {', '.join(BANDS)}")
+    references: dict[str, tuple[dict, float, float, Path]] = {}
     for scenario in chosen:
         ref_root = root / f"{scenario.name}-reference"
         summary, wall = fit(scenario, ref_root, [])
-        print(f"reference {scenario.name}: {summary.get('status')} in {wall:.0f} s", flush=True)
-        if summary.get("status") != "Completed":
-            raise SystemExit(f"the reference run of {scenario.name} did not complete: {summary.get('error')}")
-        references[scenario.name] = (summary, wall, ref_root)
+        again, wall_again = fit(scenario, root / f"{scenario.name}-reference-2", [])
+        print(f"reference {scenario.name}: {summary.get('status')} in {wall:.0f} s, again {again.get('status')} in "
+              f"{wall_again:.0f} s", flush=True)
+        if summary.get("status") != "Completed" or again.get("status") != "Completed":
+            raise SystemExit(f"a reference run of {scenario.name} did not complete: "
+                             f"{summary.get('error') or again.get('error')}")
+        same, detail = same_model(again, root / f"{scenario.name}-reference-2", summary, ref_root)
+        if not same:  # a difference after a fault would prove nothing
+            raise SystemExit(f"two uninterrupted runs of {scenario.name} differ ({detail}): not reproducible")
+        # the shorter of the two: a moment in "the last 10%" of a run slowed by a busy machine would
+        # come after the end of most runs (the fault never fires)
+        # the moments are drawn on the job's own clock (the chaos driver's: from the hosts' start, no CLI
+        # start-up), the stall bound on the command's
+        job_s = min(float(summary.get("wall_seconds") or wall), float(again.get("wall_seconds") or wall_again))
+        references[scenario.name] = (summary, min(wall, wall_again), job_s, ref_root)
     results: list[Result] = []
     for index in range(args.runs):
         scenario = chosen[index % len(chosen)]
-        reference, work, ref_root = references[scenario.name]
-        band = rng.choice(list(BANDS))
+        reference, work, job_s, ref_root = references[scenario.name]
+        band = rng.choice(bands)
         low, high = BANDS[band]
         fault = rng.choice(FAULTS)
-        at = round(work * rng.uniform(low, high), 1)
-        chaos = ([f"sigterm:{at}s", f"kill:{round(at + work * 0.2, 1)}s"] if fault == "sigterm+kill"
-                 else [f"{fault}:{at}s"])
+        if band == LATE:  # on the script's own progress: a moment in seconds would mostly come after the end
+            step = rng.randint(math.ceil(scenario.steps * low), scenario.steps)
+            chaos = ["sigterm:" + str(step), "kill:" + str(step)] if fault == "sigterm+kill" else [f"{fault}:{step}"]
+        else:
+            at = round(job_s * rng.uniform(low, high), 1)
+            chaos = ([f"sigterm:{at}s", f"kill:{round(at + job_s * 0.2, 1)}s"] if fault == "sigterm+kill"
+                     else [f"{fault}:{at}s"])
         run_root = root / f"run-{index:03d}-{scenario.name}"
         summary, wall = fit(scenario, run_root, chaos)
         fired = not summary.get("chaos_missed") and summary.get("status") != "NoSummary"
