@@ -5,7 +5,7 @@ A script sm_dist did not write prints none of the `[sm_dist]` lines (sm_dist.con
 local mode's live view (sm_dist.local.progress) and `job.metrics()` (sm_dist.notebook.metrics)
 read these two instead:
 - a tqdm bar, `{desc}: {percentage}|{bar}| {n}/{total} [{elapsed}<{remaining}, {rate}]`, which
-  Hugging Face's Trainer also draws for its steps;
+  Hugging Face's Trainer also draws for its steps (Lightning draws one per epoch, `Epoch N: ...`);
 - the Trainer's printed log dict, `{'loss': 0.6931, 'grad_norm': 1.2, 'learning_rate': 5e-05,
   'epoch': 0.5}`; transformers 5 quotes the figures (`{'loss': '6.045', ..., 'epoch': '0.2812'}`)
   and prints it after the bar's carriage return, on the bar's line.
@@ -18,6 +18,8 @@ import re
 
 #: tqdm's default bar: "{desc}: {percentage}|{bar}| {n}/{total} [{elapsed}<{remaining}, {rate}]".
 TQDM_RE = re.compile(r"\|\s*(\d+)/(\d+)\s+\[")
+#: A bar drawn per epoch, described "Epoch N" (Lightning's TQDMProgressBar: "Epoch 3:  50%|█   | 4/8 [...]").
+EPOCH_BAR_RE = re.compile(r"Epoch (\d+)\b[^|]*\|[^|]*\|\s*\d+/\d+\s+\[")
 #: A printed dict of quoted keys and flat values (no nested braces), e.g. Trainer's log dict.
 _DICT_RE = re.compile(r"\{'[^'{}]+': [^{}]*\}")
 
@@ -26,6 +28,12 @@ def tqdm_position(line: str) -> tuple[int, int] | None:
     """(n, total) of the last tqdm bar update in `line`, or None."""
     bars = TQDM_RE.findall(line)
     return (int(bars[-1][0]), int(bars[-1][1])) if bars else None
+
+
+def bar_epoch(line: str) -> int | None:
+    """N of a bar described "Epoch N" (one bar per epoch, Lightning's) in `line`, or None."""
+    match = EPOCH_BAR_RE.search(line)
+    return int(match.group(1)) if match else None
 
 
 def trainer_log(line: str) -> dict[str, float] | None:
@@ -48,4 +56,4 @@ def trainer_log(line: str) -> dict[str, float] | None:
     return None
 
 
-__all__ = ["TQDM_RE", "tqdm_position", "trainer_log"]
+__all__ = ["EPOCH_BAR_RE", "TQDM_RE", "bar_epoch", "tqdm_position", "trainer_log"]

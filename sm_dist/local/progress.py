@@ -19,16 +19,12 @@ step is lines arriving out of order, or several ranks drawing a bar.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sm_dist.contract.log_lines import FinalLine, ResumedLine, StepLine, read_line
-from sm_dist.contract.third_party_lines import tqdm_position, trainer_log
-
-#: A bar drawn per epoch, described "Epoch N" (Lightning's TQDMProgressBar: "Epoch 3:  50%|█   | 4/8 [...]").
-EPOCH_BAR_RE = re.compile(r"Epoch (\d+)\b[^|]*\|[^|]*\|\s*\d+/\d+\s+\[")
+from sm_dist.contract.third_party_lines import bar_epoch, tqdm_position, trainer_log
 
 
 @dataclass
@@ -97,8 +93,8 @@ class Progress:
                 state.bar_total = total
             if total != state.bar_total or done <= 0:
                 return None
-            epoch = EPOCH_BAR_RE.search(line)  # a bar per epoch (Lightning's): steps before this epoch count too
-            return int(epoch.group(1)) * total + done if epoch else done
+            epoch = bar_epoch(line)  # a bar per epoch (Lightning's): steps before this epoch count too
+            return epoch * total + done if epoch is not None else done
 
     def _record(self, host: str, step: int, kind: str) -> None:
         with self._lock:
