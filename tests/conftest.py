@@ -2,6 +2,11 @@
 
 Area-specific fixtures live in the conftest.py of that area's folder (tests/runtime/, ...). The
 multi-process helpers (ports, child environments, launching ranks) are in tests/_harness.py.
+
+Two speeds: plain `pytest` runs the fast set (`-m "not slow"`, pyproject.toml); the README's command
+runs everything. A test that starts a process (subprocess, the CLI in a child, multiprocessing,
+torchrun, a Jupyter kernel, local mode's hosts) carries `@pytest.mark.slow`; the process guard
+registered below (tests/_process_guard.py) fails an unmarked one that tries.
 """
 
 from __future__ import annotations
@@ -17,12 +22,18 @@ _TESTS = str(Path(__file__).resolve().parent)
 if _TESTS not in sys.path:  # the shared harness (tests/_harness.py) is imported by module name
     sys.path.insert(0, _TESTS)
 
-from _harness import LAUNCHER_VARS, free_port  # noqa: E402 (found through the path above)
+import _process_guard  # noqa: E402 (found through the path above)
+from _harness import LAUNCHER_VARS, free_port  # noqa: E402
 from _project import CKPT_BUCKET, TRAIN_PY  # noqa: E402
 
 #: Prefixes of variables from the developer's machine that would change what sm_dist reads or talks to:
 #: AWS settings and profiles, sm_dist's own settings, and every launcher's variables (LAUNCHER_VARS).
 _STRIP_PREFIXES = ("AWS_", "SM_", "SAGEMAKER_", "XDG_")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The process guard watches every test of the run (its own pytest_configure installs it)."""
+    config.pluginmanager.register(_process_guard, "process_guard")
 
 
 def _isolate(patch: pytest.MonkeyPatch, home: Path) -> None:
