@@ -19,7 +19,7 @@ from sm_dist.contract.checkpoint import CheckpointMode
 from sm_dist.errors import ConfigError
 from sm_dist.jobspec import JOB_SPEC_FILENAME, JobSpec
 from sm_dist.local.config import LocalChannel, LocalJobConfig
-from sm_dist.planning.channels import SourceKind
+from sm_dist.planning.channels import SourceKind, channel_keys, s3_prefix
 from sm_dist.planning.locations import LOCAL_BUCKET
 
 if TYPE_CHECKING:
@@ -112,21 +112,20 @@ def local_channels(plan: Plan, stand_ins: Mapping[str, str | Path], download_s3:
 
 
 def download_prefix(uri: str, dest: Path) -> Path:
-    """Every object under the S3 prefix `uri` into `dest`, with the caller's own AWS configuration."""
+    """The keys the channel `uri` holds in the cloud (`channels.channel_keys`: the request's S3Uri as a
+    folder) into `dest`, with the caller's own AWS configuration."""
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
-    bucket, _, prefix = uri[len("s3://"):].partition("/")
-    prefix = prefix.rstrip("/") + "/" if prefix.strip("/") else ""
+    bucket, _, prefix = s3_prefix(uri).removeprefix("s3://").partition("/")
     s3 = boto3.client("s3")
     try:
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-            for item in page.get("Contents", []):
-                target = dest / item["Key"][len(prefix):]
-                if item["Key"].endswith("/"):
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                s3.download_file(bucket, item["Key"], str(target))
+        keys = [item["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+                for item in page.get("Contents", [])]
+        for key in channel_keys(uri, keys):
+            target = dest / key[len(prefix):]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            s3.download_file(bucket, key, str(target))
     except (BotoCoreError, ClientError) as exc:
         raise ConfigError("local_s3_data", uri, f"cannot download it with your AWS configuration ({exc}); give a "
                           "stand-in folder instead (--local-data NAME=DIR)") from None

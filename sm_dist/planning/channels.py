@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import KW_ONLY, dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TypeAlias, TypeVar
@@ -51,12 +51,14 @@ _S3 = re.compile(r"s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?")
 _FILE_SYSTEM = re.compile(r"(?P<id>fs-[0-9a-f]{8,40})(?P<path>/.*)?")
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class Channel:
-    """One data channel: where the data is, and how SageMaker delivers it."""
+    """One data channel: where the data is, and how SageMaker delivers it. The source may be given first,
+    unnamed, as SDK v2's `TrainingInput(s3_data, ...)` takes it: `Channel("s3://b/train", mode="FastFile")`."""
 
     source: str
     """s3://bucket/prefix, a local folder (or file:///path), fsx-lustre://fs-id/mount/path or efs://fs-id/path."""
+    _: KW_ONLY
     mode: InputMode = InputMode.FILE
     distribution: Distribution = Distribution.FULLY_REPLICATED
 
@@ -93,6 +95,11 @@ class Channel:
         return SourceKind.LOCAL
 
     @property
+    def s3_uri(self) -> str:
+        """What an S3 source's request names (S3DataSource.S3Uri): the source as a folder (`s3_prefix`)."""
+        return s3_prefix(self.source)
+
+    @property
     def local_path(self) -> Path:
         """The folder of a local source (absolute)."""
         return Path(self.source.removeprefix("file://")).expanduser().resolve()
@@ -122,6 +129,37 @@ class Channel:
         return cls(source=source.strip(), mode=_enum(InputMode, settings.get("mode", "File"), "mode", "File or FastFile"),
                    distribution=_enum(Distribution, settings.get("distribution", "FullyReplicated"), "distribution",
                                       "FullyReplicated or ShardedByS3Key"))
+
+
+def s3_prefix(uri: str) -> str:
+    """The S3Uri a channel's request carries: `uri` as a folder, ending with '/'.
+
+    S3Prefix delivers every key that starts with S3Uri's key (docs/PLATFORM.md §1.9), so
+    s3://b/train would also deliver train_v2/... and train.bak. Ending it with '/' keeps the channel
+    to what local mode reads too (`channel_keys`)."""
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    key = key.strip("/")
+    return f"s3://{bucket}/{key}/" if key else f"s3://{bucket}/"
+
+
+def channel_keys(uri: str, keys: Iterable[str]) -> list[str]:
+    """The keys of `uri`'s bucket that its channel holds, sorted: every key under `s3_prefix(uri)`,
+    folder markers (keys ending in '/') aside. The cloud job's request and local mode's download both
+    go through `s3_prefix`, so both read these keys."""
+    key_prefix = s3_prefix(uri).removeprefix("s3://").partition("/")[2]
+    return sorted(k for k in keys if k.startswith(key_prefix) and not k.endswith("/"))
+
+
+def _prefix_warning(name: str, channel: Channel) -> str | None:
+    """A source that is not a folder (s3://b/train): SageMaker's S3Prefix would also deliver train_v2/...;
+    the plan reads it as s3://b/train/ in the cloud and locally, and says so."""
+    key = channel.source.removeprefix("s3://").partition("/")[2] if channel.kind is SourceKind.S3 else ""
+    if not key or key.endswith("/"):  # a folder already, or the whole bucket
+        return None
+    stem = key.rsplit("/", 1)[-1]
+    return (f"channel {name}: {channel.source} is read as the folder {channel.s3_uri} (SageMaker's S3Prefix would also "
+            f"deliver keys such as {stem}_v2/... and {stem}.bak); end the source with '/' to say so, or put a single "
+            "object in a folder of its own")
 
 
 _Kind = TypeVar("_Kind", InputMode, Distribution)
@@ -225,10 +263,10 @@ def plan_uploads(channels: Mapping[str, Channel], data_prefix: str) -> tuple[dic
 
 def channel_warnings(channels: Mapping[str, Channel], uploads: tuple[DataUpload, ...], instance_count: int,
                      volume_gb: int, local_nvme: bool) -> list[str]:
-    """What a known local channel says about the plan: fewer objects than instances under
-    ShardedByS3Key ("some nodes won't get any data"), more File-mode data per instance than its
-    volume holds (docs/PLATFORM.md §1.9)."""
-    warnings = []
+    """What the channels say about the plan: an S3 source read as a folder (`s3_prefix`); for a local
+    channel, fewer objects than instances under ShardedByS3Key ("some nodes won't get any data"), more
+    File-mode data per instance than its volume holds (docs/PLATFORM.md §1.9)."""
+    warnings = [w for name, channel in channels.items() if (w := _prefix_warning(name, channel))]
     per_instance = 0.0
     for upload in uploads:
         channel = channels[upload.channel]
@@ -281,5 +319,5 @@ def scan_folder(folder: Path) -> LocalData:
     return LocalData(folder=folder, files=tuple(files), fingerprint=digest.hexdigest())
 
 
-__all__ = ["Channel", "ChannelLike", "DataUpload", "channel_warnings", "data_load", "plan_uploads", "Distribution", "InputMode", "LocalData", "SourceKind",
+__all__ = ["Channel", "ChannelLike", "DataUpload", "channel_keys", "channel_warnings", "s3_prefix", "data_load", "plan_uploads", "Distribution", "InputMode", "LocalData", "SourceKind",
            "channels_from", "scan_folder"]

@@ -181,7 +181,8 @@ def _input_channel(name: str, channel: Channel) -> SdkChannel:
     from sagemaker.core.shapes import DataSource, FileSystemDataSource, S3DataSource
 
     if channel.kind is SourceKind.S3:
-        source = DataSource(s3_data_source=S3DataSource(s3_data_type="S3Prefix", s3_uri=channel.source,
+        # a folder, as local mode reads it (channels.s3_prefix): S3Prefix takes every key starting with S3Uri
+        source = DataSource(s3_data_source=S3DataSource(s3_data_type="S3Prefix", s3_uri=channel.s3_uri,
                                                         s3_data_distribution_type=channel.distribution.value))
     elif channel.kind in (SourceKind.FSX_LUSTRE, SourceKind.EFS):
         fs_id, path = channel.file_system

@@ -62,7 +62,7 @@ def test_a_local_folder_is_uploaded_once_and_the_request_says_how_it_arrives(aws
     assert request["train"]["DataSource"]["S3DataSource"] == {
         "S3DataType": "S3Prefix", "S3Uri": upload.s3_uri, "S3DataDistributionType": "ShardedByS3Key"}
     assert (request["train"]["InputMode"], request["val"]["InputMode"]) == ("File", "FastFile")
-    assert request["val"]["DataSource"]["S3DataSource"]["S3Uri"] == "s3://datasets/val"
+    assert request["val"]["DataSource"]["S3DataSource"]["S3Uri"] == "s3://datasets/val/"  # a folder
 
     # the same data again: the complete copy is found (its marker), nothing is sent; a lost object stays lost
     boto3.client("s3").delete_object(Bucket=DEFAULT_BUCKET, Key=prefix + "meta.json")
@@ -90,3 +90,29 @@ def test_twenty_data_channels_are_refused_before_anything_is_uploaded(aws: str, 
         _fit(source_dir, inputs={f"c{i}": data for i in range(20)})
     assert _nothing_created()
     assert len(_fit(source_dir, inputs={f"c{i}": data for i in range(19)}).plan.request["InputDataConfig"]) == 20
+
+
+def test_an_s3_channel_holds_the_same_keys_in_the_cloud_job_and_the_rehearsal(aws: str, source_dir: Path,
+                                                                            tmp_path: Path) -> None:
+    """S3Prefix delivers every key starting with S3Uri (docs/PLATFORM.md §1.9): s3://datasets/train would also
+    deliver train_v2/b and train.bak in the cloud, while local mode reads the folder train/."""
+    import boto3
+
+    from sm_dist.local.from_plan import local_channels
+
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="datasets")
+    for key in ("train/a", "train_v2/b", "train.bak"):
+        s3.put_object(Bucket="datasets", Key=key, Body=key.encode())
+    settings = dict(source_dir=str(source_dir), instance_type="ml.p4d.24xlarge", role=ROLE_ARN, max_runtime_s=3600,
+                    inputs={"train": "s3://datasets/train"})
+    plan = sm_dist.plan("train.py", **settings)
+    [train] = [c for c in plan.request["InputDataConfig"] if c["ChannelName"] == "train"]
+    assert train["DataSource"]["S3DataSource"]["S3Uri"] == "s3://datasets/train/"
+    assert any(w.startswith("channel train: s3://datasets/train is read as the folder s3://datasets/train/")
+               for w in plan.warnings), plan.warnings
+    folder = local_channels(sm_dist.plan("train.py", local=True, **settings), {}, True, tmp_path / "s3")["train"].folder
+    assert [p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()] == ["a"]
+    # a source that is a folder already is taken as it is, without a warning
+    plain = sm_dist.plan("train.py", **{**settings, "inputs": {"train": "s3://datasets/train/"}})
+    assert not any("read as the folder" in w for w in plain.warnings)

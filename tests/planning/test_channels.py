@@ -23,6 +23,24 @@ def test_a_channel_is_parsed_from_the_cli_form() -> None:
     assert Channel.parse("efs://fs-0123456789abcdef0/datasets").file_system == ("fs-0123456789abcdef0", "/datasets")
 
 
+def test_the_source_may_come_first_unnamed_as_sdk_v2s_training_input_takes_it() -> None:
+    channel = Channel("s3://data/train", mode="FastFile")
+    assert channel == Channel(source="s3://data/train", mode="FastFile")
+    assert (channel.source, channel.mode) == ("s3://data/train", InputMode.FAST_FILE)
+    with pytest.raises(TypeError):  # the rest stay keywords: Channel(src, "FastFile") would read ambiguously
+        Channel("s3://data/train", "FastFile")  # type: ignore[misc]
+
+
+def test_an_s3_source_is_a_folder_in_the_request_and_in_the_keys_it_holds() -> None:
+    from sm_dist.planning.channels import channel_keys, s3_prefix
+
+    assert s3_prefix("s3://data/train") == s3_prefix("s3://data/train/") == "s3://data/train/"
+    assert s3_prefix("s3://data") == "s3://data/"
+    keys = ["train/b", "train/a", "train_v2/b", "train.bak", "train/", "val/c"]
+    assert channel_keys("s3://data/train", keys) == ["train/a", "train/b"]
+    assert channel_keys("s3://data", keys) == sorted(k for k in keys if not k.endswith("/"))
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("s3://data/train,mode=Pipe", "Pipe mode is not supported"),
     ("s3://data/train,mode=Fast", "did you mean 'FastFile'"),
