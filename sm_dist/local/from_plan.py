@@ -148,4 +148,5 @@ def config_from_plan(plan: Plan, code_dir: Path, uri: str | None, job_name: str,
         checkpoint_uri=uri,
         checkpoint_local_path=plan.checkpoint_local_path,
         channels=dict(channels or {}),
+        network_isolation=bool(plan.request.get("EnableNetworkIsolation")),
     )

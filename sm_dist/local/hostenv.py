@@ -8,6 +8,14 @@ host just those platform variables and, for the emulation itself, `SM_DIST_*` se
 rendezvous and master ports (free ones: another job on this machine may hold SageMaker's fixed
 29400 and 7777), and — only where a host cannot have /opt/ml and its own /etc/hosts
 (`sm_dist.local.mountns`) — where its folder is (`SM_DIST_OPT_ML`) and a loopback rendezvous.
+
+Under network isolation (docs/PLATFORM.md §1.7: no outbound calls, S3 included, and no AWS
+credentials in the container; only the peers) a host gets no S3 endpoint and no credentials: the
+local endpoint's address and keys are left out, and the places boto3 would find credentials besides
+the environment — this user's ~/.aws files, an EC2 instance's metadata service — are pointed at
+nothing. The hosts still reach each other on the loopback, as peers do. The emulated checkpoint
+sync runs in local mode's own process (`sm_dist.local.ckpt_sync`), as SageMaker's runs outside the
+container, and keeps working.
 """
 
 from __future__ import annotations
@@ -27,6 +35,10 @@ _HOST_ONLY = re.compile(
     r"^(AWS_.*|SM_.*|SAGEMAKER_.*|TRAINING_JOB_.*|TORCHELASTIC_.*|PET_.*|SLURM_.*|RANK|LOCAL_RANK|WORLD_SIZE|"
     r"LOCAL_WORLD_SIZE|GROUP_RANK|GROUP_WORLD_SIZE|ROLE_RANK|ROLE_WORLD_SIZE|ROLE_NAME|MASTER_ADDR|MASTER_PORT)$"
 )
+#: What an isolated host gets instead of the endpoint and keys: no shared credentials or config file
+#: (this machine's user may have them), no instance metadata (this machine may be an EC2 instance).
+ISOLATED_ENV = {"AWS_SHARED_CREDENTIALS_FILE": os.devnull, "AWS_CONFIG_FILE": os.devnull,
+                "AWS_EC2_METADATA_DISABLED": "true"}
 #: A fake but well-formed ARN: local jobs have no account.
 _ARN = "arn:aws:sagemaker:local:000000000000:training-job/{name}"
 
@@ -51,7 +63,9 @@ def host_environment(
     `Environment` (`Plan.environment`), then the platform's variables, the emulation's ports (`ports`:
     RDZV_PORT_ENV, MASTER_PORT_ENV) and `extra` (the S3 endpoint, the process count) — later wins.
     `private`: the host sees its folder at /opt/ml and its peers by name; else every path is
-    remapped to its folder and the rendezvous is on the loopback address.
+    remapped to its folder and the rendezvous is on the loopback address. Under the job's network
+    isolation `extra`'s AWS_* variables (the endpoint, its keys, the region) are left out and
+    `ISOLATED_ENV` added.
     """
     source = os.environ if base is None else base
     env = {k: v for k, v in source.items() if not _HOST_ONLY.match(k)}
@@ -61,8 +75,12 @@ def host_environment(
     if not private:
         env[OPT_ML_ENV] = str(layout.root)
         env[RDZV_HOST_ENV] = "127.0.0.1"
-    env.update(extra or {})
+    if config.network_isolation:
+        env.update({k: v for k, v in (extra or {}).items() if not k.startswith("AWS_")})
+        env.update(ISOLATED_ENV)
+    else:
+        env.update(extra or {})
     return env
 
 
-__all__ = ["host_environment", "platform_env"]
+__all__ = ["ISOLATED_ENV", "host_environment", "platform_env"]
