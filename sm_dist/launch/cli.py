@@ -30,6 +30,7 @@ _HELP = {
     "environment": "KEY=VALUE, repeatable",
     "inputs": "NAME=s3://uri data channel, repeatable",
     "tags": "KEY=VALUE, repeatable",
+    "output_compression": "gzip, none or auto (default: none when the model's weights reach 1 GiB, else gzip)",
     "infra_stack": "stack from `sm-dist infra deploy` for role and buckets ('' = the last one deployed)",
 }
 _KV_FIELDS = ("hyperparameters", "environment", "inputs", "tags")

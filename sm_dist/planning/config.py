@@ -37,6 +37,8 @@ DEFAULT_PY_VERSION: str | None = None
 DEFAULT_MAX_RESTARTS = 2
 #: ModelTrainer's default volume (train/defaults.py DEFAULT_VOLUME_SIZE).
 DEFAULT_VOLUME_GB = 30
+#: output_compression's values: OutputDataConfig.CompressionType GZIP or NONE, or the plan's choice.
+OUTPUT_COMPRESSIONS = ("auto", "gzip", "none")
 _ENV_KEY_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _TAG_KEY_RE = re.compile(r"[\w\s.:/=+\-@]{1,128}")
 
@@ -117,6 +119,10 @@ class LaunchConfig:
     volume_size_gb: int = DEFAULT_VOLUME_GB
     volume_kms_key: str | None = None
     output_kms_key: str | None = None
+    output_compression: str = "auto"
+    """OutputDataConfig.CompressionType: "gzip" (model.tar.gz), "none" (the model/ files as they are) or
+    "auto": none when the estimate's weights reach 1 GiB (gzip saves little on them, and its time is
+    billed), else gzip (docs/PLATFORM.md §1.1)."""
     subnets: tuple[str, ...] = ()
     security_group_ids: tuple[str, ...] = ()
     network_isolation: bool = False
@@ -141,6 +147,9 @@ class LaunchConfig:
         object.__setattr__(self, "checkpoint_mode", parse_mode(self.checkpoint_mode, "checkpoint_mode"))
         if sum(x is not None for x in (self.params, self.model, self.hf_config)) > 1:
             raise ConfigError("params", self.params, "give only one of params=, model=, hf_config=")
+        if str(self.output_compression).lower() not in OUTPUT_COMPRESSIONS:
+            raise ConfigError("output_compression", self.output_compression, "expected gzip, none or auto")
+        object.__setattr__(self, "output_compression", str(self.output_compression).lower())
         if self.job_name is not None:
             check_job_name(self.job_name)
         if not BASE_JOB_NAME_RE.fullmatch(self.base_job_name):

@@ -386,6 +386,8 @@ def _request_spec(config: LaunchConfig, code: CodePlan, job_name: str, role_arn:
         image_uri=image_uri,
         max_runtime_s=limits.max_runtime_s, max_wait_s=limits.max_wait_s,
         output_s3_uri=output_uri, output_kms_key=config.output_kms_key,
+        output_compression=request_mod.compression_type(config.output_compression, code.sizing.params,
+                                                        config.precision),
         checkpoint_config_uri=ckpt.uri if ckpt.mode == "sagemaker-sync" else None,
         channels=request_mod.channel_sources(code_uri, channels), environment=environment,
         hyperparameters=spec.hyperparameters, tags={**ours, **config.tags},

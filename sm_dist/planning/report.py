@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sm_dist.jobspec import JobSpec
+from sm_dist.planning.channels import SourceKind
 
 if TYPE_CHECKING:
     from sm_dist.planning.plan import Plan
@@ -66,7 +67,7 @@ def render_plan(plan: Plan) -> str:
         f"{_origin_sizes(plan)})",
         *_requirements_lines(plan),
         *_data_lines(plan),
-        f"output       {req['OutputDataConfig']['S3OutputPath']}",
+        f"output       {req['OutputDataConfig']['S3OutputPath']}  ({_compression(req['OutputDataConfig'])})",
         f"checkpoints  {spec.checkpoint.mode}: {spec.checkpoint.uri or spec.checkpoint.local_path or '-'}",
         "cost",
         *_cost_lines(plan),
@@ -85,12 +86,20 @@ def _data_lines(plan: Plan) -> list[str]:
         how = f"{channel.mode.value}, {channel.distribution.value}"
         upload = uploads.get(name)
         if upload is None:
-            lines.append(f"data         {name}: {channel.source} ({how})")
+            source = channel.s3_uri if channel.kind is SourceKind.S3 else channel.source  # as the request names it
+            lines.append(f"data         {name}: {source} ({how})")
             continue
         size = f"{len(upload.data.files):,} files, {upload.data.total_bytes / _MIB:,.1f} MiB"
         where = "copied to every host here" if plan.local else f"uploaded to {upload.s3_uri} unless already there"
         lines.append(f"data         {name}: {channel.source} ({size}; {where}; {how})")
     return lines
+
+
+def _compression(output: dict[str, str]) -> str:
+    """How the model reaches S3 (OutputDataConfig.CompressionType, docs/PLATFORM.md §1.1)."""
+    if output.get("CompressionType", "GZIP") == "NONE":
+        return "model/ uploaded as it is, uncompressed"
+    return "model/ as model.tar.gz, gzip"
 
 
 def _requirements_lines(plan: Plan) -> list[str]:

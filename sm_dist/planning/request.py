@@ -70,6 +70,22 @@ def choose_image(region: str, torch_version: str | None, py_version: str | None,
     return image, note
 
 
+#: From this size of weights, "auto" uploads the model uncompressed: gzip saves 7% of fp32 and 20% of
+#: bf16 weights, at 30-50 MB/s on one core, billed (docs/PLATFORM.md §1.1): about 30 s per GiB.
+UNCOMPRESSED_FROM_BYTES = 2**30
+_WEIGHT_BYTES = {"fp32": 4, "amp": 4, "mixed": 2, "bf16": 2}  # per parameter, as the model is saved
+
+
+def compression_type(setting: str, params: int | None, precision: str) -> str:
+    """OutputDataConfig.CompressionType for output_compression=`setting` ("gzip", "none", "auto"): "auto"
+    is NONE when the estimate's weights (`params` × the precision's bytes) reach UNCOMPRESSED_FROM_BYTES,
+    else GZIP (the platform's default), also when the model size is not known."""
+    if setting != "auto":
+        return setting.upper()
+    weights = (params or 0) * _WEIGHT_BYTES.get(str(precision), 4)
+    return "NONE" if weights >= UNCOMPRESSED_FROM_BYTES else "GZIP"
+
+
 @dataclass(frozen=True, kw_only=True)
 class RequestSpec:
     """What the plan decided, in the terms ModelTrainer takes; `build_request` turns it into the request."""
@@ -89,6 +105,8 @@ class RequestSpec:
     volume_kms_key: str | None = None
     spot: bool = False
     output_kms_key: str | None = None
+    output_compression: str = "GZIP"
+    """OutputDataConfig.CompressionType: GZIP or NONE (`compression_type`)."""
     checkpoint_config_uri: str | None = None
     """CheckpointConfig.S3Uri (its LocalPath is /opt/ml/checkpoints); None: no CheckpointConfig."""
     environment: Mapping[str, str] = field(default_factory=dict)
@@ -133,7 +151,8 @@ def _trainer(spec: RequestSpec, session: SageMakerSession | None, training_mode:
             max_runtime_in_seconds=spec.max_runtime_s, max_wait_time_in_seconds=spec.max_wait_s,
         ),
         output_data_config=OutputDataConfig(
-            s3_output_path=spec.output_s3_uri, kms_key_id=spec.output_kms_key, compression_type="GZIP",
+            s3_output_path=spec.output_s3_uri, kms_key_id=spec.output_kms_key,
+            compression_type=spec.output_compression,
         ),
         checkpoint_config=(CheckpointConfig(s3_uri=spec.checkpoint_config_uri, local_path=CHECKPOINT_LOCAL_PATH)
                            if spec.checkpoint_config_uri else None),
@@ -204,5 +223,5 @@ def s3_join(base: str, *parts: str) -> str:
     return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts if p)])
 
 
-__all__ = ["LAUNCHER_COMMAND", "CODE_DIR", "RequestSpec", "build_request", "validate_request", "default_image",
+__all__ = ["LAUNCHER_COMMAND", "CODE_DIR", "UNCOMPRESSED_FROM_BYTES", "RequestSpec", "compression_type", "build_request", "validate_request", "default_image",
            "choose_image", "channel_sources", "s3_join"]

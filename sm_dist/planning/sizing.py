@@ -35,6 +35,8 @@ class Sizing:
     warnings: tuple[str, ...] = ()
     flops_params: int | None = None
     """Parameters a token's FLOPs count (the active ones of a mixture of experts); None: size not given."""
+    params: int | None = None
+    """Every parameter of the model (what its saved weights hold); None: size not given."""
 
     @property
     def expected_hours(self) -> float | None:
@@ -124,9 +126,10 @@ def choose_strategy(config: LaunchConfig, region: str) -> Sizing:
             raise DoesNotFitError(_fits_message(chosen, fitting, config))
     if config.tokens is None:  # estimated for 1 token: the duration and cost mean nothing
         chosen = chosen._replace(steps=0, hours=None, cost=None)
-    flops_params = est.model.get("flops_params")
+    flops_params, params = est.model.get("flops_params"), est.model.get("params")
     return Sizing(chosen.strategy, chosen, reason, warnings,
-                  flops_params=int(flops_params) if isinstance(flops_params, int) else None)
+                  flops_params=int(flops_params) if isinstance(flops_params, int) else None,
+                  params=int(params) if isinstance(params, int) else None)
 
 
 __all__ = ["Sizing", "choose_strategy"]
