@@ -12,6 +12,7 @@ checks the caller's environment before starting instead of installing into it.
 from __future__ import annotations
 
 import logging
+import platform
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -47,4 +48,6 @@ def install(code_dir: Path, env: Mapping[str, str]) -> None:
         why = errors[0] if errors else f"pip exited with code {done.returncode}"
         raise LaunchFailure(
             f"{REQUIREMENTS_FILE}: {why}. Without internet access (network isolation, a VPC without NAT) put the "
-            f"wheels in the source dir: pip download -r {REQUIREMENTS_FILE} -d {WHEELS_DIR}")
+            f"wheels in the source dir, for this image's Python and platform: pip download -r {REQUIREMENTS_FILE} "
+            f"-d {WHEELS_DIR} --only-binary=:all: --python-version {sys.version_info[0]}.{sys.version_info[1]} "
+            f"--implementation cp --platform manylinux2014_{platform.machine()}")

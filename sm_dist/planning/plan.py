@@ -29,7 +29,7 @@ from sm_dist.errors import ConfigError
 from sm_dist.jobspec import CheckpointSpec, JobSpec
 from sm_dist.metric_format import metric_definitions
 from sm_dist.planning import bundle as bundle_mod
-from sm_dist.planning import preflight
+from sm_dist.planning import preflight, wheels
 from sm_dist.planning import request as request_mod
 from sm_dist.planning.budget import Limits, stopping_limits
 from sm_dist.planning.channels import Channel, DataUpload, channel_warnings, plan_uploads
@@ -235,9 +235,11 @@ def plan_code(config: LaunchConfig, region: str, job_name: str, checkpoint_base:
         hyperparameters=dict(config.hyperparameters), args=tuple(config.args),
     )
     bundle = bundle_mod.collect_bundle(config.source_dir, spec.to_json(), config.ignore_patterns)
+    platform = wheels.image_platform(config, region) if bundle.requirements is not None or bundle.wheels else None
     if bundle.requirements is not None and not bundle.wheels and config.network_isolation:
         raise ConfigError("network_isolation", True, "the container cannot pip-install requirements.txt without "
-                          "network; vendor the wheels into source_dir: pip download -r requirements.txt -d wheels")
+                          f"network; vendor the wheels into source_dir: {wheels.download_command(platform)}")
+    wheels.check_wheels(bundle, platform)
     _check_isolated_restarts(config, checkpoint)
     if inst and inst.region != region:
         warnings.append(f"prices are {inst.region}'s ({inst.price_date}); {region} may differ")

@@ -3,6 +3,7 @@ by the plan, refused under network isolation without vendored wheels, checked lo
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -71,6 +72,35 @@ def test_the_plan_lists_it_and_refuses_network_isolation_without_wheels(source_d
     (source_dir / "wheels" / "transformers-5.0.0-py3-none-any.whl").write_bytes(b"PK")
     isolated = sm_dist.plan("train.py", source_dir=str(source_dir), network_isolation=True, max_restarts=0, **CLOUD)
     assert isolated.bundle.wheels == 1 and "from the bundle's 1 wheels (no index)" in render_plan(isolated)
+
+
+def test_a_wheel_the_images_pip_refuses_is_refused_by_the_plan_with_the_images_download(source_dir: Path) -> None:
+    """`pip download` on a Mac fetches the Mac's wheels; the image (torch 2.13: Python 3.12, Linux x86_64) refuses
+    them at job start, billed. The plan names the wheel and the download for the image's Python and platform."""
+    (source_dir / "requirements.txt").write_text("numpy\n")
+    wheels = source_dir / "wheels"
+    wheels.mkdir()
+    mac = wheels / "numpy-2.1.0-cp311-cp311-macosx_14_0_arm64.whl"
+    mac.write_bytes(b"PK")
+    fix = (r"pip download -r requirements.txt -d wheels --only-binary=:all: --python-version 3\.12 --implementation cp "
+           r"--platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64")
+    with pytest.raises(ConfigError, match=r"wheels='wheels/numpy-2\.1\.0-cp311-cp311-macosx_14_0_arm64\.whl': cannot "
+                       r"install in the job's image \(Python 3\.12, Linux x86_64\); download the image's wheels "
+                       "instead: " + fix):
+        sm_dist.plan("train.py", source_dir=str(source_dir), **CLOUD)
+    mac.unlink()
+    too_new = wheels / "numpy-2.1.0-cp312-cp312-manylinux_2_39_x86_64.whl"  # needs a newer glibc than the image's
+    too_new.write_bytes(b"PK")
+    with pytest.raises(ConfigError, match="manylinux_2_39_x86_64.whl': cannot install"):
+        sm_dist.plan("train.py", source_dir=str(source_dir), **CLOUD)
+    too_new.unlink()
+    for name in ("numpy-2.1.0-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+                 "tqdm-4.67.0-py3-none-any.whl", "cffi_ext-1.0-cp312-abi3-manylinux_2_28_x86_64.whl"):
+        (wheels / name).write_bytes(b"PK")
+    assert sm_dist.plan("train.py", source_dir=str(source_dir), **CLOUD).bundle.wheels == 3
+    shutil.rmtree(wheels)  # no wheels under network isolation: the fix names the image's Python and platform
+    with pytest.raises(ConfigError, match="network_isolation=True: .*" + fix):
+        sm_dist.plan("train.py", source_dir=str(source_dir), network_isolation=True, max_restarts=0, **CLOUD)
 
 
 def test_the_local_check_names_what_this_environment_lacks(tmp_path: Path) -> None:
