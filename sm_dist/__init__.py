@@ -6,11 +6,15 @@ are resolved on first use:
 - `sm_dist.estimate(...)` — memory, time and cost per strategy/instance (standard library only)
 - `sm_dist.plan(...)`, `sm_dist.fit(...)` — plan, then launch on SageMaker (boto3, sagemaker) or,
   with `local=True`, run on this machine; either way the result is a `JobHandle` (`sm_dist.Job` in
-  the cloud, `sm_dist.LocalJob` here, run as `sm_dist.LocalOptions` say)
+  the cloud, `sm_dist.LocalJob` here, run as `sm_dist.LocalOptions` say); their keyword arguments
+  are `sm_dist.LaunchSettings`, so an editor or mypy checks them (a dict of settings too, annotated
+  `settings: sm_dist.LaunchSettings = {...}`)
 - `sm_dist.runtime` — what runs inside the job (torch)
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from sm_dist._lazy import lazy_exports
 from sm_dist._version import __version__
@@ -38,9 +42,23 @@ _LAZY = {
     "LocalOptions": "sm_dist.local.options:LocalOptions",
     "JobHandle": "sm_dist.contract.job:JobHandle",
     "Channel": "sm_dist.planning.channels:Channel",
+    "LaunchSettings": "sm_dist.planning.settings:LaunchSettings",
 }
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
+if TYPE_CHECKING:  # what type checkers and editors see: the same names, never imported at run time
+    # (`x as x`: an explicit re-export, as mypy's no_implicit_reexport wants; tests/test_public_types.py
+    # keeps this list equal to _LAZY)
+    from sm_dist.cloud.job import Job as Job
+    from sm_dist.contract.job import JobHandle as JobHandle
+    from sm_dist.estimator.api import estimate as estimate
+    from sm_dist.launch.api import fit as fit
+    from sm_dist.launch.api import plan as plan
+    from sm_dist.local.job import LocalJob as LocalJob
+    from sm_dist.local.options import LocalOptions as LocalOptions
+    from sm_dist.planning.channels import Channel as Channel
+    from sm_dist.planning.settings import LaunchSettings as LaunchSettings
+else:
+    __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = [
@@ -53,6 +71,7 @@ __all__ = [
     "LocalOptions",
     "JobHandle",
     "Channel",
+    "LaunchSettings",
     "SmDistError",
     "ConfigError",
     "CatalogError",

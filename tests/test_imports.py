@@ -78,6 +78,10 @@ CORE_EXCEPTIONS = {
     ("sm_dist.notebook.plot", "matplotlib"),
     ("sm_dist.notebook.live", "IPython"),
 }
+#: The package itself (sm_dist/__init__.py) names its lazy exports from every world under
+#: `if TYPE_CHECKING:`, for type checkers only (tests/test_public_types.py keeps them equal to
+#: `_LAZY`); at run time each loads on first access. No other module gets this.
+PUBLIC_FACE = "sm_dist"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -171,6 +175,8 @@ def problem(edge: Edge) -> str | None:
     """Why `edge` breaks the rule, or None."""
     world = world_of(edge.importer)
     assert world is not None, edge.importer
+    if edge.type_only and edge.importer == PUBLIC_FACE:
+        return None
     target = world_of(edge.imported)
     if target is not None:
         if target in ALLOWED[world]:
@@ -293,6 +299,14 @@ def test_the_walk_sees_function_level_literal_and_package_imports() -> None:
         "sm_dist.planning.fake:8: plan module imports sm_dist.runtime (runtime world); plan may import core, plan",
         "sm_dist.planning.fake:9: plan module imports third-party yaml at import time; not allowed for the plan world",
     ]
+
+
+def test_only_the_public_face_names_other_worlds_for_type_checkers() -> None:
+    """sm_dist/__init__.py's `if TYPE_CHECKING:` imports may name the facade; a core module's may not."""
+    type_only = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from sm_dist.launch.api import fit\n"
+    modules = {"sm_dist": type_only, "sm_dist.vocab": type_only, "sm_dist.launch.api": ""}
+    assert list(violations(modules, frozenset({"sm_dist"}))) == [
+        "sm_dist.vocab:3: core module imports sm_dist.launch.api (facade world); core may import core"]
 
 
 def test_the_backends_are_peers() -> None:

@@ -9,6 +9,8 @@ only inside the functions that call AWS.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sm_dist._lazy import lazy_exports
 
 _LAZY = {
@@ -16,6 +18,10 @@ _LAZY = {
     "Job": "sm_dist.cloud.job:Job",
 }
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
+if TYPE_CHECKING:  # what type checkers see; tests/test_public_types.py keeps it equal to _LAZY
+    from sm_dist.cloud.job import Job as Job
+    from sm_dist.cloud.submit import run as run
+else:
+    __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 __all__ = ["Job", "run"]

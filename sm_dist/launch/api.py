@@ -7,9 +7,10 @@
     job = sm_dist.fit(..., wait=False)   # the same plan, then upload + CreateTrainingJob
 
 Keyword arguments are the fields of `LaunchConfig` (unknown ones are refused with a
-suggestion). Making the plan is one step (`sm_dist.planning`); `fit` then hands it to a backend:
-the cloud one (`sm_dist.cloud.run`: upload + create, returns a `Job`) or, with `local=True`, the
-local one (`sm_dist.local.run`: the job on this machine, returns a `LocalJob`). Both handles are
+suggestion), typed as `LaunchSettings`, so an editor or mypy finds a misspelled one before it runs.
+Making the plan is one step (`sm_dist.planning`); `fit` then hands it to a backend: the cloud one
+(`sm_dist.cloud.run`: upload + create, returns a `Job`) or, with `local=True`, the local one
+(`sm_dist.local.run`: the job on this machine, returns a `LocalJob`). Both handles are
 `sm_dist.contract.job.JobHandle`s. A local plan needs no AWS setting. Neither backend imports
 this module or the other backend.
 """
@@ -31,12 +32,17 @@ from sm_dist.planning.plan import Plan, launch_config, make_plan, new_job_name, 
 
 if TYPE_CHECKING:
     from boto3 import Session
+    from typing_extensions import Unpack  # typing.Unpack is 3.11+; only type checkers read this
+
+    from sm_dist.planning.settings import LaunchSettings
 
 #: What `fit(local_options=...)` takes: the record, or a dict of its fields.
 LocalOptionsLike: TypeAlias = LocalOptions | Mapping[str, object] | None
 
 
-def plan(entry: str, *, local: bool = False, session: Session | None = None, **settings: object) -> Plan:
+def plan(
+    entry: str, *, local: bool = False, session: Session | None = None, **settings: Unpack[LaunchSettings],
+) -> Plan:
     """Check the settings and return the frozen plan: request, bundle manifest, cost, warnings.
 
     Creates nothing; reads AWS (read-only) only to resolve what was not given (role, infra).
@@ -48,18 +54,19 @@ def plan(entry: str, *, local: bool = False, session: Session | None = None, **s
 
 @overload
 def fit(entry: str, *, wait: bool = ..., dry_run: Literal[True], local: bool = ..., session: Session | None = ...,
-        validate_role: bool = ..., local_options: LocalOptionsLike = ..., **settings: object) -> Plan: ...
+        validate_role: bool = ..., local_options: LocalOptionsLike = ...,
+        **settings: Unpack[LaunchSettings]) -> Plan: ...
 @overload
 def fit(entry: str, *, wait: bool = ..., dry_run: Literal[False] = ..., local: Literal[True],
         session: Session | None = ..., validate_role: bool = ..., local_options: LocalOptionsLike = ...,
-        **settings: object) -> LocalJob: ...
+        **settings: Unpack[LaunchSettings]) -> LocalJob: ...
 @overload
 def fit(entry: str, *, wait: bool = ..., dry_run: Literal[False] = ..., local: Literal[False] = ...,
         session: Session | None = ..., validate_role: bool = ..., local_options: None = ...,
-        **settings: object) -> Job: ...
+        **settings: Unpack[LaunchSettings]) -> Job: ...
 def fit(
     entry: str, *, wait: bool = False, dry_run: bool = False, local: bool = False, session: Session | None = None,
-    validate_role: bool = True, local_options: LocalOptionsLike = None, **settings: object,
+    validate_role: bool = True, local_options: LocalOptionsLike = None, **settings: Unpack[LaunchSettings],
 ) -> Plan | LocalJob | Job:
     """Plan, then run: upload the code and create the training job; returns its `Job`.
 

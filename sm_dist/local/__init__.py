@@ -8,6 +8,8 @@ not import the whole backend.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sm_dist._lazy import lazy_exports
 
 _LAZY = {
@@ -17,6 +19,12 @@ _LAZY = {
     "LocalOptions": "sm_dist.local.options:LocalOptions",
 }
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
+if TYPE_CHECKING:  # what type checkers see; tests/test_public_types.py keeps it equal to _LAZY
+    from sm_dist.local.api import run as run
+    from sm_dist.local.api import run_local as run_local
+    from sm_dist.local.job import LocalJob as LocalJob
+    from sm_dist.local.options import LocalOptions as LocalOptions
+else:
+    __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 __all__ = ["LocalJob", "LocalOptions", "run", "run_local"]

@@ -24,9 +24,10 @@ from sm_dist.vocab import did_you_mean
 class LocalOptions:
     """How to run a plan on this machine (every field has a default)."""
 
-    chaos: tuple[str | Fault, ...] = ()
+    chaos: Iterable[str | Fault] = ()
     """Faults to inject: "kill:STEP", "kill:SECONDSs", "sigterm:STEP", "crash-in-save:STEP",
-    "s3-faults[:SECONDS]" (combinable; see `sm_dist.local.chaos`)."""
+    "s3-faults[:SECONDS]" (combinable; see `sm_dist.local.chaos`). A list, a tuple or one spec;
+    held as a tuple."""
     verify: bool = False
     """Run the job again without chaos and compare the final models."""
     root: str | Path | None = None

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TypeAlias, TypeVar
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 from sm_dist.contract.sagemaker import check_channel_name
 from sm_dist.errors import ConfigError
@@ -61,6 +61,10 @@ class Channel:
     _: KW_ONLY
     mode: InputMode = InputMode.FILE
     distribution: Distribution = Distribution.FULLY_REPLICATED
+
+    if TYPE_CHECKING:  # what the constructor takes (the fields hold the normalized values; tests/test_public_types.py)
+        def __init__(self, source: str | os.PathLike[str], *, mode: InputMode | str = ...,
+                     distribution: Distribution | str = ...) -> None: ...
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "source", str(self.source))

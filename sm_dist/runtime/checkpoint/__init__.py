@@ -14,6 +14,8 @@ Checkpointer needs torch, so public names resolve on first access (PEP 562).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sm_dist._lazy import lazy_exports
 
 _LAZY = {
@@ -25,7 +27,15 @@ _LAZY = {
     "SageMakerSyncStorage": "sm_dist.runtime.checkpoint.sagemaker_sync:SageMakerSyncStorage",
 }
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
+if TYPE_CHECKING:  # what type checkers see; tests/test_public_types.py keeps it equal to _LAZY
+    from sm_dist.contract.checkpoint import Manifest as Manifest
+    from sm_dist.runtime.checkpoint.checkpointer import Checkpointer as Checkpointer
+    from sm_dist.runtime.checkpoint.load import ResumeState as ResumeState
+    from sm_dist.runtime.checkpoint.s3 import S3Storage as S3Storage
+    from sm_dist.runtime.checkpoint.sagemaker_sync import SageMakerSyncStorage as SageMakerSyncStorage
+    from sm_dist.runtime.checkpoint.storage import LocalStorage as LocalStorage
+else:
+    __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = sorted(_LAZY)

@@ -1,0 +1,79 @@
+"""`LaunchSettings`: the keyword arguments of `sm_dist.plan`/`sm_dist.fit`, as a type checker sees them.
+
+`fit("train.py", **settings)` builds a `LaunchConfig` from them, which refuses an unknown key at
+run time; typed as `**settings: Unpack[LaunchSettings]`, a misspelled keyword (`instance_cout=2`)
+or a wrong type is also an error in the user's editor and mypy, before anything runs. The keys are
+LaunchConfig's fields except `entry` (fit's first argument); each type is the field's, or what the
+field's check accepts and normalizes (a list for a tuple, "bf16" for `Precision.BF16`, a source
+string for a `Channel`). tests/test_public_types.py keeps the two equal.
+
+    settings: sm_dist.planning.settings.LaunchSettings = {"instance_type": "ml.g5.xlarge", "instance_count": 2}
+    sm_dist.plan("train.py", **settings)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, TypedDict
+
+from sm_dist.planning.channels import Channel
+from sm_dist.vocab import Precision, Strategy
+
+
+class LaunchSettings(TypedDict, total=False):
+    """Every setting of `sm_dist.fit`/`plan` (LaunchConfig's fields but `entry`); see LaunchConfig's docs."""
+
+    instance_type: str
+    source_dir: str
+    instance_count: int
+    strategy: str | Strategy
+    precision: Precision | str  # "bf16"
+    params: float | None
+    model: str | None
+    hf_config: str | None
+    tokens: float | None
+    seq_len: int | None
+    micro_batch: int
+    seed: int
+    nproc_per_node: int | None
+    max_restarts: int
+    checkpoint_s3_uri: str | None
+    checkpoint_mode: str
+    checkpoint_interval_steps: int | None
+    checkpoint_keep: int | None
+    async_checkpoint: bool
+    spot: bool
+    max_cost_usd: float | None
+    max_runtime_s: int | None
+    max_wait_s: int | None
+    retry_attempts: int | None
+    hyperparameters: Mapping[str, Any]
+    args: tuple[str, ...] | list[str]  # a list where the config holds a tuple (a bare str is refused)
+    environment: Mapping[str, str]
+    # a Channel, its source (s3://..., a local folder, fsx-lustre://..., efs://...) or a config
+    # file's {source:, mode:, distribution:} (channels_from)
+    inputs: Mapping[str, Channel | str | os.PathLike[str] | Mapping[str, str]]
+    metrics: tuple[str, ...] | list[str]
+    role: str | None
+    infra_stack: str | None
+    output_s3_uri: str | None
+    region: str | None
+    image_uri: str | None
+    torch_version: str | None
+    py_version: str | None
+    job_name: str | None
+    base_job_name: str
+    volume_size_gb: int
+    volume_kms_key: str | None
+    output_kms_key: str | None
+    output_compression: str
+    subnets: tuple[str, ...] | list[str]
+    security_group_ids: tuple[str, ...] | list[str]
+    network_isolation: bool
+    encrypt_inter_container_traffic: bool
+    tags: Mapping[str, str]
+    ignore_patterns: tuple[str, ...] | list[str]
+
+
+__all__ = ["LaunchSettings"]
