@@ -21,6 +21,9 @@ def test_every_required_type_is_there_with_a_dated_sourced_price() -> None:
     assert set(REQUIRED) <= names
     for inst in list_instances():
         assert inst.price_date and inst.price_source, inst.name
+        # a source a user can open: the pricing page's address, read or not found there
+        assert "https://aws.amazon.com/sagemaker-ai/pricing/" in inst.price_source, inst.name
+        assert inst.ec2_price_derived or "https://aws.amazon.com/ec2/pricing/on-demand/" in inst.ec2_price_source
         assert inst.sagemaker_usd_per_hour > inst.ec2_usd_per_hour > 0, inst.name
         assert inst.gpus >= 1 and inst.gpu_memory_bytes > 0 and inst.peak_tflops > 0
 
