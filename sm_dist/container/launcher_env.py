@@ -29,6 +29,7 @@ from sm_dist.contract.container import (
     EFA_RDMA_TYPES,
     EFA_TYPES,
     LOCAL_ADDR_ENV,
+    NETWORK_ISOLATION_ENV,
     NPROC_ENV,
     RDZV_HOST_ENV,
     RDZV_PORT_ENV,
@@ -162,11 +163,12 @@ def script_argv(spec: JobSpec, code_dir: Path) -> list[str]:
     return argv + spec.script_args()
 
 
-def restores_folder(spec: JobSpec) -> bool:
+def restores_folder(spec: JobSpec, isolated: bool = False) -> bool:
     """Whether restarted workers first get the checkpoint folder SageMaker would restore
-    (`sm_dist.container.worker`): a script, not a function entry, checkpointing through
-    CheckpointConfig (the folder is synced to a URI)."""
-    return not entry_is_function(spec.entry) and spec.checkpoint.mode is CheckpointMode.SAGEMAKER_SYNC
+    (`sm_dist.container.worker`): a job checkpointing through CheckpointConfig (the folder is synced
+    to a URI) whose entry is a script — or any entry under network isolation, where sm_dist's
+    checkpointer cannot fetch another host's shards from S3 either (docs/PLATFORM.md §1.7)."""
+    return (isolated or not entry_is_function(spec.entry)) and spec.checkpoint.mode is CheckpointMode.SAGEMAKER_SYNC
 
 
 def torchrun_argv(topo: Topology, spec: JobSpec, code_dir: Path, run_id: str) -> list[str]:
@@ -196,7 +198,8 @@ def worker_env(env: Mapping[str, str], topo: Topology, root: Path, code_dir: Pat
     if state_dir is not None:
         out[worker.STATE_ENV] = str(state_dir)
         out[worker.RDZV_ENDPOINT_ENV] = f"{topo.rdzv_host}:{topo.rdzv_port}"
-        if spec is not None and restores_folder(spec):
+        out[worker.HOST_ADDR_ENV] = topo.local_addr  # where the peers reach this host (an isolated restore)
+        if spec is not None and restores_folder(spec, env.get(NETWORK_ISOLATION_ENV) == "1"):
             out[worker.RESTORE_ENV] = "1"
     out[JOB_SPEC_ENV] = str(code_dir / JOB_SPEC_FILENAME)
     out[INTERRUPT_MARKER_ENV] = str(marker)

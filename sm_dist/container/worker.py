@@ -16,7 +16,9 @@ resumes differently on each host, or not at all.
 On the first start of the workers on a host this does nothing but ``exec`` the script runner
 (same pid). On a later start, the host's local rank 0 runs ``python -m
 sm_dist.runtime.checkpoint.folder_restore`` (waits until this host's files are in S3, waits for
-every host, then makes the folder what S3 holds) while the other local ranks wait for it; a
+every host, then makes the folder what S3 holds; under network isolation, which forbids S3, it makes
+the folder what the hosts' folders hold together, over the cluster network) while the other local
+ranks wait for it; a
 restore that fails is tried again, then fails the worker with its reason: a script never starts on
 a folder that could not be restored. Then every rank ``exec``s ``python -u -m
 sm_dist.runtime.run_script SCRIPT ARGS`` (the script as ``__main__``, then the rank's end: see that
@@ -39,7 +41,7 @@ from pathlib import Path
 
 from sm_dist.container import outside_files
 from sm_dist.container.outside_files import OutsideFile
-from sm_dist.contract.container import opt_ml_root, read_checkpoint_config
+from sm_dist.contract.container import NETWORK_ISOLATION_ENV, opt_ml_root, read_checkpoint_config
 
 #: The launcher's per-host scratch folder (it is created by the launcher and removed when it exits).
 STATE_ENV = "SM_DIST_WORKER_STATE"
@@ -47,6 +49,9 @@ STATE_ENV = "SM_DIST_WORKER_STATE"
 RDZV_ENDPOINT_ENV = "SM_DIST_RDZV_ENDPOINT"
 #: "1": restore the checkpoint folder on restarts (a script checkpointing through CheckpointConfig).
 RESTORE_ENV = "SM_DIST_RESTORE_CHECKPOINT_FOLDER"
+#: This host's address for its peers (torchrun's --local-addr): under network isolation the restore
+#: serves this host's folder there and fetches what it lacks from the other hosts' (docs/PLATFORM.md §1.7).
+HOST_ADDR_ENV = "SM_DIST_HOST_ADDR"
 #: Written by the launcher into STATE_ENV's folder when it stops torchrun instead of letting it restart.
 STOP_FILE = "stop"
 #: Written by the launcher into STATE_ENV's folder when it starts: files older than it are not the script's.
@@ -139,12 +144,16 @@ def restore_command(env: Mapping[str, str]) -> list[str] | None:
         return None
     if config is None or config.s3_uri is None:
         return None
-    return [
+    command = [
         sys.executable, "-m", "sm_dist.runtime.checkpoint.folder_restore",
         "--folder", config.local_path, "--uri", config.s3_uri,
         "--endpoint", env.get(RDZV_ENDPOINT_ENV, ""), "--hosts", ",".join(_hosts(env)),
         "--round", round_id(env), "--host", env.get("SM_CURRENT_HOST", ""),
     ]
+    if env.get(NETWORK_ISOLATION_ENV) == "1":  # no S3 in the container: from the peers' folders
+        command += ["--peers", "--address", env.get(HOST_ADDR_ENV) or env.get("SM_CURRENT_HOST", ""),
+                    "--state", env.get(STATE_ENV, "")]
+    return command
 
 
 def _hosts(env: Mapping[str, str]) -> list[str]:

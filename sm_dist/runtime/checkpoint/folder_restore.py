@@ -19,6 +19,9 @@ Run by `sm_dist.container.worker` on each host's local rank 0 when torchrun rest
    written at the URI after the local copy), and delete what the URI no longer has (another
    host's retention deleted it). The URI is the truth, as at job start.
 
+Under network isolation (``--peers``) the container has no S3: the folder is made what the hosts'
+folders hold together instead, over the cluster network (`sm_dist.runtime.checkpoint.peer_restore`).
+
 A step that fails makes the exit code non-zero with the reason in one line (``--reason-file``):
 the worker tries again, then refuses to start the script on a folder it could not restore.
 sm_dist's own step folders (``step-000000120/``) are left alone: its checkpointer fetches only
@@ -307,10 +310,16 @@ def meet(endpoint: str, key: str, hosts: Sequence[str], me: str, timeout: float 
         time.sleep(_POLL_S)
 
 
+def _outside_of(text: str) -> tuple[str, ...]:
+    """A host's share: the JSON list of its files outside the folder, or the peer restore's record holding it."""
+    data = json.loads(text or "[]")
+    return tuple(sorted(data.get("outside", []) if isinstance(data, dict) else data))
+
+
 def split_resume(shared: dict[str, str]) -> str | None:
     """What differs between the hosts' checkpoint-like files outside the synced folder (each host
     shares a JSON list of them), or None when every host has the same."""
-    lists = {host: tuple(sorted(json.loads(text or "[]"))) for host, text in shared.items() if text != NOT_RESTORING}
+    lists = {host: _outside_of(text) for host, text in shared.items() if text != NOT_RESTORING}
     if len(set(lists.values())) <= 1:
         return None
     every = sorted({name for names in lists.values() for name in names})
@@ -350,6 +359,44 @@ class RestoreFailed(Exception):
     """A step of the restore failed; the message is the reason, in one line."""
 
 
+def _said_split(shared: dict[str, str], folder: Path) -> bool:
+    """Print the split-resume line when the hosts' files outside the folder differ; whether they did."""
+    split = split_resume(shared)
+    if split:  # read by the launcher's failure watch: the reason if the job then fails (a hang, a rendezvous error)
+        print(f"{SPLIT_RESUME_PREFIX}{split} (outside the checkpoint folder {folder}, which alone is synced): the "
+              "hosts resume from different states; save the script's checkpoints under the checkpoint folder "
+              "(SM_CHECKPOINT_DIR)", file=sys.stderr, flush=True)
+    return split is not None
+
+
+def _names(names: Sequence[str]) -> str:
+    more = len(names) - REPORT_FILES
+    return ", ".join(names[:REPORT_FILES]) + (f" and {more} more" if more > 0 else "")
+
+
+def run_peers(folder: Path, endpoint: str, hosts: Sequence[str], round_key: str, host: str, address: str,
+              state: Path | None, outside: Sequence[str] = ()) -> int:
+    """Under network isolation: the folder made what the hosts' folders hold together
+    (`sm_dist.runtime.checkpoint.peer_restore`), over the cluster network instead of S3."""
+    from sm_dist.runtime.checkpoint import peer_restore
+
+    def bound(suffix: str, share: str, wait_for: Sequence[str] | None, timeout: float) -> tuple[list[str], dict[str, str]]:
+        return meet(endpoint, round_key + suffix, hosts if wait_for is None else wait_for, host, timeout, share)
+
+    shared, done = peer_restore.restore(folder, host, hosts, address or host, state, outside, bound,
+                                        (MEET_TIMEOUT_S, SETTLE_LIMIT_S))
+    if done.conflicts:
+        _log.warning("%s: %s: another host wrote these names later (another size or time): more than one host "
+                     "writes them into the checkpoint folder and the last write wins (Hugging Face: "
+                     "save_on_each_node=True; save on one node, or give each host its own names); every host gets "
+                     "the newest copy", host, _names(done.conflicts))
+    split = _said_split(shared, folder)
+    fetched = sum(held.size for _, held in done.fetch.values())
+    _log.info("%s: checkpoint folder restored from the other hosts (network isolation: no S3 in the container): "
+              "%d file(s) fetched (%.1f MiB), %d deleted", host, len(done.fetch), fetched / 2**20, len(done.delete))
+    return RESTORE_SPLIT if split else 0
+
+
 def run(folder: Path, uri: str, endpoint: str, hosts: Sequence[str], round_key: str, host: str,
         outside: Sequence[str] = ()) -> int:
     remote = remote_for(uri)
@@ -361,17 +408,11 @@ def run(folder: Path, uri: str, endpoint: str, hosts: Sequence[str], round_key: 
         _log.warning("%s: %s at %s is another host's copy (another size, written later): more than one host writes "
                      "this name into the checkpoint folder and the last upload wins (Hugging Face: "
                      "save_on_each_node=True; save on one node, or give each host its own names); every host gets "
-                     "the URI's copy", host, ", ".join(settled.conflicts[:REPORT_FILES])
-                     + (f" and {len(settled.conflicts) - REPORT_FILES} more" if len(settled.conflicts) > REPORT_FILES
-                        else ""), uri)
+                     "the URI's copy", host, _names(settled.conflicts), uri)
     missing, shared = meet(endpoint, round_key, hosts, host, share=json.dumps(sorted(outside)))
     if missing:
         raise RestoreFailed(f"{', '.join(missing)} did not reach the restore in {MEET_TIMEOUT_S:.0f} s")
-    split = split_resume(shared)
-    if split:  # read by the launcher's failure watch: the reason if the job then fails (a hang, a rendezvous error)
-        print(f"{SPLIT_RESUME_PREFIX}{split} (outside the checkpoint folder {folder}, which alone is synced): the "
-              "hosts resume from different states; save the script's checkpoints under the checkpoint folder "
-              "(SM_CHECKPOINT_DIR)", file=sys.stderr, flush=True)
+    split = _said_split(shared, folder)
     got, deleted = restore(folder, remote)
     _log.info("%s: checkpoint folder restored from %s: %d file(s) downloaded, %d deleted", host, uri, len(got),
               len(deleted))
@@ -388,15 +429,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="")
     parser.add_argument("--reason-file", type=Path, default=None, help="where a failure's one-line reason goes")
     parser.add_argument("--outside", default="[]", help="JSON list: this host's checkpoint-like files outside --folder")
+    parser.add_argument("--peers", action="store_true", help="network isolation: restore from the other hosts, not S3")
+    parser.add_argument("--address", default="", help="with --peers: this host's address for its peers")
+    parser.add_argument("--state", type=Path, default=None, help="with --peers: the launcher's state folder")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[sm_dist worker] %(message)s", stream=sys.stderr)
     for noisy in ("botocore", "boto3", "s3transfer", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     hosts = [h for h in args.hosts.split(",") if h]
+    from sm_dist.runtime.checkpoint.peer_restore import PeerRestoreFailed
+
     try:
+        if args.peers:
+            return run_peers(args.folder, args.endpoint, hosts, args.round, args.host, args.address,
+                             args.state, json.loads(args.outside))
         return run(args.folder, args.uri, args.endpoint, hosts, args.round, args.host, json.loads(args.outside))
     except Exception as exc:  # one line: the worker retries, then fails with it
-        reason = str(exc) if isinstance(exc, RestoreFailed) else f"{type(exc).__name__}: {exc}"
+        reason = str(exc) if isinstance(exc, (RestoreFailed, PeerRestoreFailed)) else f"{type(exc).__name__}: {exc}"
         reason = reason.splitlines()[0] if reason else type(exc).__name__
         _log.error("%s: checkpoint folder restore failed: %s", args.host, reason)
         if args.reason_file is not None:

@@ -12,6 +12,10 @@ undocumented ``<file>.sagemaker-uploaded`` markers. So this storage:
   by asking S3 when it is reachable, else by the uploader's markers; unconfirmed, it keeps it;
 * fills files missing on this host (another host's shards after an in-job restart) from S3
   when the URI is known.
+
+Under network isolation (the plan's SM_DIST_NETWORK_ISOLATION) the container has no S3 and no
+credentials (docs/PLATFORM.md §1.7): it never asks S3 — the markers confirm uploads, and a restarted
+host's folder already holds the other hosts' files (the worker's restore, from its peers).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sm_dist.contract.checkpoint import MANIFEST_NAME, Manifest, step_dirname
-from sm_dist.contract.container import SYNC_IGNORE_SUFFIX, SYNC_UPLOADED_SUFFIX
+from sm_dist.contract.container import NETWORK_ISOLATION_ENV, SYNC_IGNORE_SUFFIX, SYNC_UPLOADED_SUFFIX
 from sm_dist.errors import CheckpointError
 from sm_dist.runtime.checkpoint.storage import LocalStorage, verify_files
 
@@ -58,7 +62,7 @@ class SageMakerSyncStorage(LocalStorage):
         return self._stage  # outside LocalPath: the uploader never sees staged files
 
     def _s3(self) -> S3Storage | None:
-        if not self.s3_uri:
+        if not self.s3_uri or os.environ.get(NETWORK_ISOLATION_ENV) == "1":
             return None
         from sm_dist.runtime.checkpoint.s3 import S3Storage
 
