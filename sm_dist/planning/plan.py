@@ -169,19 +169,6 @@ def _checkpointing(config: LaunchConfig, infra_base: str | None, job_name: str,
     ), warnings + mode_warnings
 
 
-def _check_isolated_restarts(config: LaunchConfig, checkpoint: CheckpointSpec) -> None:
-    """Refuse in-job restarts that cannot resume: under network isolation the container reaches no S3,
-    so a restarted host of a script that checkpoints into /opt/ml/checkpoints cannot fetch what the
-    other hosts saved (the restore reads the URI; docs/PLATFORM.md §1.7). A retried job can: SageMaker
-    restores the URI into every host's folder when a job starts."""
-    if (config.network_isolation and config.instance_count > 1 and config.max_restarts
-            and checkpoint.mode == "sagemaker-sync" and _own_script(config)):
-        raise ConfigError("max_restarts", config.max_restarts, "with network_isolation=True a restarted host cannot "
-                          "fetch the checkpoints the other hosts saved (isolation forbids S3); pass max_restarts=0 "
-                          "and retry_attempts=N (--retry-attempts): SageMaker restores every host from the "
-                          "checkpoint URI when it retries the job")
-
-
 _IMPORTS_SM_DIST = re.compile(rb"^\s*(?:from|import)\s+sm_dist\b", re.MULTILINE)
 
 
@@ -222,7 +209,7 @@ def plan_code(config: LaunchConfig, region: str, job_name: str, checkpoint_base:
     sizing = choose_strategy(config, region) if inst else _unchecked(config)
     warnings += preflight.check_topology(sizing.strategy, config.instance_count, config.nproc_per_node)
     preflight.check_hyperparameters(config.hyperparameters)
-    preflight.check_environment(config.environment, len(BASE_ENVIRONMENT))
+    preflight.check_environment(config.environment, len(BASE_ENVIRONMENT) + config.network_isolation)
     for arg in config.args:
         preflight.check_exec_text("args", arg)
     checkpoint, ckpt_warnings = _checkpointing(config, checkpoint_base, job_name, default_checkpoint_base)
@@ -240,7 +227,8 @@ def plan_code(config: LaunchConfig, region: str, job_name: str, checkpoint_base:
         raise ConfigError("network_isolation", True, "the container cannot pip-install requirements.txt without "
                           f"network; vendor the wheels into source_dir: {wheels.download_command(platform)}")
     wheels.check_wheels(bundle, platform)
-    _check_isolated_restarts(config, checkpoint)
+    warnings += preflight.check_isolated_restarts(config.network_isolation, config.instance_count,
+                                                  config.max_restarts, checkpoint.mode)
     if inst and inst.region != region:
         warnings.append(f"prices are {inst.region}'s ({inst.price_date}); {region} may differ")
     return CodePlan(sizing, spec, bundle, inst, (*warnings, *sizing.warnings, *ckpt_warnings, *bundle.warnings))
@@ -269,7 +257,7 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
     # the checks that need nothing from AWS run before any lookup (plan_code repeats them)
     preflight.check_instance(config.instance_type, region)
     preflight.check_hyperparameters(config.hyperparameters)
-    preflight.check_environment(config.environment, len(BASE_ENVIRONMENT))
+    preflight.check_environment(config.environment, len(BASE_ENVIRONMENT) + config.network_isolation)
     preflight.check_channel_count(config.inputs)
     image_uri, image_torch, image_notes = _image(config, region)
     job_name = config.job_name or new_job_name(config.base_job_name)
@@ -280,7 +268,7 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
     usd_per_hour = code.instance.sagemaker_usd_per_hour * config.instance_count if code.instance else None
     limits, limit_warnings = stopping_limits(config, usd_per_hour, code.sizing.expected_hours)
     code_uri = request_mod.s3_join(where.output_s3_uri, job_name, "input", request_mod.CODE_CHANNEL) + "/"
-    environment = {**BASE_ENVIRONMENT, **config.environment}
+    environment = {**BASE_ENVIRONMENT, **config.environment, **preflight.isolation_environment(config.network_isolation)}
     channels, uploads = plan_uploads(config.inputs, request_mod.s3_join(where.output_s3_uri, DATA_PREFIX))
     box = hardware(config.instance_type)
     data_warnings = channel_warnings(config.inputs, uploads, config.instance_count, config.volume_size_gb,

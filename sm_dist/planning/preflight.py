@@ -16,6 +16,7 @@ import re
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
+from sm_dist.contract.container import NETWORK_ISOLATION_ENV
 from sm_dist.errors import CatalogError, ConfigError
 from sm_dist.vocab import Strategy, did_you_mean
 
@@ -156,6 +157,28 @@ def check_checkpointing(spot: bool, mode: str, uri: str | None, *, instance_coun
     return mode, warnings
 
 
+def isolation_environment(network_isolation: bool) -> dict[str, str]:
+    """What the container is told of its network isolation (the platform tells it nothing): sm_dist's
+    launcher then restores a restarted host's checkpoint folder from its peers, not from S3."""
+    return {NETWORK_ISOLATION_ENV: "1"} if network_isolation else {}
+
+
+def check_isolated_restarts(network_isolation: bool, instance_count: int, max_restarts: int, mode: str) -> list[str]:
+    """What an in-job restart does under network isolation on several instances (docs/PLATFORM.md §1.7).
+
+    The container has no S3 (nor credentials), so a restarted host cannot fetch from the checkpoint
+    URI what the other hosts saved, as it does without isolation. Isolation does allow traffic
+    between the job's instances: the restarted hosts get those files from each other's folders. A
+    whole-job retry (RetryStrategy) is no substitute: SageMaker retries only on InternalServerError,
+    never after a worker failed. Mode "local" here is a local plan's, which local mode syncs.
+    """
+    if not (network_isolation and instance_count > 1 and max_restarts and mode in ("sagemaker-sync", "local")):
+        return []
+    return [f"network isolation on {instance_count} instances: after an in-job restart (max_restarts "
+            f"{max_restarts}) each host gets the checkpoint files it lacks from the other hosts over the cluster "
+            "network, not from S3, which the container cannot reach"]
+
+
 def check_hyperparameters(hps: Mapping[str, Any]) -> None:
     """Refuse secrets, bad flag names, values the API or a process argument cannot hold."""
     if len(hps) > MAX_HYPERPARAMETERS:
@@ -227,5 +250,5 @@ def check_tags(user_tags: Mapping[str, str], ours: int) -> None:
 
 __all__ = [
     "MAX_INPUT_CHANNELS", "check_instance", "check_topology", "check_checkpointing", "check_hyperparameters",
-    "check_environment", "check_channel_count", "check_exec_text", "check_tags", "tag_text_ok", "training_instance_types",
+    "check_isolated_restarts", "isolation_environment", "check_environment", "check_channel_count", "check_exec_text", "check_tags", "tag_text_ok", "training_instance_types",
 ]
