@@ -10,7 +10,8 @@ never hears a stop or a spot interruption (docs/PLATFORM.md §1.3). This launche
 2. starts ``python -m torch.distributed.run`` with c10d rendezvous on the first host (which
    explicitly hosts the store: ``is_host``), ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` and
    ``--max-restarts`` from the job spec (docs/PLATFORM.md §2.3: the restart setup that recovered);
-3. forwards SIGTERM/SIGINT to torchrun, which relays them to the workers;
+3. forwards SIGTERM/SIGINT to torchrun, which relays them to the workers, and waits for the orphans it
+   adopts (a killed rank's DataLoader workers) so none stays a zombie (`reaper`);
 4. writes ``output/failure`` (≤ 1024 chars, SageMaker's FailureReason) on error and exits with
    torchrun's code — or with EXIT_INTERRUPTED when the run stopped on a signal after the
    runtime committed a checkpoint (each host's local rank 0 writes the file named by
@@ -40,7 +41,7 @@ from io import BufferedReader
 from pathlib import Path
 from typing import cast
 
-from sm_dist.container import requirements, worker
+from sm_dist.container import reaper, requirements, worker
 from sm_dist.container.end_watch import Action, EndWatch, live_children
 from sm_dist.container.failure_watch import FailureWatch
 from sm_dist.container.launcher_env import (
@@ -77,8 +78,9 @@ class Supervisor:
     lost the stop signal (`sm_dist.container.end_watch`)."""
 
     def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, watch: FailureWatch | None = None,
-                 stop_file: Path | None = None, ends: EndWatch | None = None) -> None:
+                 stop_file: Path | None = None, ends: EndWatch | None = None, reap: bool = False) -> None:
         self.argv, self.env, self.cwd = argv, env, cwd
+        self.reap = reap  # wait for adopted orphans while torchrun runs (sm_dist.container.reaper)
         self.stop_file = stop_file  # tells workers torchrun starts again not to run the script
         self.signals: list[int] = []
         self.tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
@@ -178,7 +180,11 @@ class Supervisor:
             pump.start()
             if self.ends is not None:
                 threading.Thread(target=self._watchdog, daemon=True).start()
+            # never torchrun: its exit status is this wait's
+            orphans = reaper.Reaper(keep={self._proc.pid}).start() if self.reap else None
             code = self._proc.wait()
+            if orphans is not None:
+                orphans.stop()
             pump.join(timeout=10)
             return code
         finally:
@@ -277,7 +283,7 @@ def launch(env: Mapping[str, str] | None = None) -> int:
         watch = FailureWatch(topo.current_host, checkpoint_folder(root, spec))
         ends = EndWatch(state_dir, topo.nproc_per_node)
         sup = Supervisor(argv, worker_env(env, topo, root, code_dir, marker, state_dir, spec), code_dir, watch,
-                         stop_file=state_dir / worker.STOP_FILE, ends=ends)
+                         stop_file=state_dir / worker.STOP_FILE, ends=ends, reap=True)
         code = sup.run()
         finished = ends.finished
     finally:
@@ -315,6 +321,8 @@ def main() -> None:
     for sig in FORWARDED_SIGNALS:
         signal.signal(sig, _exit_on_signal)
     logging.basicConfig(level=logging.INFO, format="[sm_dist launcher] %(message)s", stream=sys.stderr)
+    # PID 1 of a container adopts every orphan; elsewhere (local mode) adopt those of our own tree
+    reaper.become_subreaper()
     sys.exit(launch())
 
 
