@@ -106,6 +106,34 @@ class RunEnv:
         return self.rank == 0
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Ranks:
+    """Where this process sits, as one launcher's variables say (RunEnv's rank fields)."""
+
+    world_size: int
+    rank: int
+    local_rank: int
+    local_world_size: int
+    node_rank: int
+    num_nodes: int
+    master_addr: str | None
+    master_port: int | None
+    hosts: tuple[str, ...] = ()  # the launcher's own host list (Slurm's), used when SageMaker names none
+
+
+@dataclass(frozen=True, kw_only=True)
+class _SageMakerFacts:
+    """What SageMaker's variables and config files say (all empty/None off SageMaker)."""
+
+    on_sagemaker: bool
+    hosts: list[str]
+    current_host: str | None
+    model_dir: str
+    output_dir: str
+    checkpoint_dir: str | None
+    channels: dict[str, str]
+
+
 def detect_env(environ: Mapping[str, str] | None = None, *, num_gpus: int | None = None) -> RunEnv:
     """Describe the run from `environ` (default: os.environ).
 
@@ -119,32 +147,32 @@ def detect_env(environ: Mapping[str, str] | None = None, *, num_gpus: int | None
     if "RANK" in env or "WORLD_SIZE" in env:
         ranks = _torchrun_ranks(env)
         launcher = "torchrun"
-    elif sm["on_sagemaker"] and sm["hosts"]:
+    elif sm.on_sagemaker and sm.hosts:
         ranks = _sagemaker_ranks(env, sm)
         launcher = "sagemaker"
     elif _is_slurm(env):
         ranks = _slurm_ranks(env)
         launcher = "slurm"
     else:
-        ranks = dict(world_size=1, rank=0, local_rank=0, local_world_size=1, node_rank=0,
-                     num_nodes=1, master_addr=None, master_port=None)
+        ranks = _Ranks(world_size=1, rank=0, local_rank=0, local_world_size=1, node_rank=0,
+                       num_nodes=1, master_addr=None, master_port=None)
         launcher = "single"
     _check_ranks(launcher, ranks)
-    hosts = sm["hosts"] or ranks.pop("hosts", ())
-    ranks.pop("hosts", None)
     return RunEnv(
         launcher=launcher,
-        on_sagemaker=sm["on_sagemaker"],
+        on_sagemaker=sm.on_sagemaker,
         num_gpus=gpus,
-        hosts=tuple(hosts),
-        current_host=sm["current_host"] or env.get("SLURMD_NODENAME") or None,
+        hosts=tuple(sm.hosts or ranks.hosts),
+        current_host=sm.current_host or env.get("SLURMD_NODENAME") or None,
         job_name=env.get("TRAINING_JOB_NAME") or env.get("SLURM_JOB_ID") or None,
         restart_count=_int(env, "TORCHELASTIC_RESTART_COUNT", _int(env, "SLURM_RESTART_COUNT", 0)),
-        model_dir=sm["model_dir"],
-        output_dir=sm["output_dir"],
-        checkpoint_dir=sm["checkpoint_dir"],
-        channels=MappingProxyType(sm["channels"]),
-        **ranks,
+        model_dir=sm.model_dir,
+        output_dir=sm.output_dir,
+        checkpoint_dir=sm.checkpoint_dir,
+        channels=MappingProxyType(sm.channels),
+        world_size=ranks.world_size, rank=ranks.rank, local_rank=ranks.local_rank,
+        local_world_size=ranks.local_world_size, node_rank=ranks.node_rank, num_nodes=ranks.num_nodes,
+        master_addr=ranks.master_addr, master_port=ranks.master_port,
     )
 
 
@@ -160,7 +188,7 @@ def _int(env: Mapping[str, str], key: str, default: int | None = None) -> int:
         raise RuntimeEnvError(f"{key}={raw!r}: expected an integer") from None
 
 
-def _sagemaker_facts(env: Mapping[str, str], root: str) -> dict:
+def _sagemaker_facts(env: Mapping[str, str], root: str) -> _SageMakerFacts:
     """Hosts, directories and channels from SageMaker's env vars and config files."""
     resource = read_resource_config(root)
     on_sm = resource is not None or "SM_CURRENT_HOST" in env or "TRAINING_JOB_NAME" in env or OPT_ML_ENV in env
@@ -181,18 +209,15 @@ def _sagemaker_facts(env: Mapping[str, str], root: str) -> dict:
         for key, value in env.items()
         if key.startswith("SM_CHANNEL_")
     }
-    return {
-        "on_sagemaker": on_sm,
-        "hosts": hosts,
-        "current_host": current,
-        "model_dir": remap(env.get("SM_MODEL_DIR") or f"{base}/model", root),
-        "output_dir": remap(env.get("SM_OUTPUT_DATA_DIR") or f"{base}/output/data", root),
-        "checkpoint_dir": ckpt_config.local_path if ckpt_config else None,
-        "channels": channels,
-    }
+    return _SageMakerFacts(
+        on_sagemaker=on_sm, hosts=hosts, current_host=current, channels=channels,
+        model_dir=remap(env.get("SM_MODEL_DIR") or f"{base}/model", root),
+        output_dir=remap(env.get("SM_OUTPUT_DATA_DIR") or f"{base}/output/data", root),
+        checkpoint_dir=ckpt_config.local_path if ckpt_config else None,
+    )
 
 
-def _torchrun_ranks(env: Mapping[str, str]) -> dict:
+def _torchrun_ranks(env: Mapping[str, str]) -> _Ranks:
     world = _int(env, "WORLD_SIZE")
     local_world = _int(env, "LOCAL_WORLD_SIZE", 1 if world == 1 else None)
     addr = env.get("MASTER_ADDR") or None
@@ -202,7 +227,7 @@ def _torchrun_ranks(env: Mapping[str, str]) -> dict:
             f"WORLD_SIZE={world} but MASTER_ADDR={addr!r} MASTER_PORT={port!r}: a multi-process "
             "run needs both; start it with torchrun (which sets them) or export them"
         )
-    return dict(
+    return _Ranks(
         world_size=world,
         rank=_int(env, "RANK", 0 if world == 1 else None),
         local_rank=_int(env, "LOCAL_RANK", 0 if world == 1 else None),
@@ -214,13 +239,13 @@ def _torchrun_ranks(env: Mapping[str, str]) -> dict:
     )
 
 
-def _sagemaker_ranks(env: Mapping[str, str], sm: dict) -> dict:
+def _sagemaker_ranks(env: Mapping[str, str], sm: _SageMakerFacts) -> _Ranks:
     """SageMaker without torchrun: one process per host, ranked in SageMaker's host order (as ModelTrainer does)."""
-    hosts = sm["hosts"]
-    current = sm["current_host"]
+    hosts = sm.hosts
+    current = sm.current_host
     if not current:
         raise RuntimeEnvError("SageMaker hosts are known but the current host is not (SM_CURRENT_HOST)")
-    return dict(
+    return _Ranks(
         world_size=len(hosts),
         rank=hosts.index(current),
         local_rank=0,
@@ -236,7 +261,7 @@ def _is_slurm(env: Mapping[str, str]) -> bool:
     return "SLURM_NTASKS" in env and env.get("SLURM_JOB_NAME") not in SLURM_INTERACTIVE_NAMES
 
 
-def _slurm_ranks(env: Mapping[str, str]) -> dict:
+def _slurm_ranks(env: Mapping[str, str]) -> _Ranks:
     world = _int(env, "SLURM_NTASKS")
     nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or ""
     hosts = slurm_nodes.expand(nodelist) if nodelist else []
@@ -249,7 +274,7 @@ def _slurm_ranks(env: Mapping[str, str]) -> dict:
         )
     job_id = env.get("SLURM_JOB_ID", "")
     default_port = SLURM_PORT_BASE + int(job_id[-4:]) if job_id[-4:].isdigit() else SLURM_DEFAULT_PORT
-    return dict(
+    return _Ranks(
         world_size=world,
         rank=_int(env, "SLURM_PROCID"),
         local_rank=_int(env, "SLURM_LOCALID", 0),
@@ -262,17 +287,16 @@ def _slurm_ranks(env: Mapping[str, str]) -> dict:
     )
 
 
-def _check_ranks(launcher: str, r: dict) -> None:
+def _check_ranks(launcher: str, r: _Ranks) -> None:
     """Reject combinations that would otherwise hang in the rendezvous."""
     checks = [
-        (r["world_size"] >= 1, f"world size {r['world_size']} must be >= 1"),
-        (0 <= r["rank"] < r["world_size"], f"rank {r['rank']} is outside 0..{r['world_size'] - 1}"),
-        (r["local_world_size"] >= 1, f"local world size {r['local_world_size']} must be >= 1"),
-        (0 <= r["local_rank"] < r["local_world_size"],
-         f"local rank {r['local_rank']} is outside 0..{r['local_world_size'] - 1}"),
-        (r["local_world_size"] <= r["world_size"],
-         f"local world size {r['local_world_size']} exceeds world size {r['world_size']}"),
-        (0 <= r["node_rank"] < r["num_nodes"], f"node rank {r['node_rank']} is outside 0..{r['num_nodes'] - 1}"),
+        (r.world_size >= 1, f"world size {r.world_size} must be >= 1"),
+        (0 <= r.rank < r.world_size, f"rank {r.rank} is outside 0..{r.world_size - 1}"),
+        (r.local_world_size >= 1, f"local world size {r.local_world_size} must be >= 1"),
+        (0 <= r.local_rank < r.local_world_size, f"local rank {r.local_rank} is outside 0..{r.local_world_size - 1}"),
+        (r.local_world_size <= r.world_size,
+         f"local world size {r.local_world_size} exceeds world size {r.world_size}"),
+        (0 <= r.node_rank < r.num_nodes, f"node rank {r.node_rank} is outside 0..{r.num_nodes - 1}"),
     ]
     for ok, message in checks:
         if not ok:

@@ -45,7 +45,6 @@ from sm_dist.container import reaper, requirements, worker
 from sm_dist.container.end_watch import Action, EndWatch, live_children
 from sm_dist.container.failure_watch import FailureWatch
 from sm_dist.container.launcher_env import (
-    LaunchFailure,
     check_torch,
     count_gpus,
     installed_torch,
@@ -57,6 +56,7 @@ from sm_dist.container.launcher_env import (
 )
 from sm_dist.contract.container import CODE_DIR, opt_ml_root, read_checkpoint_config, remap
 from sm_dist.contract.worker_errors import WorkerError
+from sm_dist.errors import LaunchFailure
 from sm_dist.jobspec import EXIT_INTERRUPTED, JOB_SPEC_FILENAME, JobSpec
 
 _log = logging.getLogger("sm_dist.launcher")

@@ -171,7 +171,7 @@ def build_request(spec: RequestSpec, session: SageMakerSession | None = None) ->
     """CreateTrainingJob parameters for `spec`; no AWS call."""
     try:
         trainer = _trainer(spec, session)
-        request = trainer._create_training_job_args(boto3=True)  # the SDK's own serializer
+        request: dict[str, Any] = trainer._create_training_job_args(boto3=True)  # the SDK's own serializer
     except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
         raise SdkError(f"the SageMaker SDK rejected the launch settings ({type(exc).__name__}): {exc}") from None
     request["TrainingJobName"] = spec.job_name  # ModelTrainer appends a timestamp to a base name
@@ -223,5 +223,5 @@ def s3_join(base: str, *parts: str) -> str:
     return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts if p)])
 
 
-__all__ = ["LAUNCHER_COMMAND", "CODE_DIR", "UNCOMPRESSED_FROM_BYTES", "RequestSpec", "compression_type", "build_request", "validate_request", "default_image",
+__all__ = ["LAUNCHER_COMMAND", "CODE_DIR", "CODE_CHANNEL", "CHECKPOINT_LOCAL_PATH", "UNCOMPRESSED_FROM_BYTES", "RequestSpec", "compression_type", "build_request", "validate_request", "default_image",
            "choose_image", "channel_sources", "s3_join"]
