@@ -29,6 +29,8 @@ def modeltrainer_env(root: Path, out: Path, monkeypatch: pytest.MonkeyPatch, *, 
     monkeypatch.setattr(environment, "read_distributed_json", lambda: {"process_count_per_node": gpus, "smp": None})
     monkeypatch.setattr(environment, "num_gpus", lambda: gpus)
     monkeypatch.setattr(environment, "num_cpus", lambda: cpus)
+    # the GPU instance described above has no Neuron cores (asking would run `neuron-ls`, a process)
+    monkeypatch.setattr(environment, "num_neurons", lambda: 0)
     monkeypatch.setenv("TRAINING_JOB_NAME", job_name)
     config = root / "input" / "config"
     environment.set_env(resource_config=json.loads((config / "resourceconfig.json").read_text()),

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 ROOTS = ("sm_dist", "entrypoints")
 
@@ -341,6 +343,7 @@ def test_the_container_world() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_import_sm_dist_and_estimate_cost_load_no_heavy_package() -> None:
     """What the static walk cannot see (lazy exports, the CLI's command table, package __init__s),
     in one fresh interpreter: `import sm_dist`, `sm-dist estimate-cost`, every command's --help,

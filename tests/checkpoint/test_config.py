@@ -89,6 +89,7 @@ def test_bad_s3_uri_names_the_field():
     assert info.value.field == "checkpoint.uri"
 
 
+@pytest.mark.slow
 def test_manifest_and_storages_import_without_torch_or_boto3():
     code = ("import sys, json, sm_dist.contract.checkpoint, sm_dist.runtime.checkpoint.storage, "
             "sm_dist.runtime.checkpoint.s3, sm_dist.runtime.checkpoint.sagemaker_sync, sm_dist.local.s3_endpoint; "

@@ -23,6 +23,8 @@ import pytest
 from sm_dist.contract.checkpoint import MANIFEST_NAME, step_dirname
 from sm_dist.local.s3_endpoint import S3Endpoint
 
+pytestmark = pytest.mark.slow  # starts processes (tests/_process_guard.py)
+
 boto3 = pytest.importorskip("boto3")
 WORKER = Path(__file__).with_name("restore_bytes_worker.py")
 WORLD = 4

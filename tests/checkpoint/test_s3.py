@@ -123,6 +123,7 @@ def test_missing_bucket_fails_early_with_the_bucket_named(bucket):
         Checkpointer(storage=S3Storage("s3://no-such-bucket-here/x", max_attempts=1))
 
 
+@pytest.mark.slow
 def test_faults_can_be_switched_from_another_process(endpoint, bucket):
     code = ("import sys; from sm_dist.local.s3_endpoint import set_faults; "
             "set_faults(sys.argv[1], '503', count=2)")

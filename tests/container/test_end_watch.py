@@ -9,6 +9,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from sm_dist.container import worker
 from sm_dist.container.end_watch import EXIT_BARRIER_GRACE_S, SIGNAL_ACK_S, EndWatch, live_children
 from sm_dist.container.launcher import Supervisor
@@ -101,6 +103,7 @@ FAKE_TORCHRUN = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_the_supervisor_stops_a_torchrun_that_swallowed_the_signal(tmp_path: Path) -> None:
     """A real process that loses the first SIGTERM the way torchrun does: the launcher's second one
     ends it in seconds, not after SageMaker's 120 s grace."""
@@ -131,6 +134,7 @@ PARENT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_live_children_counts_a_running_child_not_a_zombie() -> None:
     import subprocess
 

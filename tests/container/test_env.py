@@ -149,6 +149,7 @@ def test_detect_env_reads_os_environ_by_default(monkeypatch: pytest.MonkeyPatch)
     assert detect_env().rank == 3
 
 
+@pytest.mark.slow
 def test_env_and_runtime_package_import_without_torch() -> None:
     code = ("import sys, sm_dist.runtime, sm_dist.container.env, sm_dist.metric_format\n"
             "sm_dist.container.env.detect_env({})\n"

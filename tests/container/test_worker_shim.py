@@ -154,6 +154,7 @@ def run_script(tmp_path: Path, source: str, env: dict[str, str] | None = None, *
                           env=child_env(env), cwd=tmp_path / "..", capture_output=True, text=True, timeout=HANG_GUARD_S)
 
 
+@pytest.mark.slow
 def test_the_script_runs_as_python_would_run_it(tmp_path: Path) -> None:
     """As `python -u SCRIPT ARGS`: __main__, argv, its folder first on sys.path, its exit code, and
     its errors printed from its own frames (a syntax error without a Traceback header)."""
@@ -180,6 +181,7 @@ def test_the_script_runs_as_python_would_run_it(tmp_path: Path) -> None:
     assert error.text == "SyntaxError: invalid syntax (train.py, line 1)" and cannot_recover(error)
 
 
+@pytest.mark.slow
 def test_a_finished_rank_waits_for_every_rank_and_says_so(tmp_path: Path) -> None:
     """Two ranks on two "hosts" (one rendezvous store): the first to finish waits for the second;
     then both hosts' marks say every rank finished (what the launcher reads)."""

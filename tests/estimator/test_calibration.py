@@ -84,6 +84,7 @@ def test_other_gpu_families_keep_their_prior_and_the_assumptions_say_which_is_wh
     assert "A10G calibrated: MFU" in calibrated.table()
 
 
+@pytest.mark.slow
 def test_the_cli_reads_calibration_files(tmp_path: Path) -> None:
     path = tmp_path / "cal.json"
     path.write_text(_job(25_000).to_json())

@@ -89,6 +89,7 @@ def test_number_and_count_parsing() -> None:
             parse_number("--tokens", bad)
 
 
+@pytest.mark.slow
 def test_a_full_run_imports_nothing_heavy() -> None:
     code = (
         "import sys, sm_dist.cli\n"

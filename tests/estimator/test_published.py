@@ -41,6 +41,7 @@ def test_the_ratio_is_what_estimate_returns_for_that_run(run: published.Publishe
     assert est.rows[0].gpu_hours / run.gpu_hours == pytest.approx(estimated_over_published(run), rel=0.002)
 
 
+@pytest.mark.slow
 def test_a_70b_plan_on_many_instances_says_it_is_pessimistic_and_by_how_much() -> None:
     out = subprocess.run([sys.executable, "-m", "sm_dist.cli", "estimate-cost", "--model", "llama2-70b", "--tokens",
                           "2e12", "--instance-type", "ml.p4de.24xlarge", "--instance-count", "256", "--json"],

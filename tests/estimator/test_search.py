@@ -18,6 +18,7 @@ def _cli(*args: str) -> dict:
     return json.loads(out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("model", "count"), [(("--model", "llama2-70b"), "256"), (("--params", "175e9"), "124")])
 def test_meta_scale_runs_fit_on_p4de_without_flags(model: tuple[str, str], count: str) -> None:
     """LLaMA-2-70B on Meta's 2,048 A100-80GB and a 175B model on 124× p4de: plans exist (full recompute)."""

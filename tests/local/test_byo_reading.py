@@ -10,6 +10,7 @@ import json
 import struct
 from pathlib import Path
 
+import pytest
 import torch
 
 from sm_dist.contract.log_lines import AloneLine, read_line
@@ -130,6 +131,7 @@ def _model_dir(root: Path, host: str) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_verify_compares_weight_files_tensor_by_tensor(tmp_path: Path) -> None:
     state = {"MODEL_STATE": {"w": torch.arange(6.0).reshape(2, 3), "b": torch.zeros(2)}, "EPOCHS_RUN": 4}
     run, same, other, empty = (tmp_path / n for n in ("run", "same", "other", "empty"))

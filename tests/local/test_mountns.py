@@ -9,6 +9,8 @@ import pytest
 
 from sm_dist.local import mountns
 
+pytestmark = pytest.mark.slow  # starts processes (tests/_process_guard.py)
+
 
 @pytest.fixture
 def prefix() -> tuple[str, ...]:

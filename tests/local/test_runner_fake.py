@@ -14,6 +14,8 @@ from sm_dist.local.config import LocalJobConfig
 from sm_dist.local.runner import LocalRunner, RunSettings
 from sm_dist.local.stores import FolderStore
 
+pytestmark = pytest.mark.slow  # starts processes (tests/_process_guard.py)
+
 
 def _settings(tmp_path: Path, lines: list[tuple[str, str]], **kw: object) -> RunSettings:
     return RunSettings(job_root=tmp_path / "job", store=FolderStore(tmp_path / "uri"), grace_seconds=10,

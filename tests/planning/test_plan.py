@@ -76,6 +76,7 @@ def test_function_entry_and_dp(source_dir: Path) -> None:
     assert plan.job_spec.entry == "pkg.mod:main" and plan.job_spec.nproc_per_node == 1
 
 
+@pytest.mark.slow
 def test_plan_does_not_import_torch(source_dir: Path) -> None:
     code = (
         "import sys, sm_dist\n"
@@ -131,6 +132,7 @@ def test_a_local_plan_is_refused_by_the_cloud_backend(source_dir: Path) -> None:
         submit.run(plan, session=object())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("aws_env", [{}, {"AWS_PROFILE": "does-not-exist"}], ids=["no AWS_*", "missing profile"])
 def test_cli_local_dry_run_with_no_aws_settings(tmp_path: Path, aws_env: dict[str, str]) -> None:
     """`sm-dist fit cnn.py --source-dir entrypoints --local --dry-run` in a fresh interpreter whose

@@ -36,6 +36,7 @@ def make_wheel(folder: Path, name: str = "smdist_probe_pkg", version: str = "1.0
     return wheels
 
 
+@pytest.mark.slow
 def test_the_launcher_installs_from_vendored_wheels_without_an_index(tmp_path: Path) -> None:
     code = tmp_path / "code"
     code.mkdir()
@@ -50,6 +51,7 @@ def test_the_launcher_installs_from_vendored_wheels_without_an_index(tmp_path: P
     assert (target / "smdist_probe_pkg" / "__init__.py").read_text() == "VALUE = 7\n"
 
 
+@pytest.mark.slow
 def test_a_failed_install_names_pips_error_and_the_fix(tmp_path: Path) -> None:
     code = tmp_path / "code"
     (code / "wheels").mkdir(parents=True)  # no index, no wheel: pip cannot find it

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from _harness import child_env, start, torchrun_argv
 from rt_spawn import free_port, run_ranks
 
+pytestmark = pytest.mark.slow  # starts processes (tests/_process_guard.py)
 HERE = Path(__file__).parent
 
 

@@ -23,6 +23,7 @@ def _assert_agrees(report: dict, tolerance: float = 0.05) -> None:
             assert abs(diff) <= tolerance, (name, kind, row["measured_bytes"], row["estimated_bytes"])
 
 
+@pytest.mark.slow
 def test_estimator_agrees_at_world_size_2(capsys: pytest.CaptureFixture[str]) -> None:
     report = _measure(capsys, "--model", TINY_GPT, "--world-size", "2", "--strategy", "ddp,zero1,zero2,fsdp", "--steps", "1")
     assert report["param_count"] >= 10_000_000
@@ -36,6 +37,7 @@ def test_estimator_agrees_at_world_size_2(capsys: pytest.CaptureFixture[str]) ->
     assert all(len(row["per_rank"]) == 2 for row in rows.values())
 
 
+@pytest.mark.slow
 def test_estimator_agrees_at_world_size_4_in_mixed_precision(capsys: pytest.CaptureFixture[str]) -> None:
     report = _measure(capsys, "--model", TINY_GPT, "--world-size", "4", "--strategy", "zero1,fsdp",
                       "--precision", "mixed", "--steps", "1")
@@ -45,6 +47,7 @@ def test_estimator_agrees_at_world_size_4_in_mixed_precision(capsys: pytest.Capt
     assert zero1["optimizer"] == pytest.approx(12 * report["param_count"] / 4, rel=0.05)  # fp32 master+m+v / N
 
 
+@pytest.mark.slow
 def test_module_function_without_input_uses_synthetic_gradients(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
@@ -55,6 +58,7 @@ def test_module_function_without_input_uses_synthetic_gradients(
     assert row["measured_bytes"]["grads"] == 4 * params
 
 
+@pytest.mark.slow
 def test_zero1_estimate_accounts_for_one_dominant_tensor(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """ZeroRedundancyOptimizer hands out whole tensors: the rank owning the embedding holds its states."""

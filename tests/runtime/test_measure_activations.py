@@ -15,6 +15,7 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.slow
 def test_users_model_measured_per_layer_next_to_the_estimate(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
@@ -27,6 +28,7 @@ def test_users_model_measured_per_layer_next_to_the_estimate(
     assert "MQA" in report["assumptions"] and "bf16 residual" in report["assumptions"]
 
 
+@pytest.mark.slow
 def test_table_and_full_checkpointing_of_a_model_without_config(capsys: pytest.CaptureFixture[str]) -> None:
     """The runtime's GPT has no Hugging Face config: its shape is read from the module."""
     argv = ["measure-memory", "--model", "sm_dist.runtime.measure:tiny_gpt", "--activations", "--precision", "amp",

@@ -11,6 +11,7 @@ from sm_dist.errors import ConfigError
 from sm_dist.runtime.data import build_dataloader
 
 
+@pytest.mark.slow
 def test_avg_metric_is_the_mean_over_every_sample_and_only_rank0_logs() -> None:
     rank0, rank1 = run_ranks(2, "rt_workers:metrics", {}, free_port())
     assert rank0["mean"] == rank1["mean"] == pytest.approx((3 * 1.0 + 5.0) / 4)  # not (1+5)/2
@@ -48,6 +49,7 @@ def test_loader_shards_and_resumes_at_another_world_size() -> None:
     assert len(resumed[0]) == 5  # 30 / 3 ranks / 2 per batch
 
 
+@pytest.mark.slow
 def test_loader_counts_only_batches_handed_out_even_with_workers() -> None:
     loader = build_dataloader(_dataset(), 4, num_replicas=1, rank=0, seed=1, num_workers=1)
     _take(loader, 1)  # the worker prefetches more, but one batch was handed out

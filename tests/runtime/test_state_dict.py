@@ -13,6 +13,8 @@ import pytest
 from rt_spawn import free_port, run_ranks
 from rt_workers import Net
 
+pytestmark = pytest.mark.slow  # starts processes (tests/_process_guard.py)
+
 PAIRS = [
     ("ddp/fp32", "fsdp/fp32"),
     ("fsdp/fp32", "ddp/fp32"),

@@ -36,6 +36,7 @@ def _weights_close(got: dict, want: dict, atol: float) -> bool:
     return all(torch.allclose(torch.tensor(got[k]), torch.tensor(v), atol=atol) for k, v in want.items())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_fp32_matches_single_process(two_ranks: dict, strategy: str) -> None:
     ref = two_ranks["reference"]
@@ -45,6 +46,7 @@ def test_fp32_matches_single_process(two_ranks: dict, strategy: str) -> None:
         assert _weights_close(got["weights"], ref["weights"], 1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["ddp", "zero1"])
 @pytest.mark.parametrize("precision", ["fp32", "mixed", "bf16"])
 def test_replicas_hold_identical_weights(two_ranks: dict, strategy: str, precision: str) -> None:
@@ -52,12 +54,14 @@ def test_replicas_hold_identical_weights(two_ranks: dict, strategy: str, precisi
     assert len(digests) == 1
 
 
+@pytest.mark.slow
 def test_sharded_strategies_hold_different_shards(two_ranks: dict) -> None:
     for strategy in ("zero2", "fsdp", "hsdp"):
         digests = {r[f"{strategy}/fp32"]["local_digest"] for r in two_ranks["ranks"]}
         assert len(digests) == 2, strategy
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision, strategy", HALF)
 def test_half_precision_modes_track_fp32(two_ranks: dict, precision: str, strategy: str) -> None:
     ref = two_ranks["reference"]
@@ -67,6 +71,7 @@ def test_half_precision_modes_track_fp32(two_ranks: dict, precision: str, strate
     assert _weights_close(got["weights"], ref["weights"], 3e-2)
 
 
+@pytest.mark.slow
 def test_four_ranks_on_two_nodes() -> None:
     """4 processes as 2 nodes x 2: hsdp shards within a node and replicates across; clipped SGD."""
     runs = [[s, "fp32"] for s in STRATEGIES]
@@ -82,6 +87,7 @@ def test_four_ranks_on_two_nodes() -> None:
     assert hsdp[0] == hsdp[2] and hsdp[1] == hsdp[3] and hsdp[0] != hsdp[1]  # replicated across nodes
 
 
+@pytest.mark.slow
 def test_accumulation_with_no_sync_and_clipping_under_sharding() -> None:
     """2 micro-batches per step with no_sync, clip to a small norm, SGD (clipping changes its step)."""
     clip = 0.05
@@ -98,6 +104,7 @@ def test_accumulation_with_no_sync_and_clipping_under_sharding() -> None:
     assert results[0]["ddp/fp32"]["unsynced_grad_digest"] != results[1]["ddp/fp32"]["unsynced_grad_digest"]
 
 
+@pytest.mark.slow
 def test_dp_in_one_process() -> None:
     results = run_ranks(1, "rt_workers:train", {"runs": [["dp", "fp32"], ["dp", "mixed"]], "steps": STEPS},
                         free_port())

@@ -22,6 +22,8 @@ from sm_dist.errors import ConfigError
 from sm_dist.estimator import hf_config
 from sm_dist.runtime.measure_cli import TOLERANCE
 
+pytestmark = pytest.mark.slow  # starts processes (tests/_process_guard.py)
+
 TINY_LLAMA = {"model_type": "llama", "hidden_size": 128, "intermediate_size": 344, "num_attention_heads": 4,
               "num_key_value_heads": 2, "num_hidden_layers": 2, "vocab_size": 512, "max_position_embeddings": 64}
 
