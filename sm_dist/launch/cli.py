@@ -32,6 +32,8 @@ _HELP = {
     "tags": "KEY=VALUE, repeatable",
     "output_compression": "gzip, none or auto (default: none when the model's weights reach 1 GiB, else gzip)",
     "infra_stack": "stack from `sm-dist infra deploy` for role and buckets ('' = the last one deployed)",
+    "training_plan_arn": "run on a SageMaker training plan's reserved capacity (its ARN); checked against the "
+                         "instance type and count instead of the account's quota",
 }
 _KV_FIELDS = ("hyperparameters", "environment", "inputs", "tags")
 _SINGULAR = {"hyperparameters": "hp", "environment": "env", "inputs": "input", "tags": "tag", "metrics": "metric",

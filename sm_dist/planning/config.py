@@ -41,6 +41,8 @@ DEFAULT_VOLUME_GB = 30
 OUTPUT_COMPRESSIONS = ("auto", "gzip", "none")
 _ENV_KEY_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _TAG_KEY_RE = re.compile(r"[\w\s.:/=+\-@]{1,128}")
+#: ResourceConfig.TrainingPlanArn as the service model writes it, with a plan name (docs/PLATFORM.md §1.10).
+_TRAINING_PLAN_ARN_RE = re.compile(r"arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]+:[0-9]{12}:training-plan/[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,6 +128,9 @@ class LaunchConfig:
     subnets: tuple[str, ...] = ()
     security_group_ids: tuple[str, ...] = ()
     network_isolation: bool = False
+    training_plan_arn: str | None = None
+    """A SageMaker training plan (reserved capacity) the job runs on: ResourceConfig.TrainingPlanArn;
+    checked with DescribeTrainingPlan before upload, instead of the account's quota."""
     encrypt_inter_container_traffic: bool = False
     tags: Mapping[str, str] = field(default_factory=dict)
     ignore_patterns: tuple[str, ...] = ()
@@ -154,6 +159,9 @@ class LaunchConfig:
             check_job_name(self.job_name)
         if not BASE_JOB_NAME_RE.fullmatch(self.base_job_name):
             raise ConfigError("base_job_name", self.base_job_name, "use 1-40 letters, digits and hyphens")
+        if self.training_plan_arn is not None and not _TRAINING_PLAN_ARN_RE.fullmatch(str(self.training_plan_arn)):
+            raise ConfigError("training_plan_arn", self.training_plan_arn, "expected the plan's ARN, "
+                              "arn:aws:sagemaker:<region>:<account>:training-plan/<name> (aws sagemaker list-training-plans)")
 
     def _check_numbers(self) -> None:
         _check_int("instance_count", self.instance_count, 1)

@@ -71,6 +71,7 @@ class LaunchSettings(TypedDict, total=False):
     subnets: tuple[str, ...] | list[str]
     security_group_ids: tuple[str, ...] | list[str]
     network_isolation: bool
+    training_plan_arn: str | None
     encrypt_inter_container_traffic: bool
     tags: Mapping[str, str]
     ignore_patterns: tuple[str, ...] | list[str]
