@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from sm_dist.cloud.network_checks import check_network
 from sm_dist.cloud.quotas import check_capacity
 from sm_dist.errors import ConfigError
 from sm_dist.planning.channels import SourceKind
@@ -43,6 +44,7 @@ def remote_checks(plan: Plan, session: Session, validate_role: bool = True, skip
     created_by_fit = f"s3://{plan.default_bucket}/" if skip_code_bucket and plan.default_bucket else None
     for bucket_uri in dict.fromkeys(u for u in uris if u and not (created_by_fit and u.startswith(created_by_fit))):
         check_bucket_region(session, bucket_uri, plan.region)
+    check_network(plan, session)  # the VPC: subnets' free addresses, the groups' rules between hosts (EFA)
     check_capacity(plan, session)  # the training quotas less what runs, or the training plan
 
 
