@@ -122,24 +122,20 @@ def address_problems(subnets: Sequence[Any], count: int, efa: bool) -> list[Prob
 
 
 def rule_problems(groups: Sequence[Any], subnets: Sequence[Any], efa: bool) -> list[Problem]:
-    """The job's groups must let its instances reach each other (inbound; with EFA outbound too)."""
+    """The job's groups must let its instances reach each other: in, and out (with EFA, the self rule)."""
     ids = [g["GroupId"] for g in groups]
     cidrs = [s["CidrBlock"] for s in subnets if s.get("CidrBlock")]
     sg = ids[0]
-    problems: list[Problem] = []
     kind = "all traffic" if efa else "all TCP"
-    why = "EFA" if efa else f"torchrun's rendezvous (port {RDZV_PORT}) and NCCL's sockets"
-    if not _allows((p for g in groups for p in g.get("IpPermissions", [])), ids, cidrs, efa):
-        problems.append(("security_group_ids", sg, f"lets no {kind} in from the job's own security groups, which "
-                         f"{why} between the instances need: aws ec2 authorize-security-group-ingress "
+    needs = "EFA needs" if efa else f"torchrun's rendezvous (port {RDZV_PORT}) and NCCL's sockets need"
+    problems: list[Problem] = []
+    for rules, way, command in (("IpPermissions", "in from", "ingress"), ("IpPermissionsEgress", "out to", "egress")):
+        if _allows((p for g in groups for p in g.get(rules, [])), ids, cidrs, efa):
+            continue
+        note = " (an outbound rule to 0.0.0.0/0 does not cover it)" if efa and command == "egress" else ""
+        problems.append(("security_group_ids", sg, f"does not let {kind} {way} the job's own security groups, which "
+                         f"{needs} between the instances{note}: aws ec2 authorize-security-group-{command} "
                          f"--group-id {sg} --protocol -1 --source-group {sg}"))
-    if efa and not _allows((p for g in groups for p in g.get("IpPermissionsEgress", [])), ids, cidrs, efa):
-        problems.append(("security_group_ids", sg, "lets no traffic out to the job's own security groups, which EFA "
-                         "needs (an outbound rule to 0.0.0.0/0 does not cover it): aws ec2 "
-                         f"authorize-security-group-egress --group-id {sg} --protocol -1 --source-group {sg}"))
-    if not efa and not _allows((p for g in groups for p in g.get("IpPermissionsEgress", [])), ids, cidrs, efa):
-        problems.append(("security_group_ids", sg, f"lets no TCP out to the other instances, which {why} need: aws "
-                         f"ec2 authorize-security-group-egress --group-id {sg} --protocol -1 --source-group {sg}"))
     return problems
 
 

@@ -74,9 +74,9 @@ def test_an_efa_job_needs_the_self_rule_in_and_out(vpc: dict[str, Any], source_d
     sg = vpc["bare"]
     lines = _refused(source_dir, P4D, 2, [vpc["roomy"]], [sg]).splitlines()
     assert len(lines) == 2
-    assert lines[0].startswith(f"security_group_ids='{sg}': lets no all traffic in from the job's own security groups")
+    assert lines[0].startswith(f"security_group_ids='{sg}': does not let all traffic in from the job's own security groups, which EFA needs between the instances")
     assert lines[0].endswith(f"aws ec2 authorize-security-group-ingress --group-id {sg} --protocol -1 --source-group {sg}")
-    assert lines[1].startswith(f"security_group_ids='{sg}': lets no traffic out to the job's own security groups")
+    assert lines[1].startswith(f"security_group_ids='{sg}': does not let all traffic out to the job's own security groups")
     assert "0.0.0.0/0 does not cover it" in lines[1]  # the bare group has that default outbound rule
     assert lines[1].endswith(f"authorize-security-group-egress --group-id {sg} --protocol -1 --source-group {sg}")
 
@@ -87,8 +87,8 @@ def test_without_efa_the_rendezvous_still_needs_the_hosts_to_reach_each_other(vp
 
     sg = vpc["bare"]
     message = _refused(source_dir, G5, 2, [vpc["roomy"]], [sg])
-    assert message.startswith(f"security_group_ids='{sg}': lets no all TCP in from the job's own security groups, "
-                              "which torchrun's rendezvous (port 29400) and NCCL's sockets between the instances need")
+    assert message.startswith(f"security_group_ids='{sg}': does not let all TCP in from the job's own security groups, "
+                              "which torchrun's rendezvous (port 29400) and NCCL's sockets need between the instances")
     assert "\n" not in message  # outbound: the default rule to 0.0.0.0/0 covers TCP without EFA
     # all TCP from the VPC's addresses covers the subnets: enough without EFA
     boto3.client("ec2").authorize_security_group_ingress(GroupId=sg, IpPermissions=[
