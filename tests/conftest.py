@@ -11,8 +11,11 @@ registered below (tests/_process_guard.py) fails an unmarked one that tries.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +27,7 @@ if _TESTS not in sys.path:  # the shared harness (tests/_harness.py) is imported
 
 import _process_guard  # noqa: E402 (found through the path above)
 from _harness import LAUNCHER_VARS, free_port  # noqa: E402
-from _project import CKPT_BUCKET, TRAIN_PY  # noqa: E402
+from _project import CKPT_BUCKET, TRAIN_PY, create_test_role  # noqa: E402
 
 #: Prefixes of variables from the developer's machine that would change what sm_dist reads or talks to:
 #: AWS settings and profiles, sm_dist's own settings, and every launcher's variables (LAUNCHER_VARS).
@@ -34,6 +37,19 @@ _STRIP_PREFIXES = ("AWS_", "SM_", "SAGEMAKER_", "XDG_")
 def pytest_configure(config: pytest.Config) -> None:
     """The process guard watches every test of the run (its own pytest_configure installs it)."""
     config.pluginmanager.register(_process_guard, "process_guard")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """matplotlib's font list, built once per session before any test, in a session folder.
+
+    Building it runs `fc-list` (a process: the guard would fail the first unmarked plotting test),
+    and each test's fresh HOME would otherwise rebuild it for every plot."""
+    if importlib.util.find_spec("matplotlib") is None:
+        return
+    folder = tempfile.mkdtemp(prefix="sm-dist-tests-matplotlib-")
+    session.config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+    os.environ["MPLCONFIGDIR"] = folder  # not stripped by _isolate; one pytest process, one folder
+    importlib.import_module("matplotlib.font_manager")
 
 
 def _isolate(patch: pytest.MonkeyPatch, home: Path) -> None:
@@ -79,14 +95,17 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPath
 
 @pytest.fixture
 def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """Fake credentials and region for moto; yields the region."""
+    """Fake credentials and region for moto, and IAM's policy simulator in moto (tests/_iam_simulator.py:
+    fit's role check runs against the role's real policies, never switched off); yields the region."""
+    import _iam_simulator
+
+    _iam_simulator.install(monkeypatch)
     region = "us-east-1"
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_SESSION_TOKEN", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", region)
     monkeypatch.setenv("AWS_REGION", region)
-    monkeypatch.setenv("SAGEMAKER_VALIDATE_ROLE", "false")
     yield region
 
 
@@ -130,10 +149,10 @@ def source_dir(tmp_path: Path) -> Iterator[Path]:
 
 @pytest.fixture
 def aws(aws_credentials: str) -> Iterator[str]:
-    """moto in-process with an execution role and a checkpoint bucket; yields the region."""
+    """moto in-process with an execution role (TEST_ROLE_POLICY) and a checkpoint bucket; yields the region."""
     boto3 = pytest.importorskip("boto3")
     moto = pytest.importorskip("moto")
     with moto.mock_aws():
-        boto3.client("iam").create_role(RoleName="sm-dist-test", AssumeRolePolicyDocument="{}")
+        create_test_role(boto3.Session())
         boto3.client("s3").create_bucket(Bucket=CKPT_BUCKET)
         yield aws_credentials

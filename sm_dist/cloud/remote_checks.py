@@ -1,6 +1,6 @@
 """Read-only AWS checks the cloud backend makes just before it uploads anything.
 
-The role passes the SDK's validation, and the checkpoint and code buckets are in the job's region
+The role may do what the job does (sm_dist.cloud.role_check, IAM's policy simulator), and the checkpoint and code buckets are in the job's region
 (a bucket elsewhere makes SageMaker fail late, or pay cross-region traffic). The pure checks run
 earlier, while the plan is made (`sm_dist.planning.preflight`).
 """
@@ -8,10 +8,13 @@ earlier, while the plan is made (`sm_dist.planning.preflight`).
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from sm_dist.cloud.network_checks import check_network
 from sm_dist.cloud.quotas import check_capacity
+from sm_dist.cloud.role_check import check_role
 from sm_dist.errors import ConfigError
 from sm_dist.planning.channels import SourceKind
 
@@ -24,19 +27,19 @@ _log = logging.getLogger(__name__)
 
 
 def remote_checks(plan: Plan, session: Session, validate_role: bool = True, skip_code_bucket: bool = False) -> None:
-    """Read-only AWS checks before fit uploads: the role (via the SDK), then the regions of the
+    """Read-only AWS checks before fit uploads: the role (IAM's simulator), then the regions of the
     checkpoint, code and data buckets.
 
     `skip_code_bucket`: the code goes to the SDK default bucket, which fit creates if missing.
     """
-    if validate_role:
-        from sagemaker.core.helper.iam_role_resolver import resolve_and_validate_role
-        from sagemaker.core.helper.session_helper import Session
-
-        try:
-            resolve_and_validate_role(provided_role=plan.role_arn, sagemaker_session=Session(boto_session=session))
-        except ValueError as exc:  # RoleValidationError is a ValueError too
-            raise ConfigError("role", plan.role_arn, str(exc)) from None
+    if validate_role and not _switched_off(os.environ):
+        for warning in check_role(plan, session):
+            _log.warning("%s", warning)
+    elif validate_role:
+        _log.warning("role %s not checked: SAGEMAKER_VALIDATE_ROLE=%s switches role validation off",
+                     plan.role_arn, os.environ.get("SAGEMAKER_VALIDATE_ROLE"))
+    else:
+        _log.warning("role %s not checked (validate_role=False / --no-validate-role)", plan.role_arn)
     # the data channels' S3 prefixes too: SageMaker reads them from the job's region (a local folder's
     # upload prefix is under the code's bucket, checked with it)
     data = [c.source for c in plan.channels.values() if c.kind is SourceKind.S3]
@@ -46,6 +49,11 @@ def remote_checks(plan: Plan, session: Session, validate_role: bool = True, skip
         check_bucket_region(session, bucket_uri, plan.region)
     check_network(plan, session)  # the VPC: subnets' free addresses, the groups' rules between hosts (EFA)
     check_capacity(plan, session)  # the training quotas less what runs, or the training plan
+
+
+def _switched_off(environ: Mapping[str, str]) -> bool:
+    """The SageMaker SDK's documented switch for its role validation, honoured for ours too."""
+    return environ.get("SAGEMAKER_VALIDATE_ROLE", "true").lower() in ("false", "0", "no")
 
 
 def check_bucket_region(session: Session, uri: str, region: str) -> None:

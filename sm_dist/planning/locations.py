@@ -12,8 +12,9 @@ with labels (`LOCAL_ROLE_ARN`, the `LOCAL_BUCKET` of local mode's own S3 endpoin
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from sm_dist.errors import ConfigError
@@ -48,6 +49,8 @@ class Locations:
     """The infra stack the role comes from (None: the role is not a stack's)."""
     image_repository_arns: tuple[str, ...] | None = None
     """ECR repositories that stack's role may pull from (None: the stack does not say)."""
+    reach: Mapping[str, str] | None = None
+    """That stack's resolved outputs: what its role may reach (sm_dist.planning.reach)."""
 
 
 def _infra(config: LaunchConfig, session_factory: Callable[[], Session]) -> dict[str, str] | None:
@@ -95,14 +98,15 @@ def resolve_locations(config: LaunchConfig, session_factory: Callable[[], Sessio
         bucket = f"sagemaker-{region}-{account.group(1)}"
         output = f"s3://{bucket}/{DEFAULT_PREFIX}"
     checkpoint_base = (infra or {}).get("checkpoint_uri")
-    stack, pulls = None, None
+    stack, pulls, reach = None, None, None
     if infra and role == infra.get("role_arn"):
+        reach = MappingProxyType(dict(infra))
         from sm_dist.provision import config as infra_config
 
         stack = config.infra_stack or infra_config.read().get("default") or "?"
         if infra.get("image_repository_arns"):
             pulls = tuple(infra["image_repository_arns"].split(","))
-    return Locations(role, output.rstrip("/"), checkpoint_base, bucket, source, stack, pulls)
+    return Locations(role, output.rstrip("/"), checkpoint_base, bucket, source, stack, pulls, reach)
 
 
 def local_locations(config: LaunchConfig) -> Locations:

@@ -37,6 +37,7 @@ from sm_dist.planning.config import LaunchConfig
 from sm_dist.planning.constraints import check_image_pull, check_request
 from sm_dist.planning.locations import LOCAL_BUCKET, local_locations, resolve_locations
 from sm_dist.planning.profile import profile_error, without_missing_profile
+from sm_dist.planning.reach import check_reach
 from sm_dist.planning.report import render_plan
 from sm_dist.planning.sizing import Sizing, choose_strategy
 from sm_dist.planning.tags import sm_dist_tags
@@ -279,6 +280,7 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
     with without_missing_profile():
         request = request_mod.build_request(settings)
     request, request_warnings = check_request(request, hardware(config.instance_type))
+    reach_warnings = check_reach(request, where.reach, where.infra_stack) if where.reach and where.infra_stack else []
     return Plan(
         job_name=job_name, region=region, request_json=json.dumps(request), job_spec=code.spec, bundle=code.bundle,
         code_s3_uri=code_uri, role_arn=where.role_arn, instance_type=config.instance_type,
@@ -288,7 +290,7 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
         hyperparameters=MappingProxyType(dict(code.spec.hyperparameters)), channels=MappingProxyType(dict(config.inputs)),
         uploads=uploads,
         warnings=_warnings([*image_notes, *pull_warnings, *code.warnings, *limit_warnings, *request_warnings,
-                            *data_warnings,
+                            *reach_warnings, *data_warnings,
                             *_local_torch(image_torch, local)], local),
         local=local,
     )

@@ -29,7 +29,12 @@ OUTPUT_KEYS: dict[str, str] = {
     "CheckpointUri": "checkpoint_uri",
     "ArtifactUri": "artifact_uri",
     "ImageRepositoryArns": "image_repository_arns",
+    "KmsKeyArn": "kms_key_arn",
+    "VpcMode": "vpc_mode",
+    "DataBuckets": "data_buckets",
 }
+#: Keys of what the stack's role may reach (absent from stacks deployed by an older sm_dist).
+REACH_KEYS = ("artifact_uri", "image_repository_arns", "kms_key_arn", "vpc_mode", "data_buckets")
 #: Keys every resolved result has.
 RESOLVED_KEYS = ("role_arn", "bucket", "checkpoint_uri")
 
@@ -98,7 +103,7 @@ def from_config(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     missing = [k for k in RESOLVED_KEYS if not entry.get(k)]
     if missing:
         raise ConfigError(str(config.config_path(environ)), name, f"entry lacks {missing}; redeploy with `sm-dist infra deploy --stack-name {name}`")
-    return {k: str(entry[k]) for k in (*RESOLVED_KEYS, "artifact_uri", "image_repository_arns") if entry.get(k)}
+    return {k: str(entry[k]) for k in (*RESOLVED_KEYS, *REACH_KEYS) if entry.get(k)}
 
 
 def resolve(stack_name: str | None = None, session: Session | None = None, *, environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -107,8 +112,9 @@ def resolve(stack_name: str | None = None, session: Session | None = None, *, en
     `stack_name` given: read that stack's outputs from CloudFormation (unknown stack ->
     ConfigError naming the region). None: the stack `sm-dist infra deploy` recorded last in the
     config file, without any AWS call. Returns {"role_arn", "bucket", "checkpoint_uri"} and,
-    when known, "artifact_uri" (the S3 prefix the role may use for code and outputs) and
-    "image_repository_arns" (the ECR repositories the role may pull from, comma-separated).
+    when known, "artifact_uri" (the S3 prefix the role may use for code and outputs),
+    "image_repository_arns" (the ECR repositories the role may pull from, comma-separated),
+    "kms_key_arn", "vpc_mode" and "data_buckets" (what else the role may reach; "none" for none).
     """
     if stack_name is None:
         return from_config(environ)

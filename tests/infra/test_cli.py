@@ -117,13 +117,18 @@ def test_infra_help_and_provision_imports_load_nothing_heavy() -> None:
 
 
 @pytest.mark.slow
-def test_cli_from_nothing_to_a_launched_job(moto_endpoint: str, config_home: Path, tmp_path: Path) -> None:
-    """`sm-dist infra deploy`, then `sm-dist fit --infra-stack NAME` against moto's server."""
+def test_cli_from_nothing_to_a_launched_job(moto_endpoint: str, config_home: Path, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """`sm-dist infra deploy`, then `sm-dist fit --infra-stack NAME` against moto's server, with fit's role
+    check on (IAM's simulator answered in the server's threads, tests/_iam_simulator.py)."""
+    import _iam_simulator
+
+    _iam_simulator.install(monkeypatch)
     project = tmp_path / "project"
     project.mkdir()
     (project / "train.py").write_text("print('[sm_dist] step=1 loss=0.5')\n")
     env = _aws_env(moto_endpoint, config_home)
-    env.update(AWS_DEFAULT_REGION="us-east-1", SAGEMAKER_VALIDATE_ROLE="false")
+    env.update(AWS_DEFAULT_REGION="us-east-1")
     proc = _sub("deploy", "--stack-name", "e2e-stack", "--json", env=env)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)["outputs"]

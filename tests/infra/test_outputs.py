@@ -34,6 +34,8 @@ def test_resolve_named_stack_reads_cloudformation_outputs(aws_session: Any) -> N
         # the template's default repositories (deploy passes the image table's, test_deploy.py)
         "image_repository_arns": "arn:aws:ecr:us-east-1:763104351884:repository/pytorch,"
                                  "arn:aws:ecr:us-east-1:763104351884:repository/pytorch-training",
+        # what else the role may reach: nothing by default (fit's reach check reads these)
+        "kms_key_arn": "none", "vpc_mode": "false", "data_buckets": "none",
     }
 
 

@@ -132,9 +132,13 @@ def _names_only_our_bucket(resource: Any) -> bool:
 
 
 def test_s3_statements_name_only_the_bucket(tpl: dict[str, Any]) -> None:
+    """Writes only in the stack's bucket; other buckets (DataBuckets) are read-only: list, locate, get."""
     s3 = [s for s in _role_statements(tpl) if any(a.startswith("s3:") for a in _as_list(s["Action"]))]
-    assert {s["Sid"] for s in s3} == {"ListOwnPrefix", "LocateBucket", "ReadWriteOwnObjects"}
-    for stmt in s3:
+    assert {s["Sid"] for s in s3} == {"ListOwnPrefix", "LocateBucket", "ReadWriteOwnObjects",
+                                      "ListDataBuckets", "ReadDataObjects"}
+    data = [s for s in s3 if s["Sid"] in ("ListDataBuckets", "ReadDataObjects")]
+    assert {a for s in data for a in _as_list(s["Action"])} == {"s3:ListBucket", "s3:GetBucketLocation", "s3:GetObject"}
+    for stmt in (s for s in s3 if s not in data):
         assert all(a.startswith("s3:") for a in _as_list(stmt["Action"]))
         assert "s3:*" not in _as_list(stmt["Action"])
         assert all(_names_only_our_bucket(r) for r in _as_list(stmt["Resource"])), stmt

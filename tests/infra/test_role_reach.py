@@ -1,0 +1,187 @@
+"""The stack's role, checked as AWS would: IAM's simulator on its real policies, and moto's IAM enforcement.
+
+`sm-dist infra deploy` into moto, then `fit` with role validation on (never SAGEMAKER_VALIDATE_ROLE=false):
+- the stack's own role passes sm_dist's check, while the SDK's fixed gate refuses it (finding 1 of the
+  first-real-launch review: 10 of 11 actions denied on `*`), which is why sm_dist asks the precise question;
+- a role missing what the job does, a role SageMaker cannot assume, and URIs outside the stack's reach are
+  refused before anything is uploaded, each in one line with the fix;
+- under the role's own credentials with moto's IAM enforcement on, what the job does in S3 is allowed and a
+  write outside its prefix is denied (moto's evaluator, independent of tests/_iam_simulator.py).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sm_dist.errors import ConfigError
+from sm_dist.provision import stack
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    src = tmp_path / "project"
+    src.mkdir()
+    (src / "train.py").write_text("print('[sm_dist] step=1 loss=0.5')\n")
+    return src
+
+
+def _fit(session: Any, project: Path, **extra: Any) -> Any:
+    import sm_dist
+
+    settings = dict(source_dir=str(project), instance_type="ml.g5.2xlarge", instance_count=2, strategy="ddp",
+                    checkpoint_mode="auto", infra_stack="sm-dist", session=session, wait=False)
+    return sm_dist.fit("train.py", **{**settings, **extra})
+
+
+def _nothing_created(session: Any, bucket: str) -> bool:
+    jobs = session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]
+    return jobs == [] and session.client("s3").list_objects_v2(Bucket=bucket)["KeyCount"] == 0
+
+
+def test_the_stacks_role_passes_fits_check_and_the_sdks_fixed_gate_does_not(
+        aws_session: Any, config_home: Path, project: Path) -> None:
+    from sagemaker.core.helper.iam_role_resolver import RoleValidationError, resolve_and_validate_role
+    from sagemaker.core.helper.session_helper import Session
+
+    out = stack.deploy("sm-dist", {"Prefix": "team"}, session=aws_session, poll_seconds=0).outputs
+    job = _fit(aws_session, project)
+    assert aws_session.client("sagemaker").describe_training_job(TrainingJobName=job.name)["RoleArn"] == out["role_arn"]
+    with pytest.raises(RoleValidationError) as info:
+        resolve_and_validate_role(provided_role=out["role_arn"], sagemaker_session=Session(boto_session=aws_session))
+    missing = str(info.value).split("Missing permissions: ", 1)[1].splitlines()[0].split(", ")
+    assert "cloudwatch:PutMetricData" in missing and len([a for a in missing if a.startswith("ec2:")]) == 9
+
+
+def test_a_role_that_may_not_write_the_output_is_refused_naming_the_action(
+        aws_session: Any, config_home: Path, project: Path) -> None:
+    from _project import TEST_ROLE_POLICY, create_test_role
+
+    out = stack.deploy("sm-dist", session=aws_session, poll_seconds=0).outputs
+    policy = json.loads(json.dumps(TEST_ROLE_POLICY))
+    policy["Statement"][0]["Action"].remove("s3:PutObject")
+    role = create_test_role(aws_session, policy, name="no-writes")
+    with pytest.raises(ConfigError) as info:
+        _fit(aws_session, project, role=role, infra_stack=None)
+    message = str(info.value)
+    assert info.value.field == "role" and "s3:PutObject on arn:aws:s3:::" in message
+    assert "(model output)" in message and "(checkpoints)" in message and "\n" not in message
+    assert _nothing_created(aws_session, out["bucket"])
+
+
+def test_a_role_sagemaker_cannot_assume_is_refused(aws_session: Any, config_home: Path, project: Path) -> None:
+    out = stack.deploy("sm-dist", session=aws_session, poll_seconds=0).outputs
+    trust = {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
+    aws_session.client("iam").update_assume_role_policy(RoleName=out["role_arn"].rsplit("/", 1)[1],
+                                                        PolicyDocument=json.dumps(trust))
+    with pytest.raises(ConfigError, match="does not let sagemaker.amazonaws.com assume it"):
+        _fit(aws_session, project)
+    assert _nothing_created(aws_session, out["bucket"])
+
+
+def test_a_caller_that_may_not_simulate_gets_a_warning_not_a_refusal(
+        aws_session: Any, config_home: Path, project: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    from moto.iam.exceptions import IAMException
+    from moto.iam.responses import IamResponse
+
+    class AccessDenied(IAMException):
+        code = "AccessDenied"
+
+    def refuse(self: Any) -> Any:
+        raise AccessDenied("User: arn:aws:iam::123456789012:user/dev is not authorized to perform: "
+                           "iam:SimulatePrincipalPolicy")
+
+    monkeypatch.setattr(IamResponse, "simulate_principal_policy", refuse, raising=False)
+    stack.deploy("sm-dist", session=aws_session, poll_seconds=0)
+    _fit(aws_session, project)
+    assert any("may not iam:SimulatePrincipalPolicy" in r.getMessage() for r in caplog.records)
+
+
+def test_a_data_channel_outside_the_stack_is_refused_with_the_deploy_that_fixes_it(
+        aws_session: Any, config_home: Path, project: Path) -> None:
+    out = stack.deploy("sm-dist", session=aws_session, poll_seconds=0).outputs
+    aws_session.client("s3").create_bucket(Bucket="my-data")
+    with pytest.raises(ConfigError) as info:
+        _fit(aws_session, project, inputs={"train": "s3://my-data/train/"})
+    assert "sm-dist infra deploy --stack-name sm-dist --param DataBuckets=my-data" in str(info.value)
+    assert _nothing_created(aws_session, out["bucket"])
+    # a second stack: moto's stack update does not rewrite a role's inline policies (PLATFORM §5)
+    stack.deploy("sm-dist-data", {"DataBuckets": "my-data"}, session=aws_session, poll_seconds=0)
+    job = _fit(aws_session, project, infra_stack="sm-dist-data", inputs={"train": "s3://my-data/train/"})
+    assert job.plan.request["InputDataConfig"][-1]["DataSource"]["S3DataSource"]["S3Uri"] == "s3://my-data/train/"
+
+
+@pytest.mark.parametrize(("extra", "field", "fix"), [
+    ({"subnets": ["subnet-1"], "security_group_ids": ["sg-1"]}, "subnets", "--param VpcMode=true"),
+    ({"output_kms_key": "arn:aws:kms:us-east-1:123456789012:key/other"}, "output_kms_key", "--param KmsKeyArn="),
+    ({"checkpoint_s3_uri": "s3://elsewhere/ckpt"}, "checkpoint_s3_uri", "may write only under"),
+])
+def test_what_the_stack_does_not_grant_is_refused_in_the_dry_run(
+        aws_session: Any, config_home: Path, project: Path, extra: dict[str, Any], field: str, fix: str) -> None:
+    stack.deploy("sm-dist", session=aws_session, poll_seconds=0)
+    with pytest.raises(ConfigError) as info:
+        _fit(aws_session, project, dry_run=True, **extra)
+    assert info.value.field == field and fix in str(info.value)
+
+
+def _store_as_iam_does(role_arn: str) -> None:
+    """moto's CloudFormation keeps a role's inline policies as dicts with AWS::NoValue entries as None, which
+    its enforcement cannot read; store them as IAM does (JSON text, no empty entries; PLATFORM §5)."""
+    from moto.iam.models import iam_backends
+
+    backend, name = iam_backends["123456789012"]["global"], role_arn.rsplit("/", 1)[1]
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        return [clean(v) for v in value if v is not None] if isinstance(value, list) else value
+
+    for policy in backend.list_role_policies(name):
+        backend.put_role_policy(name, policy, json.dumps(clean(backend.get_role_policy(name, policy)[1])))
+
+
+def test_under_the_roles_own_credentials_with_iam_enforced_the_jobs_s3_calls_are_allowed(
+        aws_session: Any, config_home: Path, project: Path) -> None:
+    """moto's own evaluator (IAM enforcement on, the role assumed through STS) on what the job does in S3."""
+    import boto3
+    from botocore.exceptions import ClientError
+    from moto.core import set_initial_no_auth_action_count
+
+    out = stack.deploy("sm-dist", {"Prefix": "team"}, session=aws_session, poll_seconds=0).outputs
+    job = _fit(aws_session, project)
+    _store_as_iam_does(out["role_arn"])
+    creds = aws_session.client("sts").assume_role(RoleArn=out["role_arn"], RoleSessionName="job")["Credentials"]
+    bucket, code = out["bucket"], job.plan.code_s3_uri.split("/", 3)[3]
+    ckpt = job.plan.checkpoint_uri.split("/", 3)[3]
+
+    @set_initial_no_auth_action_count(0)
+    def as_the_job() -> dict[str, bool]:
+        s3 = boto3.Session(aws_access_key_id=creds["AccessKeyId"], aws_secret_access_key=creds["SecretAccessKey"],
+                           aws_session_token=creds["SessionToken"], region_name="us-east-1").client("s3")
+
+        def allowed(call: Any, **kwargs: Any) -> bool:
+            try:
+                call(Bucket=bucket, **kwargs)
+            except ClientError as exc:
+                assert exc.response["Error"]["Code"] == "AccessDenied", exc
+                return False
+            return True
+
+        return {
+            "read code": allowed(s3.get_object, Key=code + "train.py"),
+            "write checkpoint": allowed(s3.put_object, Key=ckpt + "/step-1/model.pt", Body=b"x"),
+            "read checkpoint": allowed(s3.get_object, Key=ckpt + "/step-1/model.pt"),
+            "list checkpoints": allowed(s3.list_objects_v2, Prefix=ckpt + "/"),
+            "write output": allowed(s3.put_object, Key=f"team/{job.name}/output/model.tar.gz", Body=b"x"),
+            "write outside the prefix": allowed(s3.put_object, Key="other/x", Body=b"x"),
+        }
+
+    assert as_the_job() == {"read code": True, "write checkpoint": True, "read checkpoint": True,
+                            "list checkpoints": True, "write output": True, "write outside the prefix": False}
