@@ -16,7 +16,10 @@ Why it cannot be defeated silently:
 - A refusal is also recorded, and the test's report is turned into a failure (an xfail included)
   even when the code under test caught the exception or it happened in a background thread.
 - The guard is on from the first fixture setup of a test, so a module- or session-scoped fixture
-  that starts a process is caught under the first unmarked test that needs it.
+  that starts a process is caught under the first unmarked test that needs it; and while a test file
+  is collected (imported), which happens for marked files too, so a process started at import is a
+  collection error whatever the marks.
+- tests/conftest.py refuses to run with the plugin blocked (`-p no:process_guard`).
 What it does not see: processes started from C code that bypasses CPython's os/subprocess layer.
 """
 
@@ -116,6 +119,25 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
     finally:
         _frames.pop()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, Any, Any]:
+    """Importing a test file runs for every selection: it must start no process."""
+    _frames.append(_Frame(collector.nodeid or ".", guarding=True))
+    try:
+        report = yield
+        refused = take_refused()
+    finally:
+        _frames.pop()
+    if refused:
+        text = (f"collecting this starts a process ({'; '.join(refused)}): start it in a test or "
+                f"fixture marked @pytest.mark.{MARK} (tests/_process_guard.py)")
+        if report.failed:
+            report.sections.append(("process guard", text))
+        else:
+            report.outcome, report.longrepr = "failed", text
+    return report
 
 
 @pytest.hookimpl(wrapper=True)

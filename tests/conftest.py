@@ -36,7 +36,9 @@ _STRIP_PREFIXES = ("AWS_", "SM_", "SAGEMAKER_", "XDG_")
 
 def pytest_configure(config: pytest.Config) -> None:
     """The process guard watches every test of the run (its own pytest_configure installs it)."""
-    config.pluginmanager.register(_process_guard, "process_guard")
+    if config.pluginmanager.register(_process_guard, "process_guard") is None:
+        raise pytest.UsageError("the process guard (tests/_process_guard.py) cannot be switched off: "
+                                "mark a test that starts a process @pytest.mark.slow")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -99,6 +99,20 @@ def test_an_inner_session_reports_every_way_a_refusal_could_hide(pytester: pytes
     assert passed == ["test_inner.py::test_starts_nothing"]
 
 
+@pytest.mark.parametrize("caught", [False, True])
+def test_a_test_file_that_starts_a_process_when_imported_fails_to_collect(pytester: pytest.Pytester,
+                                                                         caught: bool) -> None:
+    """Marks do not help here: every selection imports every file."""
+    start = 'subprocess.run(["true"])'
+    body = f"try:\n    {start}\nexcept Exception:\n    pass\n" if caught else f"{start}\n"
+    pytester.makepyfile(test_imports_start=f"import subprocess\nimport pytest\n{body}\n"
+                        "pytestmark = pytest.mark.slow\n\ndef test_nothing():\n    pass\n")
+    recorder = pytester.inline_run("-p", "_process_guard", "-p", "no:cacheprovider")
+    [failed] = [r for r in recorder.getreports("pytest_collectreport") if r.failed]
+    assert "collecting this starts a process (subprocess.Popen ['true'])" in failed.longreprtext + str(failed.sections)
+    assert _process_guard.take_refused() == []  # the inner session's refusals stayed in its own frames
+
+
 @pytest.mark.slow
 def test_a_marked_test_starts_processes() -> None:
     assert subprocess.run([sys.executable, "-c", "pass"]).returncode == 0

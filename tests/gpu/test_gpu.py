@@ -18,8 +18,9 @@ from _harness import child_env
 import sm_dist
 from sm_dist.estimator.calibration import family_of
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
-                                reason="needs a CUDA GPU: torch.cuda.is_available() is False on this machine")
+pytestmark = [pytest.mark.skipif(not torch.cuda.is_available(),
+                                 reason="needs a CUDA GPU: torch.cuda.is_available() is False on this machine"),
+              pytest.mark.slow]  # every test runs a child process (tests/_process_guard.py)
 #: Peak CUDA memory against the estimator's allocator figure (its total less CUDA context and NCCL buffers).
 MEMORY_TOLERANCE = 0.25
 
