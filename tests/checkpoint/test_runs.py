@@ -76,7 +76,8 @@ def test_sigterm_commits_exits_interrupted_and_resumes_bit_identically(kit, base
     assert kit.final_sha(events) == kit.final_sha(baseline)
 
 
-def test_sigterm_to_torchrun_reaches_the_workers_and_commits(kit, baseline, tmp_path):
+def test_sigterm_to_torchrun_reaches_the_workers_and_commits(kit, tmp_path):
+    """The resume from such a checkpoint and its model are the test above's (the same checkpoint code)."""
     ckpt, out, marker = tmp_path / "ckpt", tmp_path / "events.jsonl", tmp_path / "interrupted"
     run = kit.torchrun(2, ["--uri", str(ckpt), "--out", str(out), "--sleep", "0.2"], max_restarts=0,
                        env={"SM_DIST_INTERRUPT_MARKER": str(marker)})
@@ -86,9 +87,6 @@ def test_sigterm_to_torchrun_reaches_the_workers_and_commits(kit, baseline, tmp_
     stopped = int(marker.read_text())
     assert (ckpt / step_dirname(stopped) / MANIFEST_NAME).is_file()
     assert max(kit.losses(kit.events(out))) == stopped
-    again = kit.spawn(2, ["--uri", str(ckpt), "--out", str(out)])
-    assert again.wait() == [0, 0], again.output[-4000:]
-    assert kit.final_sha(kit.events(out)) == kit.final_sha(baseline)
 
 
 @pytest.mark.parametrize("fault", ["crash-in-save", "crash-in-commit"])

@@ -1,12 +1,14 @@
 """sm_dist's PID 1 from outside: started as SageMaker starts a training container, nothing of local mode.
 
-Twelve folders laid out as SageMaker lays out /opt/ml (the config files it writes, the code channel
+Two folders laid out as SageMaker lays out /opt/ml (the config files it writes, the code channel
 holding the planned bundle), each host's first process the plan's container command, with only the
 variables the platform sets (`TRAINING_JOB_NAME`, `TRAINING_JOB_ARN`, the request's `Environment`)
 plus the two free ports this shared machine needs instead of SageMaker's fixed ones. What SageMaker
 itself provides around the container — /opt/ml and resolvable `algo-N` names — comes from a private
 mount namespace per host (`unshare`). Every worker must see ModelTrainer's variables and
-`SM_CURRENT_HOST_RANK == GROUP_RANK`, exactly as in local mode (tests/local/test_rehearsal.py).
+`SM_CURRENT_HOST_RANK == GROUP_RANK`, exactly as in local mode. The host order past algo-9 (names
+sorted as text) is checked on twelve hosts by tests/local/test_rehearsal.py: the same container code
+reads the same resourceconfig.json there, so two hosts are enough here.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from sm_dist.local import mountns
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 BYO = Path(__file__).resolve().parents[1] / "local" / "byo"
-HOSTS = [f"algo-{i}" for i in range(1, 13)]
+HOSTS = ["algo-1", "algo-2"]
 CHANNEL = {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}
 
 
@@ -49,7 +51,7 @@ def sagemaker_opt_ml(root: Path, host: str, bundle: Path, hyperparameters: dict[
     return root
 
 
-def test_twelve_containers_started_as_sagemaker_starts_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_containers_started_as_sagemaker_starts_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if mountns.unshare_prefix() is None:
         pytest.skip("no private mount namespace here (`unshare --mount`): /opt/ml and algo-N cannot be provided")
     src = tmp_path / "src"

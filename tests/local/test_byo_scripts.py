@@ -76,13 +76,13 @@ def test_ddp_snapshot_script_resumes_on_every_host_after_a_kill(tmp_path: Path) 
     """kill:4 (after four snapshots, by its epoch bar): torchrun restarts the workers in the running
     job. The script saves snapshot.pt on rank 0 only, into the hard-coded /opt/ml/checkpoints (each
     host's own, through its private mount namespace); before the restart algo-2 gets algo-1's
-    snapshot from the URI, so both hosts resume from the same epoch and the model matches the
-    uninterrupted run."""
-    code, s, err = fit(tmp_path, "ddp_snapshot.py", "--chaos", "kill:4", "--verify",
+    snapshot from the URI, so both hosts resume from the same epoch. That this script's resumed
+    model matches an uninterrupted run is the spot test's --verify above; after an in-job restart,
+    the Hugging Face and Lightning tests' below."""
+    code, s, err = fit(tmp_path, "ddp_snapshot.py", "--chaos", "kill:4",
                        "--", "--total-epochs", "12", "--epoch-sleep", "0.5")
     assert code == 0, (s, err[-4000:])
     assert s["chaos_fired"] == ["kill:4"] and s["in_job_restarts"] >= 1 and s["job_restarts"] == 0
-    assert s["verify_result"] == "identical", s
     assert s["warnings"] == []
     for host in ("algo-1", "algo-2"):
         log = host_log(tmp_path, host)
