@@ -104,6 +104,7 @@ def test_subprocess_errors_never_print_a_traceback(tmp_path: Path) -> None:
     assert proc.returncode == 1 and "cannot reach" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_infra_help_and_provision_imports_load_nothing_heavy() -> None:
     code = (
         "import sys, sm_dist.cli\n"

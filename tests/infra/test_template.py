@@ -28,6 +28,7 @@ def _cfn_lint() -> list[str]:
     return [found]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", TEMPLATES)
 def test_cfn_lint_reports_nothing(name: str) -> None:
     # --include-checks I: informational findings count too.
