@@ -1,6 +1,6 @@
 """The GPU check kit and calibrate on this machine's GPUs (NCCL, CUDA memory, bf16 MFU).
 
-Skipped without CUDA. On a GPU host: `python -m pytest tests/gpu -q` (a few minutes); the same
+Skipped without CUDA. On a GPU host: `python -m pytest tests/gpu -m "" -q` (a few minutes); the same
 figures, with more steps, come from `python -m sm_dist.selfcheck --out report.json`.
 """
 
