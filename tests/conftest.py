@@ -41,6 +41,15 @@ def pytest_configure(config: pytest.Config) -> None:
                                 "mark a test that starts a process @pytest.mark.slow")
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say how to run what plain `pytest` left out, e.g. for `pytest tests/local/test_rehearsal.py`."""
+    left_out = sum(1 for item in terminalreporter.stats.get("deselected", []) if item.get_closest_marker("slow"))
+    if left_out and terminalreporter.config.option.markexpr == "not slow":
+        terminalreporter.write_line(f'left out: {left_out} slow-marked (they start processes); '
+                                    f'-m "" runs them too, -m slow only them')
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """matplotlib's font list, built once per session before any test, in a session folder.
 
