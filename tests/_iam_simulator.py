@@ -152,3 +152,19 @@ def install(monkeypatch: pytest.MonkeyPatch) -> None:
     from moto.iam.responses import IamResponse
 
     monkeypatch.setattr(IamResponse, "simulate_principal_policy", simulate_principal_policy, raising=False)
+
+
+def store_as_iam_does(role_arn: str) -> None:
+    """moto's CloudFormation keeps a role's inline policies as dicts with AWS::NoValue entries as None, which
+    its enforcement cannot read; store them as IAM does (JSON text, no empty entries; PLATFORM §10)."""
+    from moto.iam.models import iam_backends
+
+    backend, name = iam_backends["123456789012"]["global"], role_arn.rsplit("/", 1)[1]
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        return [clean(v) for v in value if v is not None] if isinstance(value, list) else value
+
+    for policy in backend.list_role_policies(name):
+        backend.put_role_policy(name, policy, json.dumps(clean(backend.get_role_policy(name, policy)[1])))

@@ -32,6 +32,7 @@ OUTPUT_KEYS: dict[str, str] = {
     "KmsKeyArn": "kms_key_arn",
     "VpcMode": "vpc_mode",
     "DataBuckets": "data_buckets",
+    "CallerPolicyArn": "caller_policy_arn",
 }
 #: Keys of what the stack's role may reach (absent from stacks deployed by an older sm_dist).
 REACH_KEYS = ("artifact_uri", "image_repository_arns", "kms_key_arn", "vpc_mode", "data_buckets")
@@ -103,7 +104,7 @@ def from_config(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     missing = [k for k in RESOLVED_KEYS if not entry.get(k)]
     if missing:
         raise ConfigError(str(config.config_path(environ)), name, f"entry lacks {missing}; redeploy with `sm-dist infra deploy --stack-name {name}`")
-    return {k: str(entry[k]) for k in (*RESOLVED_KEYS, *REACH_KEYS) if entry.get(k)}
+    return {k: str(entry[k]) for k in (*RESOLVED_KEYS, *REACH_KEYS, "caller_policy_arn") if entry.get(k)}
 
 
 def resolve(stack_name: str | None = None, session: Session | None = None, *, environ: Mapping[str, str] | None = None) -> dict[str, str]:

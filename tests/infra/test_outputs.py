@@ -36,7 +36,10 @@ def test_resolve_named_stack_reads_cloudformation_outputs(aws_session: Any) -> N
                                  "arn:aws:ecr:us-east-1:763104351884:repository/pytorch-training",
         # what else the role may reach: nothing by default (fit's reach check reads these)
         "kms_key_arn": "none", "vpc_mode": "false", "data_buckets": "none",
+        # what whoever runs fit needs (README "Provision")
+        "caller_policy_arn": got["caller_policy_arn"],
     }
+    assert got["caller_policy_arn"].startswith("arn:aws:iam::123456789012:policy/")
 
 
 def test_resolve_honours_bucket_name_and_prefix(aws_session: Any) -> None:

@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
+from _iam_simulator import store_as_iam_does
 
 from sm_dist.errors import ConfigError
 from sm_dist.provision import stack
@@ -131,22 +133,6 @@ def test_what_the_stack_does_not_grant_is_refused_in_the_dry_run(
     assert info.value.field == field and fix in str(info.value)
 
 
-def _store_as_iam_does(role_arn: str) -> None:
-    """moto's CloudFormation keeps a role's inline policies as dicts with AWS::NoValue entries as None, which
-    its enforcement cannot read; store them as IAM does (JSON text, no empty entries; PLATFORM §5)."""
-    from moto.iam.models import iam_backends
-
-    backend, name = iam_backends["123456789012"]["global"], role_arn.rsplit("/", 1)[1]
-
-    def clean(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items()}
-        return [clean(v) for v in value if v is not None] if isinstance(value, list) else value
-
-    for policy in backend.list_role_policies(name):
-        backend.put_role_policy(name, policy, json.dumps(clean(backend.get_role_policy(name, policy)[1])))
-
-
 def test_under_the_roles_own_credentials_with_iam_enforced_the_jobs_s3_calls_are_allowed(
         aws_session: Any, config_home: Path, project: Path) -> None:
     """moto's own evaluator (IAM enforcement on, the role assumed through STS) on what the job does in S3."""
@@ -156,7 +142,7 @@ def test_under_the_roles_own_credentials_with_iam_enforced_the_jobs_s3_calls_are
 
     out = stack.deploy("sm-dist", {"Prefix": "team"}, session=aws_session, poll_seconds=0).outputs
     job = _fit(aws_session, project)
-    _store_as_iam_does(out["role_arn"])
+    store_as_iam_does(out["role_arn"])
     creds = aws_session.client("sts").assume_role(RoleArn=out["role_arn"], RoleSessionName="job")["Credentials"]
     bucket, code = out["bucket"], job.plan.code_s3_uri.split("/", 3)[3]
     ckpt = job.plan.checkpoint_uri.split("/", 3)[3]
@@ -185,3 +171,69 @@ def test_under_the_roles_own_credentials_with_iam_enforced_the_jobs_s3_calls_are
 
     assert as_the_job() == {"read code": True, "write checkpoint": True, "read checkpoint": True,
                             "list checkpoints": True, "write output": True, "write outside the prefix": False}
+
+
+def _iam_requests(operation: str, params: dict[str, Any], stack_id: str) -> list[tuple[str, str, dict[str, list[str]]]]:
+    """(IAM action, resource ARN, context) that AWS authorizes for one API call fit made (the service
+    authorization reference's mapping); an operation missing here fails the test, so a new call fit makes
+    must be added to the caller policy and to this table."""
+    arn = "arn:aws:{}:us-east-1:123456789012:{}".format
+    bucket, key = params.get("Bucket", ""), params.get("Key", "")
+    s3 = {"PutObject": ("s3:PutObject", f"arn:aws:s3:::{bucket}/{key}"),
+          "HeadObject": ("s3:GetObject", f"arn:aws:s3:::{bucket}/{key}"),
+          "GetObject": ("s3:GetObject", f"arn:aws:s3:::{bucket}/{key}"),
+          "CreateMultipartUpload": ("s3:PutObject", f"arn:aws:s3:::{bucket}/{key}"),
+          "UploadPart": ("s3:PutObject", f"arn:aws:s3:::{bucket}/{key}"),
+          "CompleteMultipartUpload": ("s3:PutObject", f"arn:aws:s3:::{bucket}/{key}"),
+          "ListObjectsV2": ("s3:ListBucket", f"arn:aws:s3:::{bucket}"),
+          "HeadBucket": ("s3:ListBucket", f"arn:aws:s3:::{bucket}"),
+          "GetBucketLocation": ("s3:GetBucketLocation", f"arn:aws:s3:::{bucket}")}
+    job = arn("sagemaker", f"training-job/{str(params.get('TrainingJobName', '')).lower()}")
+    found = {**{f"s3.{k}": [v] for k, v in s3.items()},
+             "sagemaker.DescribeTrainingJob": [("sagemaker:DescribeTrainingJob", job)],
+             "sagemaker.ListTrainingJobs": [("sagemaker:ListTrainingJobs", "*")],
+             "cloudformation.DescribeStacks": [("cloudformation:DescribeStacks", stack_id)],
+             "iam.GetRole": [("iam:GetRole", f"arn:aws:iam::123456789012:role/{params.get('RoleName')}")],
+             "iam.SimulatePrincipalPolicy": [("iam:SimulatePrincipalPolicy", str(params.get("PolicySourceArn")))],
+             "servicequotas.GetServiceQuota": [("servicequotas:GetServiceQuota", "*")],
+             "servicequotas.ListAWSDefaultServiceQuotas": [("servicequotas:ListAWSDefaultServiceQuotas", "*")],
+             "sts.GetCallerIdentity": []}  # needs no permission
+    if operation == "sagemaker.CreateTrainingJob":
+        return [("sagemaker:CreateTrainingJob", job, {}), ("sagemaker:AddTags", job, {}),
+                ("iam:PassRole", params["RoleArn"], {"iam:PassedToService": ["sagemaker.amazonaws.com"]})]
+    assert operation in found, f"fit made {operation}: add it to CallerPolicy (infra/sm-dist.yaml) and this table"
+    return [(action, resource, {}) for action, resource in found[operation]]
+
+
+def test_the_stacks_caller_policy_allows_every_call_fit_makes(aws_session: Any, config_home: Path,
+                                                               project: Path) -> None:
+    """The CallerPolicy output is what a person or CI role needs to launch with the stack: each API call fit
+    makes is recorded and authorized as IAM would (action, resource ARN, the PassRole condition) against that
+    policy alone. (moto's own enforcement checks non-S3 actions on resource "*" only, so it cannot judge a
+    resource-scoped policy: PLATFORM §10.)"""
+    from _iam_simulator import evaluate
+
+    out = stack.deploy("sm-dist", {"Prefix": "team"}, session=aws_session, poll_seconds=0).outputs
+    described = aws_session.client("cloudformation").describe_stacks(StackName="sm-dist")["Stacks"][0]
+    policy_arn = next(o["OutputValue"] for o in described["Outputs"] if o["OutputKey"] == "CallerPolicyArn")
+    iam = aws_session.client("iam")
+    version = iam.get_policy(PolicyArn=policy_arn)["Policy"]["DefaultVersionId"]
+    document = iam.get_policy_version(PolicyArn=policy_arn, VersionId=version)["PolicyVersion"]["Document"]
+    document = json.loads(unquote(document)) if isinstance(document, str) else document
+    calls: list[tuple[str, dict[str, Any]]] = []
+
+    def record(model: Any, params: dict[str, Any], **_: Any) -> None:
+        calls.append((f"{model.service_model.signing_name}.{model.name}", params))
+
+    aws_session.events.register("before-parameter-build", record)
+    job = _fit(aws_session, project)
+    denied = [(op, action, resource) for op, params in calls
+              for action, resource, context in _iam_requests(op, params, described["StackId"])
+              if evaluate([("caller", document)], action, resource, context)[0] != "allowed"]
+    assert {op for op, _ in calls} >= {"sagemaker.CreateTrainingJob", "s3.PutObject", "cloudformation.DescribeStacks",
+                                       "iam.SimulatePrincipalPolicy"}
+    assert denied == []
+    assert evaluate([("caller", document)], "iam:PassRole", "arn:aws:iam::123456789012:role/admin",
+                    {"iam:PassedToService": ["sagemaker.amazonaws.com"]})[0] == "implicitDeny"
+    assert evaluate([("caller", document)], "iam:PassRole", out["role_arn"], {})[0] == "implicitDeny"
+    assert job.plan.role_arn == out["role_arn"]
