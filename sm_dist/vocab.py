@@ -20,6 +20,11 @@ class _StrEnum(str, Enum):
         return str(self.value)
 
 
+#: What sm_dist's string enums derive from: `enum.StrEnum` is Python 3.11+, sm_dist supports 3.10
+#: (mypy checks the package as 3.10, so a 3.11-only name fails the type check, not a user's import).
+StrEnum = _StrEnum
+
+
 class Strategy(_StrEnum):
     """How the model and optimizer are spread over GPUs."""
 

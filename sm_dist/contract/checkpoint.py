@@ -14,11 +14,11 @@ import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from sm_dist.errors import CheckpointError, ConfigError
+from sm_dist.vocab import StrEnum
 
 #: Name of the commit file inside a step folder.
 MANIFEST_NAME = "manifest.json"

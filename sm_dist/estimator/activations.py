@@ -44,7 +44,7 @@ from sm_dist.errors import ConfigError
 from sm_dist.vocab import Precision, parse_enum
 
 if TYPE_CHECKING:
-    from typing import Unpack
+    from typing_extensions import Unpack  # typing.Unpack is 3.11+
 
     from sm_dist.estimator.shape import ModelShape
 

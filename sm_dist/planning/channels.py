@@ -14,7 +14,6 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
@@ -22,7 +21,7 @@ from sm_dist.contract.sagemaker import check_channel_name
 from sm_dist.errors import ConfigError
 from sm_dist.estimator.cost import DataLoad
 from sm_dist.planning.preflight import check_channel_count
-from sm_dist.vocab import did_you_mean
+from sm_dist.vocab import StrEnum, did_you_mean
 
 
 class InputMode(StrEnum):

@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import torch
 import torch.distributed as dist
@@ -46,6 +46,7 @@ from sm_dist.runtime.protocols import RunIdentity, Stateful, StateStrategy
 if TYPE_CHECKING:
     from torch import nn
     from torch.distributed import ProcessGroup
+    from typing_extensions import Unpack  # typing.Unpack is 3.11+; annotations are strings here
 
 _log = logging.getLogger(__name__)
 
