@@ -51,18 +51,24 @@ class Need:
     why: str
     context: tuple[tuple[str, str], ...] = ()
     """(condition key, string value) pairs the service sends, e.g. ("s3:prefix", "team/")."""
+    shown: str = ""
+    """How a denial names the resource (default: the ARN); an S3 prefix as the user wrote it."""
 
 
 def _s3_read(uri: str, partition: str, why: str) -> list[Need]:
     bucket, key = s3_parts(uri)
     prefix = f"{key}/" if key else ""
-    return [Need(("s3:ListBucket",), f"arn:{partition}:s3:::{bucket}", why, (("s3:prefix", prefix),)),
-            Need(("s3:GetObject",), f"arn:{partition}:s3:::{bucket}/{prefix}sm-dist-example", why)]
+    shown = f"s3://{bucket}/{prefix}"
+    return [Need(("s3:ListBucket",), f"arn:{partition}:s3:::{bucket}", why, (("s3:prefix", prefix),), shown),
+            Need(("s3:GetObject",), f"arn:{partition}:s3:::{bucket}/{prefix}sm-dist-example", why, (), shown)]
 
 
 def _s3_write(uri: str, partition: str, why: str) -> Need:
+    """PutObject on an example key under the prefix: policies grant prefixes (`bucket/prefix/*`)."""
     bucket, key = s3_parts(uri)
-    return Need(("s3:PutObject",), f"arn:{partition}:s3:::{bucket}/{key + '/' if key else ''}sm-dist-example", why)
+    prefix = f"{key}/" if key else ""
+    return Need(("s3:PutObject",), f"arn:{partition}:s3:::{bucket}/{prefix}sm-dist-example", why, (),
+                f"s3://{bucket}/{prefix}")
 
 
 def needs(request: Mapping[str, Any], region: str, account: str, partition: str = "aws") -> list[Need]:
@@ -127,7 +133,7 @@ def check_role(plan: Plan, session: Session) -> list[str]:
         return [*warnings, f"could not check what role {role} may do (this caller may not iam:SimulatePrincipalPolicy); "
                            "a missing permission will fail the job on SageMaker instead"]
     if denied:
-        raise ConfigError("role", role, _denial(denied, plan))
+        raise ConfigError("role", role, _denial(denied))
     return warnings
 
 
@@ -197,15 +203,15 @@ def _unverifiable(result: Mapping[str, Any]) -> bool:
     return org is False or boundary is False
 
 
-def _denial(denied: list[tuple[str, Need]], plan: Plan) -> str:
+def _denial(denied: list[tuple[str, Need]]) -> str:
     """One line: each denied action on what, for what; then how to fix it."""
     shown: dict[str, list[str]] = {}
     for action, need in denied:
-        shown.setdefault(f"{need.resource} ({need.why})", []).append(action)
+        shown.setdefault(f"{need.shown or need.resource} ({need.why})", []).append(action)
     parts = [f"{', '.join(actions)} on {where}" for where, actions in shown.items()]
-    return (f"is not allowed {'; '.join(parts)}; grant these to the role, or for an sm_dist infra stack's role keep "
-            "the job's URIs inside what the stack grants (sm-dist infra deploy --param DataBuckets=…/VpcMode=true/"
-            "KmsKeyArn=…)")
+    return (f"may not {'; '.join(parts)}; grant that to the role (an sm_dist infra stack's role: keep the job's "
+            "URIs inside what the stack grants, or widen it with sm-dist infra deploy --param DataBuckets=…, "
+            "VpcMode=true or KmsKeyArn=…)")
 
 
 __all__ = ["LOG_GROUP", "METRICS_NAMESPACE", "Need", "check_role", "needs"]
