@@ -72,8 +72,9 @@ def _print_info(info: StackInfo, as_json: bool) -> None:
         print(json.dumps(asdict(info), indent=2, sort_keys=True))
         return
     print(f"stack {info.name} ({info.region}): {info.status}")
+    width = max((len(key) for key in info.outputs), default=0)
     for key, value in info.outputs.items():
-        print(f"  {key:<15} {value}")
+        print(f"  {key:<{width}}  {value}")
 
 
 def _deploy(args: argparse.Namespace) -> int:
@@ -87,8 +88,10 @@ def _deploy(args: argparse.Namespace) -> int:
     if not info.changed:
         print(f"stack {info.name} is up to date (no changes)", file=sys.stderr)
     _print_info(info, args.json)
-    if not args.json:
+    if not args.json and stack.records_outputs(args.template or template.DEFAULT_TEMPLATE):
         print(f"recorded in {config.config_path()}; launch with: sm-dist fit ... --infra-stack {info.name}")
+    elif not args.json:
+        print("runs launched with chain=True (sm-dist fit --chain) in this region now go on without your machine")
     return 0
 
 
