@@ -84,9 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     except SmDistError as exc:
         print(f"sm-dist {command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print(f"sm-dist {command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # sm_dist.local.interrupt.Interrupted says what it stopped
+        print(f"sm-dist {command}: {exc or 'interrupted'}", file=sys.stderr)
+        return int(getattr(exc, "exit_code", 130))
     except Exception as exc:  # a bug: say so in one line; the traceback only when asked for
         if args.verbose or os.environ.get("SM_DIST_DEBUG"):
             raise

@@ -89,6 +89,9 @@ class JobSpec:
     """Worker processes per instance; None = one per GPU, or 1 on CPU."""
     max_restarts: int = 0
     """torchrun in-job restarts of all workers after a worker failure."""
+    hang_timeout_s: int | None = None
+    """Seconds without progress after which the launcher dumps every rank's stack and restarts the
+    workers (sm_dist.container.hang_watch); None: from the observed step time; 0: off."""
     checkpoint: CheckpointSpec = field(default_factory=CheckpointSpec)
     """Checkpoint settings."""
     job_name: str | None = None
@@ -111,6 +114,7 @@ class JobSpec:
         _check_positive("seed", self.seed, minimum=0)
         _check_positive("nproc_per_node", self.nproc_per_node, allow_none=True)
         _check_positive("max_restarts", self.max_restarts, minimum=0)
+        _check_positive("hang_timeout_s", self.hang_timeout_s, allow_none=True, minimum=0)
         _check_positive("instance_count", self.instance_count)
         if isinstance(self.checkpoint, Mapping):
             object.__setattr__(self, "checkpoint", _from_mapping(CheckpointSpec, self.checkpoint, "checkpoint"))

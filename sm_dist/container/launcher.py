@@ -44,6 +44,7 @@ from typing import cast
 from sm_dist.container import reaper, requirements, worker
 from sm_dist.container.end_watch import Action, EndWatch, live_children
 from sm_dist.container.failure_watch import FailureWatch
+from sm_dist.container.hang_watch import HangWatch
 from sm_dist.container.launcher_env import (
     check_torch,
     count_gpus,
@@ -75,11 +76,14 @@ WATCH_EVERY_S = 1.0
 class Supervisor:
     """Runs torchrun in its own process group, relays signals, keeps the tail of its stderr, and
     stops it when `watch` says a restart cannot help or `ends` that the job is done or torchrun
-    lost the stop signal (`sm_dist.container.end_watch`)."""
+    lost the stop signal (`sm_dist.container.end_watch`); `hangs` reads its output (stdout too: the
+    step lines) and, when the ranks stop making progress, restarts or stops them (`hang_watch`)."""
 
     def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, watch: FailureWatch | None = None,
-                 stop_file: Path | None = None, ends: EndWatch | None = None, reap: bool = False) -> None:
+                 stop_file: Path | None = None, ends: EndWatch | None = None, reap: bool = False,
+                 hangs: HangWatch | None = None) -> None:
         self.argv, self.env, self.cwd = argv, env, cwd
+        self.hangs = hangs
         self.reap = reap  # wait for adopted orphans while torchrun runs (sm_dist.container.reaper)
         self.stop_file = stop_file  # tells workers torchrun starts again not to run the script
         self.signals: list[int] = []
@@ -138,7 +142,10 @@ class Supervisor:
         """Pass torchrun's stderr on as it comes (a progress bar redraws its line after a carriage
         return: waiting for a newline would hold every redraw until the bar ends) and read it line by line."""
         pending = b""
+        progress = self.hangs.reader() if self.hangs is not None else None
         for chunk in iter(lambda: stream.read1(65536), b""):
+            if progress is not None:
+                progress(chunk)
             sys.stderr.buffer.write(chunk)
             sys.stderr.buffer.flush()
             *lines, pending = (pending + chunk).split(b"\n")
@@ -159,6 +166,15 @@ class Supervisor:
             with self._lock:
                 self._stop(verdict)
 
+    def _pump_stdout(self, stream: BufferedReader) -> None:
+        """torchrun's stdout (rank 0's step lines) passed on as it comes, read by the hang watch."""
+        assert self.hangs is not None  # piped for it only
+        progress = self.hangs.reader()
+        for chunk in iter(lambda: stream.read1(65536), b""):
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.buffer.flush()
+            progress(chunk)
+
     def _watchdog(self) -> None:
         assert self._proc is not None and self.ends is not None
         while self._proc.poll() is None:
@@ -166,18 +182,29 @@ class Supervisor:
             action = self.ends.tick(live_children(self._proc.pid))
             if action is not None and self._proc.poll() is None:
                 self._act(action)
+            hung = self.hangs.check() if self.hangs is not None and self._proc.poll() is None else None
+            if hung is not None and self.hangs is not None:
+                if hung.give_up and self.gave_up is None:  # the stop file first: restarted workers must not run
+                    self.gave_up = hung.verdict
+                    with self._lock:
+                        self._stop(hung.verdict)
+                self.hangs.kill()
 
     def run(self) -> int:
         """Start torchrun, wait for it, return its exit code (negative: killed by a signal)."""
         previous = {s: signal.signal(s, self._on_signal) for s in FORWARDED_SIGNALS}
         try:
             self._proc = subprocess.Popen(
-                self.argv, env=self.env, cwd=self.cwd, stderr=subprocess.PIPE, start_new_session=True
+                self.argv, env=self.env, cwd=self.cwd, stderr=subprocess.PIPE, start_new_session=True,
+                stdout=subprocess.PIPE if self.hangs is not None else None,
             )
             if self.signals:  # a signal that arrived while torchrun was being started
                 self._forward(self.signals[0])
             pump = threading.Thread(target=self._pump, args=(cast(BufferedReader, self._proc.stderr),), daemon=True)
             pump.start()
+            if self.hangs is not None:
+                threading.Thread(target=self._pump_stdout, args=(cast(BufferedReader, self._proc.stdout),),
+                                 daemon=True).start()
             if self.ends is not None:
                 threading.Thread(target=self._watchdog, daemon=True).start()
             # never torchrun: its exit status is this wait's
@@ -282,9 +309,12 @@ def launch(env: Mapping[str, str] | None = None) -> int:
     try:
         watch = FailureWatch(topo.current_host, checkpoint_folder(root, spec))
         ends = EndWatch(state_dir, topo.nproc_per_node)
+        hangs = HangWatch(state_dir, topo.current_host, spec.hang_timeout_s)
         sup = Supervisor(argv, worker_env(env, topo, root, code_dir, marker, state_dir, spec), code_dir, watch,
-                         stop_file=state_dir / worker.STOP_FILE, ends=ends, reap=True)
+                         stop_file=state_dir / worker.STOP_FILE, ends=ends, reap=True, hangs=hangs)
         code = sup.run()
+        if code != 0 and not sup.signals and sup.gave_up is None:  # torchrun gave up after a hang: say so
+            sup.gave_up = hangs.last_verdict
         finished = ends.finished
     finally:
         shutil.rmtree(state_dir, ignore_errors=True)

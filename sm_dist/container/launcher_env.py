@@ -22,6 +22,7 @@ from pathlib import Path
 
 from sm_dist._resources import resource_dir
 from sm_dist.container import worker
+from sm_dist.container.hang_watch import nccl_flight_recorder
 from sm_dist.container.script_env import Host, cpu_count, script_environment
 from sm_dist.contract import torch_support
 from sm_dist.contract.checkpoint import CheckpointMode
@@ -212,6 +213,8 @@ def worker_env(env: Mapping[str, str], topo: Topology, root: Path, code_dir: Pat
         if not topo.emulated:  # the checkpointer's gloo groups: the same interface, not the hostname's guess
             out.setdefault("GLOO_SOCKET_IFNAME", topo.interface)
     out.setdefault("NCCL_PROTO", "simple")  # SageMaker's own torchrun driver always sets it (§1.2)
+    if topo.num_gpus:
+        nccl_flight_recorder(out, root / "output" / "data" / f"nccl-trace-{topo.current_host}-rank")
     region = region_of(env.get("TRAINING_JOB_ARN", ""))
     if region:  # the in-container AWS clients (checkpoints to S3) need the job's region
         out.setdefault("AWS_REGION", region)

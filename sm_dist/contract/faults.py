@@ -22,7 +22,7 @@ from sm_dist.errors import ConfigError
 #: The environment variable of the checkpointer's test-only fault hook.
 FAULT_ENV = "SM_DIST_FAULT"
 #: What local mode's --chaos takes.
-CHAOS_KINDS = ("kill", "sigterm", "crash-in-save", "s3-faults")
+CHAOS_KINDS = ("kill", "sigterm", "hang", "crash-in-save", "s3-faults")
 #: What the checkpointer's fault hook carries out (crash-in-save is a chaos kind too).
 HOOK_KINDS = ("crash-in-save", "crash-in-commit")
 #: Kinds that may be timed (`kill:20s`) instead of triggered by a step line.

@@ -25,6 +25,8 @@ _HELP = {
     "tokens": "training tokens, e.g. 2e12 (expected duration and cost)",
     "checkpoint_s3_uri": "s3://bucket/prefix for checkpoints (required with --spot)",
     "max_cost_usd": "budget in dollars: becomes MaxRuntime (and MaxWait for spot)",
+    "hang_timeout_s": "seconds without progress before every rank's stack is dumped and the workers restart "
+                      "(0: off; default: 10 x the step time, 300 to 1800 s)",
     "hyperparameters": "KEY=VALUE, repeatable; reaches the script as --KEY VALUE (KEY= alone: a bare --KEY flag); "
                        "the script's own arguments, verbatim: after --, e.g. sm-dist fit train.py ... -- 3 1 --dummy",
     "environment": "KEY=VALUE, repeatable",

@@ -1,8 +1,9 @@
 """Apply chaos faults to a running attempt, and watch torchrun's in-job restarts.
 
 The log readers report steps (`on_step`, any thread) and fire a due fault at once: SIGKILL to
-one random worker, or SIGTERM to every host's first process (spot). Timed faults (`kill:20s`)
-fall due that many seconds after the job's first worker process was seen. The attempt's main
+one random worker, SIGUSR2 to one (chaos `hang`: its handler never returns, `sm_dist.runtime.liveness`),
+or SIGTERM to every host's first process (spot). Timed faults (`kill:20s`) fall due that many
+seconds after the job's first worker process was seen. The attempt's main
 loop calls `tick()` a few times a second, which fires timed faults, retries a kill that found no
 worker and reports a spot interruption, so the runner waits out the grace period and restarts
 the job. The same loop samples the live workers: the largest TORCHELASTIC_RESTART_COUNT seen on
@@ -20,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from sm_dist.contract import hang
 from sm_dist.contract.faults import Fault
 from sm_dist.local import procs
 from sm_dist.local.agent import HostAgent
@@ -33,7 +35,7 @@ class ChaosDriver:
 
     def __init__(self, faults: Sequence[Fault], rng: random.Random | None = None,
                  s3_fault_switch: Callable[[float], None] | None = None) -> None:
-        self._pending = [f for f in faults if f.kind in ("kill", "sigterm") and not f.timed]
+        self._pending = [f for f in faults if f.kind in ("kill", "sigterm", "hang") and not f.timed]
         self._timed = [f for f in faults if f.timed]
         self.workers_started: float | None = None  # monotonic time the first worker was seen
         self.group = GroupWatch()
@@ -65,8 +67,8 @@ class ChaosDriver:
             for fault in [f for f in self._pending if step >= f.step]:
                 self._pending.remove(fault)
                 self._due.append(fault)
-            kills = [f for f in self._due if f.kind == "kill"]
-            self._due = [f for f in self._due if f.kind != "kill"]
+            kills = [f for f in self._due if f.kind in ("kill", "hang")]
+            self._due = [f for f in self._due if f.kind not in ("kill", "hang")]
             spot = any(f.kind == "sigterm" for f in self._due)
         for fault in kills:
             self._kill_one(self._agents, fault)
@@ -105,7 +107,7 @@ class ChaosDriver:
             due, self._due = self._due, []
         interrupt = False
         for fault in due:
-            if fault.kind == "kill":
+            if fault.kind in ("kill", "hang"):
                 self._kill_one(agents, fault)
             else:
                 for agent in agents:
@@ -122,13 +124,16 @@ class ChaosDriver:
                 self._due.append(fault)
             return
         host, worker = self._rng.choice(candidates)
+        stop = fault.kind == "hang"  # the rank's handler sleeps for ever: it stops making progress
         try:
-            os.kill(worker.pid, signal.SIGKILL)
+            os.kill(worker.pid, signal.Signals[hang.CHAOS_HANG_SIGNAL] if stop else signal.SIGKILL)
         except ProcessLookupError:
             with self._lock:
                 self._due.append(fault)
             return
-        self._fire(fault, f"SIGKILL to rank {worker.env.get('RANK')} (pid {worker.pid}) on {host}")
+        self._fire(fault, f"rank {worker.env.get('RANK')} (pid {worker.pid}) on {host} stops making progress "
+                          f"({hang.CHAOS_HANG_SIGNAL}: its main thread sleeps in sm_dist's handler)" if stop else
+                   f"SIGKILL to rank {worker.env.get('RANK')} (pid {worker.pid}) on {host}")
 
     def _sample_workers(self, agents: Sequence[HostAgent]) -> None:
         for agent in agents:

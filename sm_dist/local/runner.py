@@ -4,7 +4,8 @@ An attempt is what one set of SageMaker instances runs: fresh /opt/ml folders, c
 restored from the URI, every host's container command started, then supervised until all first
 processes exit. As on SageMaker, one host failing fails the job (the other hosts are stopped).
 A spot interruption (chaos sigterm) stops every host with SIGTERM + grace and starts a new
-attempt, like a managed-spot restart; nothing else restarts the whole job.
+attempt, like a managed-spot restart; nothing else restarts the whole job. SIGINT or SIGTERM to this
+process stops every host, then raises `Interrupted` (`sm_dist.local.interrupt`).
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from sm_dist.contract import hang
 from sm_dist.contract.container import MASTER_PORT_ENV, OPT_ML, RDZV_PORT_ENV, checkpoint_like, synced_files
 from sm_dist.contract.faults import FAULT_ENV, Fault, hook_env_value
 from sm_dist.contract.log_lines import AloneLine, FaultLine, read_line
-from sm_dist.local import mountns
+from sm_dist.local import interrupt, mountns
 from sm_dist.local.agent import HostAgent, LineSink
 from sm_dist.local.chaos_driver import ChaosDriver
 from sm_dist.local.ckpt_sync import CheckpointSync
@@ -109,6 +111,7 @@ class LocalRunner:
         self.agents: list[HostAgent] = []
         self.layouts: list[HostRoot] = []
         self._sync: CheckpointSync | None = None
+        self.stop = interrupt.StopSignals()
 
     def _on_line(self, host: str, line: str) -> None:
         hook = read_line(line)
@@ -117,11 +120,22 @@ class LocalRunner:
             self.chaos.events.append(f"{hook.fault}: the checkpointer's fault hook killed a rank on {host}")
         elif isinstance(hook, AloneLine):  # sm_dist.runtime.run_script: what the rank's process groups did
             self.chaos.group.trained_alone(host, hook.rank, hook.why)
+        found = hang.hang_text(line) if hook is None else None
+        if found is not None and found[1] and f"hang: {found[0]}" not in self.outcome.warnings:
+            self.outcome.warnings.append(f"hang: {found[0]}")  # the launcher's hang watch named a stopped rank
         self.progress.feed(line, host)
         self.settings.on_line(host, line)
 
     def run(self) -> Outcome:
-        """Run attempts until one is not interrupted; return the outcome."""
+        """Run attempts until one is not interrupted; return the outcome. SIGINT or SIGTERM meanwhile: every
+        host stopped (`interrupt.INTERRUPT_GRACE_S` of grace), then `interrupt.Interrupted` is raised."""
+        with self.stop:
+            outcome = self._run()
+        if self.stop.signum is not None:
+            raise interrupt.Interrupted(self.stop.signum, f"; logs: {self.settings.job_root / 'logs'}")
+        return outcome
+
+    def _run(self) -> Outcome:
         for attempt in range(self.settings.max_job_restarts + 1):
             codes, interrupted = self._attempt(attempt)
             self.outcome.exit_codes.append(codes)
@@ -151,7 +165,20 @@ class LocalRunner:
             logs = {layout.host: self.log_path(layout.host) for layout in self.layouts}
             found = real_error(logs)
             self.outcome.error = found.line() if found else start_error(logs)
+        self._explain_stop()
         self.outcome.ended = time.time()
+
+    def _explain_stop(self) -> None:
+        """The summary's error when the script did not fail: its MaxRuntime, or a hang the launcher stopped."""
+        if self.outcome.stopped_reason == "MaxRuntimeExceeded":
+            self.outcome.error = (f"stopped at its MaxRuntime (MaxRuntimeInSeconds={self.settings.max_runtime_s:g} "
+                                  "reached): status Stopped, MaxRuntimeExceeded, as SageMaker reports it")
+            return
+        hangs = sorted((not text.startswith(hang.FAILURE_PREFIX), host, text)
+                       for host, text in self.outcome.failures.items()
+                       if text.startswith((hang.FAILURE_PREFIX, hang.FAILURE_WAITING_PREFIX)))
+        if hangs:  # the launcher stopped the job on a hang: the rank it named first
+            self.outcome.error = hangs[0][2].splitlines()[0]
 
     def _attempt(self, attempt: int) -> tuple[dict[str, int], bool]:
         hosts_dir = self.settings.job_root / "hosts"
@@ -166,7 +193,7 @@ class LocalRunner:
                 agent.start()
             interrupted = self._supervise()
         finally:
-            codes = self._stop_all(self.settings.grace_seconds)
+            codes = self._stop_all(self.stop.grace(self.settings.grace_seconds))
             if sync is not None:
                 sync.stop(flush=True)
                 self.outcome.warnings.extend(w for w in sync.problems() if w not in self.outcome.warnings)
@@ -209,6 +236,8 @@ class LocalRunner:
             # N emulated instances share this machine's cores: one intra-op pool per worker would
             # oversubscribe them (torchrun itself sets 1 only when a host runs several workers)
             extra["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // self._workers()))
+        if any(f.kind == "hang" for f in self.settings.faults):  # chaos hang:STEP: the ranks arm its handler
+            extra[hang.CHAOS_HANG_ENV] = "1"
         hook = hook_env_value(self.settings.faults)
         if hook and attempt == 0:
             extra[FAULT_ENV] = hook
@@ -266,6 +295,8 @@ class LocalRunner:
             if any(code not in (None, 0) for code in codes):
                 _log.error("a host failed (exit codes %s); stopping the others", codes)
                 return False
+            if self.stop.signum is not None:  # SIGINT/SIGTERM to local mode: the attempt stops every host
+                return False
             limit = self.settings.max_runtime_s
             if limit is not None and time.time() - self.outcome.started > limit:
                 _log.error("MaxRuntimeInSeconds=%d exceeded; stopping the job", limit)
@@ -283,6 +314,11 @@ class LocalRunner:
         threads = [threading.Thread(target=stop, args=(a,)) for a in self.agents if a.pid is not None]
         for thread in threads:
             thread.start()
-        for thread in threads:
-            thread.join()
+        try:
+            for thread in threads:
+                thread.join()
+        except BaseException:  # a second stop signal (interrupt.Interrupted): no more grace
+            for agent in self.agents:
+                agent.teardown()
+            raise
         return {a.host: codes[a.host] for a in self.agents if a.host in codes}

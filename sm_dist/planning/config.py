@@ -77,6 +77,10 @@ class LaunchConfig:
     """Processes per instance; None = one per GPU."""
     max_restarts: int = DEFAULT_MAX_RESTARTS
     """torchrun restarts of all workers after a worker failure (resume from the checkpoint)."""
+    hang_timeout_s: int | None = None
+    """Seconds without progress (step lines, progress bars, the ranks' collectives) after which the
+    launcher dumps every rank's stack, names the rank that stopped and restarts the workers; a hang at
+    the same place again fails the job. None: 10 x the observed step time, 300 s to 1800 s; 0: off."""
     checkpoint_s3_uri: str | None = None
     """s3://bucket/prefix for checkpoints; required with spot."""
     checkpoint_mode: str = CheckpointMode.AUTO
@@ -167,6 +171,8 @@ class LaunchConfig:
         _check_int("instance_count", self.instance_count, 1)
         _check_int("seed", self.seed, 0)
         _check_int("max_restarts", self.max_restarts, 0)
+        if self.hang_timeout_s is not None:
+            _check_int("hang_timeout_s", self.hang_timeout_s, 0)
         _check_int("volume_size_gb", self.volume_size_gb, 1)
         _check_int("micro_batch", self.micro_batch, 1)
         if self.seq_len is not None:

@@ -38,6 +38,7 @@ class LaunchSettings(TypedDict, total=False):
     seed: int
     nproc_per_node: int | None
     max_restarts: int
+    hang_timeout_s: int | None
     checkpoint_s3_uri: str | None
     checkpoint_mode: str
     checkpoint_interval_steps: int | None

@@ -48,6 +48,7 @@ from typing import Protocol, cast
 
 from sm_dist.container import worker
 from sm_dist.contract.log_lines import alone_line
+from sm_dist.runtime import liveness
 
 #: How long a finished rank's first connection to the rendezvous store may take.
 CONNECT_TIMEOUT_S = 30.0
@@ -290,6 +291,7 @@ def main(argv: list[str] | None = None) -> None:
     watch_groups(evidence)
     if round_key:
         not_restoring(environ, round_key)
+    liveness.start(environ)  # the launcher's hang watch: this rank's stack on demand, its collectives counted
     run(args[0], args[1:])
     end(environ, evidence)
 

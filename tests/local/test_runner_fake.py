@@ -66,6 +66,8 @@ def test_max_runtime_stops_the_job(fake_config: LocalJobConfig, tmp_path: Path) 
     config = dataclasses.replace(fake_config, container_command=("python3", "-c", "import time; time.sleep(600)"))
     outcome = LocalRunner(config, _settings(tmp_path, [], max_runtime_s=1.0)).run()
     assert outcome.status == "Stopped" and outcome.stopped_reason == "MaxRuntimeExceeded"
+    assert outcome.error == ("stopped at its MaxRuntime (MaxRuntimeInSeconds=1 reached): status Stopped, "
+                             "MaxRuntimeExceeded, as SageMaker reports it")  # not the SIGTERM's SignalException
     assert all(code == -15 for code in outcome.exit_codes[0].values())  # SIGTERM reached the first process
 
 
