@@ -257,3 +257,13 @@ def test_ranks_that_write_no_stack_are_reported_only_when_the_next_timeout_finds
     clock.now += WAITING_GRACE_S
     found = watch.check()
     assert found is not None and not found.give_up  # nothing to compare the next one with: restarted
+
+
+def test_the_automatic_timeout_ends_where_gloos_own_collective_timeout_does() -> None:
+    """docs/PLATFORM.md §2.7: torch's default for a gloo group is 30 minutes (NCCL's 10); past it the
+    collective fails by itself, so the watch's automatic timeout never waits longer."""
+    from datetime import timedelta
+
+    from torch.distributed import constants
+
+    assert constants.default_pg_timeout == timedelta(seconds=AUTO_MAX_S)
