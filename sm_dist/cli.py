@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cost": ("sm_dist.cloud.cli", "what a finished job cost, next to its estimate"),
     "checkpoints": ("sm_dist.cloud.cli", "committed checkpoints of a job, newest first"),
     "infra": ("sm_dist.provision.cli", "CloudFormation for the execution role and checkpoint bucket"),
+    "local": ("sm_dist.local.clean", "local runs kept on this machine: clean [--older-than 7d] removes old ones"),
 }
 
 _log = logging.getLogger(__name__)
