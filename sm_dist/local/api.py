@@ -16,14 +16,15 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Literal, TextIO
 
 from sm_dist.contract.container import INSTALL_REQUIREMENTS_ENV
 from sm_dist.errors import ConfigError
 from sm_dist.local import from_plan, requirements_check, verify
+from sm_dist.local.chain import LinkRecord, local_policy, run_chain
 from sm_dist.local.chaos import Fault
 from sm_dist.local.config import LocalChannel, LocalJobConfig
-from sm_dist.local.job import LocalJob, RunRecord, store_manifests
+from sm_dist.local.job import LocalJob, RunRecord, chain_record, store_manifests
 from sm_dist.local.options import LocalOptions
 from sm_dist.local.runner import LocalRunner, Outcome, RunSettings, print_line
 from sm_dist.local.stores import Store, open_store
@@ -118,12 +119,15 @@ class _Job:
 
 
 def _one_run(job: _Job, root: Path, label: str, faults: tuple[Fault, ...], endpoint: _Endpoint | None,
-             uri_override: str | None) -> tuple[RunRecord, LocalJobConfig, str | None]:
+             uri_override: str | None, *, name: str | None = None, display: str | None = None,
+             max_runtime_s: float | None | Literal["job"] = "job") -> tuple[RunRecord, LocalJobConfig, str | None]:
+    """One local job (`name`: a chain's link; `display`: its label in the echo and the view)."""
     plan, options = job.plan, job.options
     uri = from_plan.sync_uri(plan, uri_override, label)
     code_dir = from_plan.code_for_run(job.bundle, root / "code", from_plan.local_spec(plan, uri, label))
-    config = from_plan.config_from_plan(plan, code_dir, uri, plan.job_name, job.channels)
+    config = from_plan.config_from_plan(plan, code_dir, uri, name or plan.job_name, job.channels)
     listed_uri = uri or from_plan.runtime_s3_uri(plan, label)  # what checkpoints() lists
+    label = display or label
     store = None
     if listed_uri is not None:
         store = endpoint.store(listed_uri) if listed_uri.startswith("s3://") and endpoint else open_store(listed_uri)
@@ -132,7 +136,8 @@ def _one_run(job: _Job, root: Path, label: str, faults: tuple[Fault, ...], endpo
         grace_seconds=options.grace_seconds, sync_interval=options.sync_interval,
         extra_env={**(endpoint.env if endpoint else {}), **job.env},
         on_line=(lambda h, line: job.echo(f"{label} {h}" if label != "run" else h, line)),
-        max_job_restarts=options.max_job_restarts, max_runtime_s=job.max_runtime_s,
+        max_job_restarts=options.max_job_restarts,
+        max_runtime_s=job.max_runtime_s if max_runtime_s == "job" else max_runtime_s,
         nproc_per_host=plan.job_spec.nproc_per_node,
         s3_fault_switch=endpoint.fail_for if endpoint is not None and endpoint.server.url != endpoint.server.moto_url else None,
     )
@@ -192,6 +197,9 @@ def run(plan: Plan, options: LocalOptions | Mapping[str, object] | None = None) 
     grace_seconds, max_runtime_s, echo/view and where they go.
     """
     opts = LocalOptions.coerce(options)
+    capacity = [str(f) for f in opts.faults() if f.kind == "capacity"]
+    if capacity and plan.chain is None:
+        raise ConfigError("chaos", capacity[0], "rehearses a chain's wait for capacity: add chain=True (--chain)")
     base = Path(opts.root).resolve() if opts.root is not None else Path(tempfile.gettempdir()) / "sm-dist-local" / plan.job_name
     if base.exists() and any(base.iterdir()):
         raise ConfigError("root", str(base), "expected a new or empty folder")
@@ -229,12 +237,18 @@ def _run_job(job: _Job, base: Path) -> LocalJob:
     endpoint = None
     if _needs_s3(plan, [uri, plan.job_spec.checkpoint.uri], job.faults):
         endpoint = _Endpoint(plan.region or "us-east-1", faults=any(f.kind == "s3-faults" for f in job.faults))
+    links: list[LinkRecord] = []
     try:
-        record, config, listed_uri = _one_run(job, base / "run", "run", job.faults, endpoint, checkpoint_uri)
+        if plan.chain is not None:
+            record, config, listed_uri, links = _chain(job, base, endpoint, checkpoint_uri)
+        else:
+            record, config, listed_uri = _one_run(job, base / "run", "run", job.faults, endpoint, checkpoint_uri)
         checked = verification = None
         if job.options.verify:
             verify_uri = None if checkpoint_uri is None else f"{checkpoint_uri.rstrip('/')}-verify"
-            checked, _, _ = _one_run(job, base / "verify", "verify", (), endpoint, verify_uri)
+            # a chain's final model is checked against one unchained run, as long as it takes
+            checked, _, _ = _one_run(job, base / "verify", "verify", (), endpoint, verify_uri,
+                                     max_runtime_s=None if links else "job")
             verification = _verification(record, checked, config.hosts)
             again = None
             if verification is not None and verification.result == verify.DIFFERS and record.fired:
@@ -251,7 +265,27 @@ def _run_job(job: _Job, base: Path) -> LocalJob:
                     processes_per_host=job.nproc, estimate_usd=plan.sizing.expected_usd(),
                     checkpoint_uri=listed_uri, verification=verification,
                     s3_requests=stats["requests"] if endpoint else None,
-                    s3_faults_injected=stats["injected"] if endpoint else None)
+                    s3_faults_injected=stats["injected"] if endpoint else None, links=tuple(links), run_name=plan.run)
+
+
+def _chain(job: _Job, base: Path, endpoint: _Endpoint | None,
+           checkpoint_uri: str | None) -> tuple[RunRecord, LocalJobConfig, str | None, list[LinkRecord]]:
+    """The plan's run as a chain of local jobs on one checkpoint URI (sm_dist.local.chain)."""
+    plan = job.plan
+    assert plan.chain is not None and plan.run is not None
+    uri = from_plan.sync_uri(plan, checkpoint_uri, "run")  # every link syncs with the run's URI
+    last: list[tuple[LocalJobConfig, str | None]] = []
+
+    def start(name: str, number: int, runtime: float, faults: tuple[Fault, ...]) -> RunRecord:
+        limit = runtime if job.options.max_runtime_s is None else job.options.max_runtime_s
+        record, config, listed = _one_run(job, base / "run" / f"link-{number}", "run", faults, endpoint, uri,
+                                          name=name, display=f"link-{number}", max_runtime_s=limit)
+        last.append((config, listed))
+        return record
+
+    links = run_chain(plan.run, local_policy(plan.chain), start, job.faults)
+    config, listed_uri = last[-1]
+    return chain_record(links, [str(f) for f in job.faults if f.kind == "capacity"]), config, listed_uri, links
 
 
 def _verification(record: RunRecord, checked: RunRecord | None, hosts: Iterable[str]) -> Verification | None:

@@ -9,6 +9,8 @@
                       (the checkpointer's SM_DIST_FAULT hook)
   s3-faults[:SECONDS] the S3 endpoint answers every request with 503 SlowDown for SECONDS
                       (default 5), starting when training starts (the first step line)
+  capacity:TRIES      a chain's next job gets no instances TRIES times (CapacityError), so the
+                      run's wait and retry are rehearsed (with --chain; sm_dist.local.chain)
   hang:STEP           one random worker rank stops making progress once a log line shows step >=
                       STEP (its main thread sleeps for ever in sm_dist's handler): the launcher's
                       hang watch must find it, name it and restart the workers (--hang-timeout-s)
@@ -31,6 +33,8 @@ def parse_faults(specs: Iterable[str | Fault]) -> tuple[Fault, ...]:
     faults = tuple(s if isinstance(s, Fault) else parse_fault(s) for s in specs)
     if len(set(faults)) != len(faults):
         raise ConfigError("chaos", [str(f) for f in faults], "each chaos spec may be given once")
+    if sum(f.kind == "capacity" for f in faults) > 1:
+        raise ConfigError("chaos", [str(f) for f in faults], "give capacity once (the tries of the next job)")
     if sum(f.kind == "crash-in-save" for f in faults) > 1:
         raise ConfigError("chaos", [str(f) for f in faults], "give crash-in-save once (one SM_DIST_FAULT hook)")
     return faults

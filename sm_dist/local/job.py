@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sm_dist.contract.chain import Action
 from sm_dist.contract.checkpoint import MANIFEST_NAME, committed_manifest, parse_step
 from sm_dist.contract.job import CheckpointList, JobStatus, checkpoint_info
-from sm_dist.local.clean import pile_up
+from sm_dist.local.chain import LinkRecord
 from sm_dist.local.config import LocalJobConfig
 from sm_dist.local.cost import LocalCost, local_cost
 from sm_dist.local.progress import Progress
@@ -72,10 +74,14 @@ class LocalJob:
     s3_requests: int | None = None
     """Requests the local S3 endpoint served (None: the job used no S3)."""
     s3_faults_injected: int | None = None
+    links: tuple[LinkRecord, ...] = ()
+    """A chain's links in order (`run` then sums them up and holds the last that ran)."""
+    run_name: str | None = None
+    """A chain's run name (its links are `<run>-1`, ...)."""
 
     @property
     def name(self) -> str:
-        return self.config.job_name
+        return self.run_name or self.config.job_name
 
     def status(self) -> JobStatus:
         """A `JobStatus`, as the cloud `Job.status()` returns: Completed, Failed or Stopped."""
@@ -96,8 +102,9 @@ class LocalJob:
     def logs(self, follow: bool = False, host: str | None = None) -> Iterator[str]:
         """Every host's log lines prefixed "[algo-N] ", like the cloud `Job.logs()` (one host's,
         unprefixed, with `host=`). The run is over, so `follow` changes nothing."""
-        log_dir = self.run.root / "logs"
-        paths = [log_dir / f"{host}.log"] if host is not None else sorted(log_dir.glob("*.log"))
+        roots = [link.record.root for link in self.links if link.record is not None] or [self.run.root]
+        paths = [p for root in roots for p in ([root / "logs" / f"{host}.log"] if host is not None
+                                              else sorted((root / "logs").glob("*.log")))]
         for path in paths:
             prefix = "" if host is not None else f"[{path.stem}] "
             for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -184,12 +191,30 @@ class LocalJob:
             checkpoint_uri=self.checkpoint_uri, checkpoint_files=len(run.checkpoint_keys),
             checkpoints_committed=tuple(c.step for c in self.checkpoints() if c.committed),
             failures=dict(run.outcome.failures), error=run.outcome.error, logs=str(run.root / "logs"),
-            error_detail=run.outcome.error_detail, host_outcomes=dict(run.outcome.host_outcomes),
-            exit_codes=dict(run.outcome.exit_codes[-1]) if run.outcome.exit_codes else {},
-            warnings=tuple(run.warnings) + tuple(run.outcome.warnings) + tuple(pile_up(run.root)), stopped_reason=run.outcome.stopped_reason,
-            root=str(run.root),
+            warnings=tuple(run.warnings) + tuple(run.outcome.warnings), stopped_reason=run.outcome.stopped_reason,
+            root=str(run.root), run_name=self.run_name, links=tuple(link.line() for link in self.links),
             estimate_usd=self.estimate_usd, s3_requests=self.s3_requests, s3_faults_injected=self.s3_faults_injected,
         )
+
+
+def chain_record(links: Sequence[LinkRecord], capacity_specs: Sequence[str] = ()) -> RunRecord:
+    """A chain's links as one run: the last link that ran (its progress, model, checkpoints) with
+    every link's restarts, chaos and warnings; a run the decision stopped says why in its error."""
+    ran = [link.record for link in links if link.record is not None]
+    last, final = ran[-1], links[-1]
+    outcome = replace(
+        last.outcome, job_restarts=sum(r.outcome.job_restarts for r in ran), started=ran[0].outcome.started,
+        ended=time.time() if final.record is None else last.outcome.ended,
+        warnings=list(dict.fromkeys(w for r in ran for w in r.outcome.warnings)))
+    if final.decision.action is Action.STOP and outcome.status != "Failed":
+        outcome.error = final.decision.reason
+        outcome.status = "Failed" if final.record is None else outcome.status
+    refused = any(link.record is None for link in links)
+    return RunRecord(outcome, last.progress, sum(r.in_job_restarts for r in ran),
+                     [f for r in ran for f in r.fired] + (list(capacity_specs) if refused else []), last.root,
+                     events=[e for r in ran for e in r.events], checkpoint_keys=last.checkpoint_keys,
+                     checkpoint_manifests=last.checkpoint_manifests,
+                     warnings=list(dict.fromkeys(w for r in ran for w in r.warnings)))
 
 
 def list_checkpoints(uri: str, keys: Mapping[str, int], manifests: Mapping[str, bytes]) -> CheckpointList:

@@ -8,10 +8,12 @@ billed, so MaxWait adds room to wait without raising the cost ceiling.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sm_dist.contract.chain import DEFAULT_MAX_LINKS, ChainPolicy
 from sm_dist.contract.sagemaker import STOP_GRACE_SECONDS
 from sm_dist.errors import ConfigError
 
@@ -95,7 +97,12 @@ def _runtime(config: LaunchConfig, usd_per_hour: float | None) -> tuple[int, str
 
 
 def stopping_limits(config: LaunchConfig, usd_per_hour: float | None, expected_hours: float | None) -> tuple[Limits, list[str]]:
-    """MaxRuntime/MaxWait for `config` and warnings (budget shorter than the estimate, ...)."""
+    """MaxRuntime/MaxWait for `config` and warnings (budget shorter than the estimate, ...).
+
+    For a chain (`config.chain`) these are the first link's: a link may run 28 days unless
+    max_runtime_s says less, and the budget is the whole run's (`chain_policy`)."""
+    if config.chain:
+        return _chain_limits(config, usd_per_hour, expected_hours)
     warnings: list[str] = []
     runtime, basis = _runtime(config, usd_per_hour)
     if runtime > MAX_RUNTIME_LIMIT_S:
@@ -135,5 +142,39 @@ def _wait(config: LaunchConfig, runtime: int) -> tuple[int | None, list[str]]:
     return config.max_wait_s, []
 
 
-__all__ = ["Limits", "stopping_limits", "DEFAULT_MAX_RUNTIME_S", "MAX_DEFAULT_WAIT_S", "MAX_RUNTIME_LIMIT_S",
+def chain_policy(config: LaunchConfig, usd_per_hour: float | None) -> ChainPolicy:
+    """The run's policy (the `sm-dist:chain` tag): links, each link's MaxRuntime cap, the run's budget."""
+    return ChainPolicy(max_links=config.max_links or DEFAULT_MAX_LINKS,
+                       link_runtime_s=min(config.max_runtime_s or MAX_RUNTIME_LIMIT_S, MAX_RUNTIME_LIMIT_S),
+                       budget_usd=config.max_cost_usd, usd_per_hour=usd_per_hour, on_demand_after=config.on_demand_after)
+
+
+def _chain_limits(config: LaunchConfig, usd_per_hour: float | None,
+                  expected_hours: float | None) -> tuple[Limits, list[str]]:
+    """The first link's limits, and what the whole run may take."""
+    policy = chain_policy(config, usd_per_hour)
+    warnings = []
+    if config.max_runtime_s is not None and config.max_runtime_s > MAX_RUNTIME_LIMIT_S:
+        warnings.append(f"max_runtime_s is each job's in a chain: capped at SageMaker's 28 days (asked "
+                        f"{config.max_runtime_s / 86400:.1f} days)")
+    link = dataclasses.replace(config, max_runtime_s=policy.link_runtime_s)
+    runtime, basis = _runtime(link, usd_per_hour)
+    if config.max_runtime_s is None and runtime == policy.link_runtime_s:
+        basis = "SageMaker's longest job, 28 days"
+    basis = f"first job of a chain of at most {policy.max_links}: {basis}"
+    per_link = f"{runtime / 3600:,.1f} h" if runtime >= 3600 else f"{runtime} s"
+    if expected_hours is not None:
+        needed = math.ceil(expected_hours * 3600 / runtime)
+        if needed > policy.max_links:
+            warnings.append(f"the estimate ({expected_hours:,.0f} h) needs about {needed} jobs of {per_link}: "
+                            f"max_links={policy.max_links} ends the run before; raise max_links")
+    if config.max_cost_usd is None and usd_per_hour is not None:
+        worst = usd_per_hour * (policy.link_runtime_s + STOP_GRACE_S + UPLOAD_ALLOWANCE_S) / 3600 * policy.max_links
+        warnings.append(f"no budget given: a chain of up to {policy.max_links} jobs × {per_link} may cost "
+                        f"${worst:,.2f}; set max_cost_usd (the whole run's)")
+    wait, wait_warnings = _wait(config, runtime)
+    return Limits(runtime, wait, usd_per_hour, basis), warnings + wait_warnings
+
+
+__all__ = ["Limits", "chain_policy", "stopping_limits", "DEFAULT_MAX_RUNTIME_S", "MAX_DEFAULT_WAIT_S", "MAX_RUNTIME_LIMIT_S",
            "SPOT_WAIT_FACTOR", "STOP_GRACE_S", "UPLOAD_ALLOWANCE_S"]

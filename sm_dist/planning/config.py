@@ -97,6 +97,14 @@ class LaunchConfig:
     """Spot only: capacity wait + run time; >= max runtime."""
     retry_attempts: int | None = None
     """RetryStrategy.MaximumRetryAttempts (SageMaker retries on InternalServerError only)."""
+    chain: bool = False
+    """A run of chained jobs `<job>-1`, `<job>-2`, ... sharing the checkpoint URI: a job that ends by
+    MaxRuntime, MaxWait, a capacity error or an InternalServerError is followed by the next, which
+    resumes from the newest committed checkpoint; max_cost_usd is the whole run's (README "Long runs")."""
+    max_links: int | None = None
+    """With chain: the most jobs that run (default 10; a job refused capacity does not count)."""
+    on_demand_after: int | None = None
+    """With chain and spot: after this many spot interruptions (or a MaxWait) the next jobs run on demand."""
     hyperparameters: Mapping[str, Any] = field(default_factory=dict)
     """Reach the script as `--key value`; an empty value gives a bare `--key` (a store_true flag)."""
     args: tuple[str, ...] = ()
@@ -151,6 +159,7 @@ class LaunchConfig:
             object.__setattr__(self, "strategy", "auto")
         object.__setattr__(self, "precision", parse_enum(Precision, self.precision, "precision"))
         self._check_numbers()
+        self._check_chain()
         self._check_s3()
         self._check_mappings()
         object.__setattr__(self, "checkpoint_mode", parse_mode(self.checkpoint_mode, "checkpoint_mode"))
@@ -190,6 +199,19 @@ class LaunchConfig:
             raise ConfigError("max_cost_usd", self.max_cost_usd, "expected a positive number of dollars")
         if self.params is not None and not (isinstance(self.params, (int, float)) and self.params > 0):
             raise ConfigError("params", self.params, "expected a positive parameter count, e.g. 7e9")
+
+    def _check_chain(self) -> None:
+        for name in ("max_links", "on_demand_after"):
+            value = getattr(self, name)
+            if value is not None:
+                _check_int(name, value, 1, 99 if name == "max_links" else None)
+                if not self.chain:
+                    raise ConfigError(name, value, "applies to a chain of jobs: add chain=True (--chain)")
+        if self.on_demand_after is not None and not self.spot:
+            raise ConfigError("on_demand_after", self.on_demand_after, "counts spot interruptions: add spot=True (--spot)")
+        if self.chain and str(self.checkpoint_mode).lower() == CheckpointMode.OFF:
+            raise ConfigError("checkpoint_mode", "off", "each job of a chain resumes from the checkpoints: "
+                              "use another mode")
 
     def _check_s3(self) -> None:
         for name in ("checkpoint_s3_uri", "output_s3_uri"):

@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from sm_dist.catalog.hardware import hardware
+from sm_dist.contract.chain import DEFAULT_MAX_LINKS, ChainPolicy, RunState, check_run_name, link_name
 from sm_dist.contract.checkpoint import parse_mode
 from sm_dist.contract.torch_support import parse
 from sm_dist.errors import ConfigError
@@ -31,7 +32,7 @@ from sm_dist.metric_format import metric_definitions
 from sm_dist.planning import bundle as bundle_mod
 from sm_dist.planning import preflight, wheels
 from sm_dist.planning import request as request_mod
-from sm_dist.planning.budget import Limits, stopping_limits
+from sm_dist.planning.budget import Limits, chain_policy, stopping_limits
 from sm_dist.planning.channels import Channel, DataUpload, channel_warnings, plan_uploads
 from sm_dist.planning.config import LaunchConfig
 from sm_dist.planning.constraints import check_image_pull, check_request
@@ -40,7 +41,7 @@ from sm_dist.planning.profile import profile_error, without_missing_profile
 from sm_dist.planning.reach import check_reach
 from sm_dist.planning.report import render_plan
 from sm_dist.planning.sizing import Sizing, choose_strategy
-from sm_dist.planning.tags import sm_dist_tags
+from sm_dist.planning.tags import chain_tags, sm_dist_tags
 from sm_dist.vocab import Strategy
 
 if TYPE_CHECKING:
@@ -89,6 +90,10 @@ class Plan:
     warnings: tuple[str, ...] = ()
     local: bool = False
     """A plan for local mode: region, role and S3 URIs only label the request."""
+    run: str | None = None
+    """A chain's run name (`chain=True`): `job_name` is its first link, `<run>-1` (contract.chain)."""
+    chain: ChainPolicy | None = None
+    """A chain's policy: links, each link's MaxRuntime cap, the run's budget."""
 
     @property
     def request(self) -> dict[str, Any]:
@@ -112,6 +117,7 @@ class Plan:
             "channels": {name: c.to_dict() for name, c in self.channels.items()},
             "uploads": [u.to_dict() for u in self.uploads],
             "default_bucket": self.default_bucket, "warnings": list(self.warnings), "local": self.local,
+            "chain": None if self.chain is None else {"run": self.run, **dataclasses.asdict(self.chain)},
         }
 
     def __str__(self) -> str:
@@ -201,11 +207,12 @@ class CodePlan:
 
 
 def plan_code(config: LaunchConfig, region: str, job_name: str, checkpoint_base: str | None = None,
-              default_checkpoint_base: str | None = None) -> CodePlan:
+              default_checkpoint_base: str | None = None, checkpoint_name: str | None = None) -> CodePlan:
     """Check the config (catalog, estimator, hyperparameters) and list the bundle. No AWS call.
 
     `checkpoint_base`: the infra stack's checkpoint prefix; `default_checkpoint_base`: where a
-    multi-instance job without one checkpoints (the output location; None: not planned here)."""
+    multi-instance job without one checkpoints (the output location; None: not planned here);
+    `checkpoint_name`: the folder under either (default: the job's name; a chain's: the run's)."""
     inst = preflight.check_instance(config.instance_type, region)
     warnings = [] if inst else [f"{config.instance_type} is not in sm_dist's catalog: no price, no memory check"]
     sizing = choose_strategy(config, region) if inst else _unchecked(config)
@@ -214,7 +221,8 @@ def plan_code(config: LaunchConfig, region: str, job_name: str, checkpoint_base:
     preflight.check_environment(config.environment, len(BASE_ENVIRONMENT) + config.network_isolation)
     for arg in config.args:
         preflight.check_exec_text("args", arg)
-    checkpoint, ckpt_warnings = _checkpointing(config, checkpoint_base, job_name, default_checkpoint_base)
+    checkpoint, ckpt_warnings = _checkpointing(config, checkpoint_base, checkpoint_name or job_name,
+                                               default_checkpoint_base)
     spec = JobSpec(
         entry=bundle_mod.resolve_entry(config.entry, _source(config), config.entry_is_function),
         strategy=sizing.strategy, precision=config.precision, seed=config.seed,
@@ -263,12 +271,18 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
     preflight.check_channel_count(config.inputs)
     image_uri, image_torch, image_notes = _image(config, region)
     job_name = config.job_name or new_job_name(config.base_job_name)
+    run = _run_name(config, job_name)
+    job_name = link_name(run, 1) if run else job_name
     where = local_locations(config) if local else resolve_locations(config, session_factory, region)
     pull_warnings = (check_image_pull(image_uri, where.image_repository_arns, where.infra_stack)
                      if where.infra_stack else [])
-    code = plan_code(config, region, job_name, where.checkpoint_base, None if local else where.output_s3_uri)
+    code = plan_code(config, region, job_name, where.checkpoint_base, None if local else where.output_s3_uri, run)
     usd_per_hour = code.instance.sagemaker_usd_per_hour * config.instance_count if code.instance else None
     limits, limit_warnings = stopping_limits(config, usd_per_hour, code.sizing.expected_hours)
+    policy = chain_policy(config, usd_per_hour) if run else None
+    if run and not local and code.spec.checkpoint.uri is None:
+        raise ConfigError("checkpoint_s3_uri", None, "each job of a chain resumes from the checkpoints at a URI: pass "
+                          "checkpoint_s3_uri= (--checkpoint-s3-uri) or infra_stack=")
     code_uri = request_mod.s3_join(where.output_s3_uri, job_name, "input", request_mod.CODE_CHANNEL) + "/"
     environment = {**BASE_ENVIRONMENT, **config.environment, **preflight.isolation_environment(config.network_isolation)}
     channels, uploads = plan_uploads(config.inputs, request_mod.s3_join(where.output_s3_uri, DATA_PREFIX))
@@ -276,7 +290,8 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
     data_warnings = channel_warnings(config.inputs, uploads, config.instance_count, config.volume_size_gb,
                                      box.local_nvme if box is not None else False)
     settings = _request_spec(config, code, job_name, where.role_arn, image_uri, limits, code_uri, environment,
-                             where.output_s3_uri, channels)
+                             where.output_s3_uri, channels,
+                             chain_tags(run, 1, policy, RunState()) if run and policy else {})
     with without_missing_profile():
         request = request_mod.build_request(settings)
     request, request_warnings = check_request(request, hardware(config.instance_type))
@@ -292,8 +307,18 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
         warnings=_warnings([*image_notes, *pull_warnings, *code.warnings, *limit_warnings, *request_warnings,
                             *reach_warnings, *data_warnings,
                             *_local_torch(image_torch, local)], local),
-        local=local,
+        local=local, run=run, chain=policy,
     )
+
+
+def _run_name(config: LaunchConfig, job_name: str) -> str | None:
+    """A chain's run name (its links `<run>-1` ...), checked against TrainingJobName's rule; None without chain."""
+    if not config.chain:
+        return None
+    try:
+        return check_run_name(job_name, config.max_links or DEFAULT_MAX_LINKS)
+    except ValueError as exc:
+        raise ConfigError("job_name", job_name, str(exc)) from None
 
 
 def _image(config: LaunchConfig, region: str) -> tuple[str, str | None, list[str]]:
@@ -365,12 +390,12 @@ def _source(config: LaunchConfig) -> Path:
 
 def _request_spec(config: LaunchConfig, code: CodePlan, job_name: str, role_arn: str, image_uri: str, limits: Limits,
                   code_uri: str, environment: dict[str, str], output_uri: str,
-                  channels: Mapping[str, Channel]) -> request_mod.RequestSpec:
-    """What request.build_request turns into a ModelTrainer."""
+                  channels: Mapping[str, Channel], chain: Mapping[str, str]) -> request_mod.RequestSpec:
+    """What request.build_request turns into a ModelTrainer (`chain`: a link's tags, or none)."""
     spec = code.spec
     ckpt = spec.checkpoint
     ours = sm_dist_tags(spec.strategy.value, code.sizing.expected_usd(config.spot), limits.max_cost_usd, ckpt.uri,
-                        tokens=config.tokens, flops_params=code.sizing.flops_params)
+                        tokens=config.tokens, flops_params=code.sizing.flops_params) | dict(chain)
     preflight.check_tags(config.tags, len(ours.keys() - config.tags.keys()))
     return request_mod.RequestSpec(
         job_name=job_name, role_arn=role_arn, instance_type=config.instance_type,

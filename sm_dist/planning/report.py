@@ -30,6 +30,13 @@ def _cost_lines(plan: Plan) -> list[str]:
     if limits.usd_per_hour is not None:
         lines.append(f"  price        ${limits.usd_per_hour:.2f}/h for {plan.instance_count} × {plan.instance_type} "
                      f"on-demand; at most ${limits.max_cost_usd:,.2f}")
+    chain = plan.chain
+    if chain is not None:
+        budget = f"${chain.budget_usd:,.2f} for the whole run" if chain.budget_usd is not None else "no budget"
+        spot = f"; on demand after {chain.on_demand_after} spot interruptions" if chain.on_demand_after else ""
+        lines.append(f"  chain        run {plan.run}: jobs {plan.run}-1 ... at most {chain.max_links} that run, each "
+                     f"resuming from the checkpoints; {budget}, each job's MaxRuntime what is left of it (≤ "
+                     f"{chain.link_runtime_s} s){spot}")
     row = plan.sizing.row
     if row is not None and row.cost is not None and row.hours is not None:
         cost = row.cost

@@ -49,6 +49,9 @@ class LaunchSettings(TypedDict, total=False):
     max_runtime_s: int | None
     max_wait_s: int | None
     retry_attempts: int | None
+    chain: bool
+    max_links: int | None
+    on_demand_after: int | None
     hyperparameters: Mapping[str, Any]
     args: tuple[str, ...] | list[str]  # a list where the config holds a tuple (a bare str is refused)
     environment: Mapping[str, str]

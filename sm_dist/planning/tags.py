@@ -7,6 +7,7 @@ The plan writes them (`sm_dist_tags`); the cloud job handle reads them (`Job.cos
 from __future__ import annotations
 
 from sm_dist._version import __version__
+from sm_dist.contract.chain import TAG_DECISION, TAG_LINK, TAG_POLICY, TAG_RUN, TAG_STATE, ChainPolicy, RunState
 from sm_dist.planning.preflight import MAX_TAG_VALUE_CHARS, tag_text_ok
 
 TAG_ESTIMATE = "sm-dist:estimate-usd"
@@ -35,5 +36,11 @@ def sm_dist_tags(strategy: str, estimate_usd: float | None, max_cost_usd: float 
     return tags
 
 
-__all__ = ["TAG_CHECKPOINT", "TAG_ESTIMATE", "TAG_FLOPS_PARAMS", "TAG_MAX_COST", "TAG_STRATEGY", "TAG_TOKENS",
-           "TAG_VERSION", "sm_dist_tags"]
+def chain_tags(run: str, link: int, policy: ChainPolicy, state: RunState) -> dict[str, str]:
+    """The tags of a run's link (contract.chain): the run, the link's number, the run's policy and
+    its state before the link, which the supervisor reads when the link ends."""
+    return {TAG_RUN: run, TAG_LINK: str(link), TAG_POLICY: policy.to_tag(), TAG_STATE: state.to_tag()}
+
+
+__all__ = ["TAG_CHECKPOINT", "TAG_DECISION", "TAG_ESTIMATE", "TAG_FLOPS_PARAMS", "TAG_LINK", "TAG_MAX_COST", "TAG_POLICY",
+           "TAG_RUN", "TAG_STATE", "TAG_STRATEGY", "TAG_TOKENS", "TAG_VERSION", "chain_tags", "sm_dist_tags"]

@@ -147,10 +147,18 @@ def deploy(
         final, changed = outputs.describe_stack(cfn, stack_id), True
     if final is None:
         raise InfraError(f"stack {name} vanished during its {operation}; deploy again")
-    resolved = outputs.from_stack(final)
-    path = config.record(name, {**resolved, "region": region, "stack_name": name}, environ)
-    _log.debug("recorded stack %s in %s", name, path)
+    if records_outputs(template_name):
+        resolved = outputs.from_stack(final)
+        path = config.record(name, {**resolved, "region": region, "stack_name": name}, environ)
+        _log.debug("recorded stack %s in %s", name, path)
     return _info(final, region, changed=changed)
+
+
+def records_outputs(template_name: str) -> bool:
+    """Whether a stack of `template_name` has what `fit --infra-stack` reads (role, bucket), so deploy
+    records it as the default; the chain stack (its supervisor only) does not."""
+    declared = template.load(template_name).get("Outputs", {})
+    return all(key in declared for key, ours in outputs.OUTPUT_KEYS.items() if ours in outputs.RESOLVED_KEYS)
 
 
 def show(stack_name: str, *, session: Session | None = None) -> StackInfo:

@@ -63,6 +63,8 @@ class TrainConfig:
     """Print a metric line every N optimizer steps (and after the last one)."""
     model_dir: str | None = None
     """Where rank 0 writes the final model; None = the run's model dir (SM_MODEL_DIR)."""
+    step_sleep_s: float = 0.0
+    """Seconds to sleep after each optimizer step: paces a rehearsal (e.g. a chain's links) to a known rate."""
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "grad_accum", "log_every"):
@@ -73,6 +75,8 @@ class TrainConfig:
             raise ConfigError("epochs", self.epochs, "give --epochs >= 1 or --steps >= 1")
         if self.steps is not None and self.steps < 1:
             raise ConfigError("steps", self.steps, "use an integer >= 1 (or null to train by epochs)")
+        if not self.step_sleep_s >= 0:
+            raise ConfigError("step_sleep_s", self.step_sleep_s, "use a number of seconds >= 0")
         if self.clip is not None and not self.clip > 0:
             raise ConfigError("clip", self.clip, "use a positive max gradient norm, or null to disable clipping")
 
@@ -107,7 +111,8 @@ class TrainResult:
 def train_config(args: argparse.Namespace) -> TrainConfig:
     """TrainConfig from the entrypoints' common flags (sm_dist.runtime.train_args)."""
     return TrainConfig(epochs=args.epochs, steps=args.steps, batch_size=args.batch_size, grad_accum=args.grad_accum,
-                       clip=args.clip, log_every=args.log_every, model_dir=args.model_dir)
+                       clip=args.clip, log_every=args.log_every, model_dir=args.model_dir,
+                       step_sleep_s=args.step_sleep_s)
 
 
 def adamw(lr: float, weight_decay: float = 0.0) -> OptimizerFactory:
@@ -204,6 +209,8 @@ class _Loop:
             self.scheduler.step()
         if step % self.config.log_every == 0:
             self.log(step)
+        if self.config.step_sleep_s:
+            time.sleep(self.config.step_sleep_s)
 
     def log(self, step: int) -> None:
         """Mean loss over every sample of every rank since the last line (collective)."""

@@ -90,6 +90,8 @@ def add_common_flags(parser: argparse.ArgumentParser, *, batch_size: int, lr: fl
     loop.add_argument("--clip", type=optional_float, default=1.0, help="max gradient norm, null = off (default 1.0)")
     loop.add_argument("--log-every", type=int, default=1, help="print a metric line every N steps (default 1)")
     loop.add_argument("--model-dir", type=optional_str, help="where rank 0 writes the final model (default SM_MODEL_DIR)")
+    loop.add_argument("--step-sleep-s", type=float, default=0.0,
+                      help="sleep after each step (default 0): paces a rehearsal, e.g. a chain's links")
 
 
 def add_checkpoint_flags(parser: argparse.ArgumentParser) -> None:

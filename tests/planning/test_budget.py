@@ -18,7 +18,7 @@ from sm_dist.planning.budget import (
 
 
 def cfg(**kw):
-    base = dict(max_cost_usd=None, max_runtime_s=None, max_wait_s=None, spot=False,
+    base = dict(max_cost_usd=None, max_runtime_s=None, max_wait_s=None, spot=False, chain=False,
                 instance_type="ml.p4d.24xlarge", instance_count=2)
     return SimpleNamespace(**{**base, **kw})
 
