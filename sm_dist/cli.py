@@ -13,6 +13,7 @@ import importlib
 import logging
 import os
 import sys
+from typing import NoReturn
 
 from sm_dist._version import __version__
 from sm_dist.errors import SmDistError
@@ -29,13 +30,22 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cost": ("sm_dist.cloud.cli", "what a finished job cost, next to its estimate"),
     "checkpoints": ("sm_dist.cloud.cli", "committed checkpoints of a job, newest first"),
     "infra": ("sm_dist.provision.cli", "CloudFormation for the execution role and checkpoint bucket"),
+    "local": ("sm_dist.local.clean", "local runs kept on this machine: clean [--older-than 7d] removes old ones"),
 }
 
 _log = logging.getLogger(__name__)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, whose error is one line with the way to the usage instead of the whole usage first
+    (`sm-dist fit`'s is 33 lines, and the error came last). Subcommands' parsers are of the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _top_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="sm-dist",
         description="Plan, launch and run multi-instance PyTorch training on Amazon SageMaker.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -50,7 +60,7 @@ def _top_parser() -> argparse.ArgumentParser:
 def build_parser(command: str) -> argparse.ArgumentParser:
     """The parser of one command, importing only that command's module."""
     module_name, text = COMMANDS[command]
-    parser = argparse.ArgumentParser(prog=f"sm-dist {command}", description=text)
+    parser = OneLineParser(prog=f"sm-dist {command}", description=text)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     importlib.import_module(module_name).register(command, parser)
     return parser

@@ -10,7 +10,12 @@ failed worker (`failed (exitcode: N) local_rank: L`), looks at the error that wo
   restart, as torchrun would;
 - an error no restart can fix (`cannot_recover`: usage, import and syntax errors): stop now;
 - the same error as at an earlier failure with the checkpoint folder unchanged since (no new
-  checkpoint): stop now.
+  checkpoint): stop now, and say how many restarts it spent;
+- an error of the program itself (`PROGRAM_ERRORS`: ValueError, TypeError, ...) at the first failure, when
+  nothing was written since the launcher started, neither in the checkpoint folder nor a checkpoint-like
+  file in the working directory or temporary folder (`outside_files`): a restart would replay the same
+  steps from the same start and raise it again, so it is not restarted at all (where checkpoints go
+  straight to S3 the folder says nothing, and the rule above decides).
 
 Standard library only (it runs in PID 1, before torch).
 """
@@ -20,22 +25,34 @@ from __future__ import annotations
 import collections
 import os
 import re
+import time
 from pathlib import Path
 
+from sm_dist.container import outside_files
 from sm_dist.contract.worker_errors import WorkerError, cannot_recover, cause, errors_in
 
 #: torchrun's line for each failed worker (torch/distributed/elastic/multiprocessing/api.py).
 _WORKER_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)")
 #: Lines kept between two worker failures: a traceback and torchrun's lines around it.
 KEEP_LINES = 400
+#: Exceptions a script raises from its own logic: replayed from the same start, the same steps raise them again.
+#: (RuntimeError is not one: CUDA and NCCL failures, which a restart may outlive, are RuntimeErrors.)
+PROGRAM_ERRORS = ("ValueError", "TypeError", "KeyError", "IndexError", "AttributeError", "NameError",
+                  "UnboundLocalError", "AssertionError", "ZeroDivisionError", "NotImplementedError", "LookupError",
+                  "RecursionError")
 
 
 class FailureWatch:
     """Feed it every output line; it says when a restart cannot help."""
 
-    def __init__(self, host: str, checkpoint_dir: Path | None = None) -> None:
+    def __init__(self, host: str, checkpoint_dir: Path | None = None, work_dir: Path | None = None) -> None:
+        """`work_dir`: the script's working directory (with the temporary folder, where a script may save
+        checkpoints the folder does not hold); None: do not stop a program error at its first failure."""
         self.host = host
         self.checkpoint_dir = checkpoint_dir
+        self.work_dir = work_dir
+        self._started = time.time()
+        self._at_start = self._newest_checkpoint_change()
         self._lines: collections.deque[str] = collections.deque(maxlen=KEEP_LINES)
         self._errors: list[WorkerError] = []
         self._failures: list[tuple[str, float]] = []  # (error, checkpoint folder's newest change) per failure
@@ -60,10 +77,24 @@ class FailureWatch:
             return self.verdict
         mark = (error.text, self._newest_checkpoint_change())
         if mark in self._failures:
-            self.verdict = f"{error.line()}; not restarted: the same error again, with no new checkpoint since"
+            spent = self._failures.count(mark)
+            self.verdict = (f"{error.line()}; not restarted: the same error again, with no new checkpoint since "
+                            f"({spent} restart{'s' if spent > 1 else ''} spent on it)")
+            return self.verdict
+        if not self._failures and self._replays(error, mark[1]):
+            self.verdict = (f"{error.line()}; not restarted: a restart would replay the same steps into the same "
+                            f"{error.kind} (no checkpoint was written since the job started)")
             return self.verdict
         self._failures.append(mark)
         return None
+
+    def _replays(self, error: WorkerError, newest: float) -> bool:
+        """A restart would start where this attempt started: a program error, nothing saved since the start."""
+        if error.kind not in PROGRAM_ERRORS or self.checkpoint_dir is None or self.work_dir is None:
+            return False
+        if newest != self._at_start:
+            return False
+        return not outside_files.find(self._started, self.checkpoint_dir, work_dir=self.work_dir)
 
     def error(self) -> WorkerError | None:
         """The worker error most likely to be the cause, of everything seen so far."""

@@ -12,10 +12,13 @@ never hears a stop or a spot interruption (docs/PLATFORM.md §1.3). This launche
    ``--max-restarts`` from the job spec (docs/PLATFORM.md §2.3: the restart setup that recovered);
 3. forwards SIGTERM/SIGINT to torchrun, which relays them to the workers, and waits for the orphans it
    adopts (a killed rank's DataLoader workers) so none stays a zombie (`reaper`);
-4. writes ``output/failure`` (≤ 1024 chars, SageMaker's FailureReason) on error and exits with
-   torchrun's code — or with EXIT_INTERRUPTED when the run stopped on a signal after the
-   runtime committed a checkpoint (each host's local rank 0 writes the file named by
-   $SM_DIST_INTERRUPT_MARKER).
+4. writes ``output/failure`` (≤ 1024 chars, SageMaker's FailureReason: `failure_text`, the script's
+   own error first) on error and exits with torchrun's code — 1 when it stopped torchrun after the
+   script's error, whatever signal then ended torchrun — or with EXIT_INTERRUPTED when the run
+   stopped on a signal after the runtime committed a checkpoint (each host's local rank 0 writes the
+   file named by $SM_DIST_INTERRUPT_MARKER);
+5. once it has sent torchrun a signal, leaves torchrun's own `SignalException` traceback out of the
+   log (`stop_noise`).
 
 Standard library only: it runs before torch is imported. Environment overrides (documented in
 docs/ARCHITECTURE.md): SM_DIST_OPT_ML, SM_DIST_RDZV_HOST, SM_DIST_RDZV_PORT,
@@ -28,7 +31,6 @@ import collections
 import contextlib
 import logging
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -43,6 +45,7 @@ from typing import cast
 
 from sm_dist.container import reaper, requirements, worker
 from sm_dist.container.end_watch import Action, EndWatch, live_children
+from sm_dist.container.failure_text import FAILURE_MAX_CHARS, compose, where_logs_are
 from sm_dist.container.failure_watch import FailureWatch
 from sm_dist.container.hang_watch import HangWatch
 from sm_dist.container.launcher_env import (
@@ -55,19 +58,16 @@ from sm_dist.container.launcher_env import (
     wait_for_store,
     worker_env,
 )
-from sm_dist.contract.container import CODE_DIR, opt_ml_root, read_checkpoint_config, remap
+from sm_dist.container.stop_noise import StopNoise
+from sm_dist.contract.container import CODE_DIR, LOCAL_LOG_ENV, opt_ml_root, read_checkpoint_config, remap
 from sm_dist.contract.worker_errors import WorkerError
 from sm_dist.errors import LaunchFailure
 from sm_dist.jobspec import EXIT_INTERRUPTED, JOB_SPEC_FILENAME, JobSpec
 
 _log = logging.getLogger("sm_dist.launcher")
 
-#: SageMaker keeps the first 1024 characters of output/failure as FailureReason (docs/PLATFORM.md §1.1).
-FAILURE_MAX_CHARS = 1024
 #: Lines of torchrun's stderr kept for the failure reason.
 STDERR_TAIL_LINES = 60
-#: Where a SageMaker training job's logs go, one stream per host (docs/PLATFORM.md §1.6).
-LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 #: Seconds between two looks at torchrun's workers and the ranks' marks (sm_dist.container.end_watch).
 WATCH_EVERY_S = 1.0
@@ -93,6 +93,8 @@ class Supervisor:
         self.gave_up: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._forwarded = False  # torchrun handles one signal; a second would cut its shutdown short
+        self._noise: StopNoise | None = None  # from the first signal sent to torchrun (stop_noise)
+        self._raw_pending = 0  # bytes of the unfinished output line already written as they came
         self._lock = threading.Lock()
 
     def _on_signal(self, signum: int, _frame: object) -> None:
@@ -110,6 +112,8 @@ class Supervisor:
 
     def _send(self, signum: int) -> None:
         assert self._proc is not None  # only called once started
+        if self._noise is None:
+            self._noise = StopNoise()
         try:
             os.killpg(self._proc.pid, signum)
         except ProcessLookupError:
@@ -146,13 +150,35 @@ class Supervisor:
         for chunk in iter(lambda: stream.read1(65536), b""):
             if progress is not None:
                 progress(chunk)
-            sys.stderr.buffer.write(chunk)
-            sys.stderr.buffer.flush()
             *lines, pending = (pending + chunk).split(b"\n")
+            self._write(chunk, lines, pending)
             for raw in lines:
                 self._line(raw.decode("utf-8", "replace"))
         if pending:
             self._line(pending.decode("utf-8", "replace"))
+        if self._noise is not None:
+            self._write(b"", [pending] if pending else [], b"", flush=True)
+
+    def _write(self, chunk: bytes, lines: list[bytes], pending: bytes, flush: bool = False) -> None:
+        """Pass torchrun's output on: as it comes until torchrun got a signal, then whole lines less
+        torchrun's own traceback (`stop_noise`; the line begun before the switch is finished as it is)."""
+        noise = self._noise
+        if noise is None:
+            out, self._raw_pending = chunk, len(pending)
+        else:
+            kept: list[str] = []
+            for index, raw in enumerate(lines):
+                if index == 0 and self._raw_pending:
+                    kept.append(raw[self._raw_pending:].decode("utf-8", "surrogateescape"))
+                    self._raw_pending = 0
+                    continue
+                kept.extend(noise.feed(raw.decode("utf-8", "surrogateescape")))
+            if flush:
+                kept.extend(noise.flush())
+            out = "".join(line + "\n" for line in kept).encode("utf-8", "surrogateescape")
+        if out:
+            sys.stderr.buffer.write(out)
+            sys.stderr.buffer.flush()
 
     def _line(self, line: str) -> None:
         self.tail.append(line)
@@ -230,54 +256,32 @@ def write_failure(root: Path, message: str) -> None:
         _log.error("cannot write %s: %s", path, exc)
 
 
-_GLOG_LINE = re.compile(r"^[IWEF]\d{4} ")  # torchrun's own log lines: "W1121 21:54:47.678000 …"
-
-
-def useful_lines(lines: list[str]) -> list[str]:
-    """stderr minus torchrun's noise (its log lines, its own traceback frames, separators)."""
-    out: list[str] = []
-    in_torch_frame = False
-    for line in lines:
-        stripped = line.strip()
-        if stripped.startswith('File "'):
-            in_torch_frame = "torch/distributed/" in stripped or "<frozen runpy>" in stripped
-            if in_torch_frame:
-                continue
-        elif in_torch_frame and line.startswith("    "):
-            continue
-        else:
-            in_torch_frame = False
-        if not stripped or _GLOG_LINE.match(line) or set(stripped) <= set("^~=-"):
-            continue
-        out.append(line)
-    return out
-
-
 def outcome(code: int, signals: list[int], marker: Path, host: str, tail: list[str],
             error: WorkerError | None = None, gave_up: str | None = None, job: str = "<job>",
-            finished: bool = False) -> tuple[int, str | None]:
+            finished: bool = False, local_log: str | None = None) -> tuple[int, str | None]:
     """Exit code of the launcher and the failure message (None when not a failure): the worker's
-    own error first (`error`, or the verdict that stopped the restarts), then where the logs
-    are, then the end of the output. `finished`: every rank's script finished (whatever torchrun
-    said after that, the job is done)."""
+    own error first (`error`, or the verdict that stopped the restarts; before a stop signal that
+    came after it), then where the logs are (`local_log`: local mode's file), then the script's
+    traceback (`failure_text`). `finished`: every rank's script finished (whatever torchrun said
+    after that, the job is done). The launcher that stopped torchrun after the script's error
+    exits 1 as torchrun would have, not with the signal that ended torchrun."""
     if finished:
         return 0, None
     if signals and marker.exists() and gave_up is None:
         return EXIT_INTERRUPTED, None
     if code == 0 and gave_up is None:
         return 0, None
-    exit_code = code if code > 0 else (128 - code if code < 0 else 1)
+    exit_code = 1 if gave_up else code if code > 0 else (128 - code if code < 0 else 1)
+    error = None if error is not None and error.torchruns else error  # its ChildFailedError says nothing
+    own = error if error is not None and not error.collateral else None
     if gave_up:
-        why = gave_up
+        why = gave_up.replace("; not restarted: ", "\nnot restarted: ", 1)
     elif signals:
-        why = f"stopped by {signal.Signals(signals[0]).name} before a checkpoint was committed"
+        stop = f"stopped by {signal.Signals(signals[0]).name} before a checkpoint was committed"
+        why = f"{own.line()}\nthen {stop}" if own else stop
     else:
-        why = f"{error.line()}; torchrun exited with code {code}" if error else f"torchrun exited with code {code}"
-    logs = f"logs: CloudWatch {LOG_GROUP}, stream {job}/{host}-*"
-    head = f"{why}. {logs}. sm_dist launcher on {host}; last output:\n"
-    body = "\n".join(useful_lines(tail))
-    room = FAILURE_MAX_CHARS - len(head)
-    return exit_code, head + (body if len(body) <= room else "…" + body[-(room - 1):])
+        why = f"{error.line()}\ntorchrun exited with code {code}" if error else f"torchrun exited with code {code}"
+    return exit_code, compose(why, where_logs_are(job, host, local_log), host, error, tail)
 
 
 def launch(env: Mapping[str, str] | None = None) -> int:
@@ -307,12 +311,14 @@ def launch(env: Mapping[str, str] | None = None) -> int:
     state_dir = Path(tempfile.mkdtemp(prefix="sm-dist-worker-"))  # this host's own: /tmp of its container
     (state_dir / worker.STARTED_FILE).write_text(repr(time.time()), encoding="utf-8")
     try:
-        watch = FailureWatch(topo.current_host, checkpoint_folder(root, spec))
+        watch = FailureWatch(topo.current_host, checkpoint_folder(root, spec), work_dir=code_dir)
         ends = EndWatch(state_dir, topo.nproc_per_node)
         hangs = HangWatch(state_dir, topo.current_host, spec.hang_timeout_s)
         sup = Supervisor(argv, worker_env(env, topo, root, code_dir, marker, state_dir, spec), code_dir, watch,
                          stop_file=state_dir / worker.STOP_FILE, ends=ends, reap=True, hangs=hangs)
         code = sup.run()
+        for sig in FORWARDED_SIGNALS:  # torchrun is gone: a stop now would only replace this host's own exit code
+            signal.signal(sig, signal.SIG_IGN)  # (ignored, not reset to the default at interpreter exit)
         if code != 0 and not sup.signals and sup.gave_up is None:  # torchrun gave up after a hang: say so
             sup.gave_up = hangs.last_verdict
         finished = ends.finished
@@ -322,7 +328,8 @@ def launch(env: Mapping[str, str] | None = None) -> int:
         _log.info("host %s: torchrun exited with code %d after every rank finished its script", topo.current_host,
                   code)
     exit_code, failure = outcome(code, sup.signals, marker, topo.current_host, list(sup.tail), watch.error(),
-                                 sup.gave_up, env.get("TRAINING_JOB_NAME") or spec.job_name or "<job>", finished)
+                                 sup.gave_up, env.get("TRAINING_JOB_NAME") or spec.job_name or "<job>", finished,
+                                 env.get(LOCAL_LOG_ENV))
     if failure:
         write_failure(root, failure)
     _log.info("host %s: exit code %d", topo.current_host, exit_code)

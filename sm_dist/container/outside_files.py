@@ -63,12 +63,14 @@ def _walk(root: Path, since: float, skip: tuple[Path, ...]) -> list[tuple[str, s
     return found
 
 
-def find(since: float, synced: Path | None, skip: tuple[Path, ...] = ()) -> list[OutsideFile]:
-    """Checkpoint-like files modified since `since` (Unix seconds) in the working directory and the
-    temporary folder, outside `synced` (the checkpoint folder) and `skip`."""
+def find(since: float, synced: Path | None, skip: tuple[Path, ...] = (),
+         work_dir: Path | None = None) -> list[OutsideFile]:
+    """Checkpoint-like files modified since `since` (Unix seconds) in the working directory (`work_dir`
+    when given: the launcher's is not the script's) and the temporary folder, outside `synced` (the
+    checkpoint folder) and `skip`."""
     skip = tuple(p for p in (*skip, synced) if p is not None)
     out: list[OutsideFile] = []
-    roots = {Path.cwd(): "the working directory", Path(tempfile.gettempdir()): "the temporary folder"}
+    roots = {(work_dir or Path.cwd()): "the working directory", Path(tempfile.gettempdir()): "the temporary folder"}
     for root, where in roots.items():
         if any(root == s or s in root.parents for s in skip):
             continue

@@ -34,6 +34,8 @@ NPROC_ENV = "SM_DIST_NPROC_PER_NODE"
 #: container has no S3 and no AWS credentials, only its peers, so a restarted host's checkpoint
 #: folder is restored from the other hosts' folders (docs/PLATFORM.md §1.7).
 NETWORK_ISOLATION_ENV = "SM_DIST_NETWORK_ISOLATION"
+#: Local mode's stand-in: the host's log file, which a failure names instead of the cloud's CloudWatch stream.
+LOCAL_LOG_ENV = "SM_DIST_LOCAL_LOG"
 
 MODEL_DIR = f"{OPT_ML}/model"
 OUTPUT_DIR = f"{OPT_ML}/output"
@@ -230,7 +232,7 @@ def read_resource_config(root: str | os.PathLike[str]) -> ResourceConfig | None:
 
 __all__ = [
     "CHECKPOINT_LOCAL_PATH", "CODE_DIR", "EFA_RDMA_TYPES", "EFA_TYPES", "FAILURE_FILE", "MODEL_DIR", "OPT_ML",
-    "INSTALL_REQUIREMENTS_ENV", "OPT_ML_ENV", "RDZV_HOST_ENV", "RDZV_PORT_ENV", "MASTER_PORT_ENV", "LOCAL_ADDR_ENV", "NPROC_ENV", "NETWORK_ISOLATION_ENV", "REQUIREMENTS_FILE", "RESOURCE_CONFIG", "WHEELS_DIR", "SM_DIR_VARIABLES", "SYNC_IGNORE_SUFFIX", "SYNC_SKIPPED_SUFFIXES",
+    "INSTALL_REQUIREMENTS_ENV", "OPT_ML_ENV", "RDZV_HOST_ENV", "RDZV_PORT_ENV", "MASTER_PORT_ENV", "LOCAL_ADDR_ENV", "NPROC_ENV", "NETWORK_ISOLATION_ENV", "LOCAL_LOG_ENV", "REQUIREMENTS_FILE", "RESOURCE_CONFIG", "WHEELS_DIR", "SM_DIR_VARIABLES", "SYNC_IGNORE_SUFFIX", "SYNC_SKIPPED_SUFFIXES",
     "SYNC_UPLOADED_SUFFIX", "SYNC_UPLOADING_SUFFIX", "CHECKPOINT_SUFFIXES", "checkpoint_like", "CheckpointConfig", "read_checkpoint_config", "ResourceConfig", "config_path", "host_order",
     "opt_ml_root", "read_config", "read_resource_config", "remap", "sync_skipped", "synced_files", "PARTIAL_SUFFIX",
 ]

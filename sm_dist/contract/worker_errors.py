@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 #: torchrun (since 2.2) may prefix a worker's lines with "[rankN]:" or "[default0]:".
 _PREFIX = re.compile(r"^(?:\[(?:rank|default)(?P<rank>\d+)\]:\s?)")
@@ -27,6 +27,9 @@ _ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(\d+) \(local_rank: (\d+)\)")
 _CONSEQUENCES = ("ChildFailedError", "RendezvousClosedError", "RendezvousError", "RendezvousConnectionError",
                  "RendezvousStateError", "DistNetworkError",
                  "SignalException", "DistStoreError", "RendezvousTimeoutError", "KeyboardInterrupt")
+#: Of those, the ones torchrun itself raises (its traceback ends the host's output after a stop).
+_TORCHRUN_OWN = ("ChildFailedError", "SignalException", "RendezvousClosedError", "RendezvousError",
+                 "RendezvousConnectionError", "RendezvousStateError", "RendezvousTimeoutError")
 _PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "recvBytes", "sendBytes",
               "Socket Timeout", "Timed out waiting", "connection refused")
 
@@ -39,10 +42,41 @@ class WorkerError:
     text: str  # "ValueError: boom at step 3"
     rank: str | None = None
     collateral: bool = False  # raised because another process died
+    at: str | None = None
+    """The innermost frame in the user's code: "train.py:22 in check_batch" (None: no traceback, or none of its
+    frames is the user's)."""
+    source: str | None = None
+    """That frame's line of code, as the traceback printed it."""
+    trace: tuple[str, ...] = ()
+    """The traceback as printed (rank prefix, carets and site-packages folders left out), ending with `text`."""
+
+    @property
+    def kind(self) -> str:
+        """The exception's type ("ValueError"), or the text before its first colon."""
+        return self.text.split(":", 1)[0]
+
+    @property
+    def torchruns(self) -> bool:
+        """torchrun's own exception (ChildFailedError, SignalException, a rendezvous error): never a worker's."""
+        return self.kind in _TORCHRUN_OWN
+
+    @property
+    def message(self) -> str:
+        return self.text.split(": ", 1)[1] if ": " in self.text else ""
 
     def line(self) -> str:
+        """One line: the error, where in the user's code, then host and rank."""
         where = f"{self.host}, rank {self.rank}" if self.rank is not None else self.host
-        return f"{self.text}  ({where})"
+        return f"{self.text}  {'at ' + self.at + '  ' if self.at else ''}({where})"
+
+    def to_dict(self) -> dict[str, object]:
+        """The fields a program reads (the summary's JSON `error_detail`)."""
+        file, _, rest = (self.at or "").partition(":")
+        line, _, function = rest.partition(" in ")
+        return {"type": self.kind, "message": self.message, "file": file or None,
+                "line": int(line) if line.isdigit() else None, "function": function or None, "code": self.source,
+                "host": self.host, "rank": int(self.rank) if self.rank is not None and self.rank.isdigit() else None,
+                "text": self.text}
 
 
 #: The line the in-job restore prints when the hosts' files outside the synced checkpoint folder differ:
@@ -71,14 +105,78 @@ def _clean(lines: Iterable[str]) -> list[tuple[str, str | None]]:
 #: Python prints an error compiling the script itself (`python SCRIPT`) without a "Traceback" header:
 #: `  File "train.py", line 3`, the line, a caret, then the error.
 _COMPILE_ERRORS = ("SyntaxError", "IndentationError", "TabError")
-_FILE_LINE = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+)')
+_FILE_LINE = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+))?')
+#: Where the code channel is unpacked (SageMaker's /opt/ml/input/data/code; local mode's host folder ends the same).
+_CODE_DIR = "/input/data/code/"
+#: Folders that hold installed packages and the standard library: frames there are not the user's code.
+_NOT_USER = re.compile(r"/(?:site|dist)-packages/|/lib/python\d\.\d+/|^<")
+
+
+class _Traceback:
+    """One traceback being read: its lines and its frames (file, line, function, code)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = [_TRACEBACK]
+        self.frames: list[list[str]] = []
+
+    def add(self, line: str) -> None:
+        frame = _FILE_LINE.match(line)
+        if frame:
+            shown = _shown_path(frame.group("file"))
+            self.frames.append([shown, frame.group("line"), frame.group("func") or "", ""])
+            self.lines.append(f'  File "{shown}", line {frame.group("line")}' +
+                              (f", in {frame.group('func')}" if frame.group("func") else ""))
+        elif set(line.strip()) <= set("^~ "):  # Python 3.11's carets under the failing expression
+            return
+        else:
+            if self.frames and not self.frames[-1][3]:
+                self.frames[-1][3] = line.strip()
+            self.lines.append(line)
+
+    def error(self, found: WorkerError) -> WorkerError:
+        """`found` with where it happened in the user's code and the traceback."""
+        mine = [f for f in self.frames if _is_users(f[0])]
+        at = source = None
+        if mine:
+            file, number, function, code = mine[-1]
+            at, source = f"{file}:{number}" + (f" in {function}" if function else ""), code or None
+        return replace(found, at=at, source=source, trace=(*self.lines, found.text))
+
+
+def _shown_path(path: str) -> str:
+    """A frame's file as the user knows it: relative to the code folder, or to site-packages."""
+    if _CODE_DIR in path:
+        return path.split(_CODE_DIR, 1)[1]
+    for folder in ("/site-packages/", "/dist-packages/"):
+        if folder in path:
+            return path.split(folder, 1)[1]
+    return path
+
+
+def users_frame(path: str) -> bool:
+    """Whether a traceback frame's file is the user's code (see `_is_users`)."""
+    return _is_users(_shown_path(path))
+
+
+def torchruns_own(line: str) -> bool:
+    """Whether an output line is the exception line of one of torchrun's own exceptions."""
+    return line.split(":", 1)[0].rsplit(".", 1)[-1] in _TORCHRUN_OWN
+
+
+def _is_users(shown: str) -> bool:
+    """A frame in the user's code: the code channel, or a file outside installed packages and the
+    standard library (sm_dist's own modules, bundled in the code channel, are not)."""
+    if shown.startswith(("sm_dist/", "torch/", "<")):
+        return False
+    return not _NOT_USER.search(shown)
 
 
 def errors_in(host: str, lines: Iterable[str]) -> list[WorkerError]:
-    """The errors of one host's log, in order: each traceback's exception line, a syntax error in
-    the script, argparse errors."""
+    """The errors of one host's log, in order: each traceback's exception line (with the innermost
+    frame in the user's code), a syntax error in the script, argparse errors. Several ranks' lines
+    may interleave: each `[rankN]:` prefix has its own traceback."""
     found: list[WorkerError] = []
-    in_traceback = False
+    open_traces: dict[str | None, _Traceback] = {}
     rank = None
     since_file_line: int | None = None  # lines since the last `  File "...", line N`
     where = ""  # that line's file and line number, for a compile error
@@ -91,14 +189,17 @@ def errors_in(host: str, lines: Iterable[str]) -> list[WorkerError]:
         if root:
             rank = root.group(1)
         if line.startswith(_TRACEBACK):
-            in_traceback = True
+            open_traces[prefix_rank] = _Traceback()
             continue
-        if in_traceback and line and not line.startswith((" ", "\t")):
+        trace = open_traces.get(prefix_rank)
+        if trace is not None and line and not line.startswith((" ", "\t")):
             match = _EXCEPTION.match(line)
             if match:
-                found.append(_error(host, match.group("type"), _message(match, where), prefix_rank))
-                in_traceback = False
+                found.append(trace.error(_error(host, match.group("type"), _message(match, where), prefix_rank)))
+                del open_traces[prefix_rank]
             continue
+        if trace is not None:
+            trace.add(line)
         compiled = _EXCEPTION.match(line) if since_file_line is not None and since_file_line <= 3 else None
         if compiled and compiled.group("type").startswith(_COMPILE_ERRORS):
             found.append(_error(host, compiled.group("type"), _message(compiled, where), prefix_rank))
@@ -109,11 +210,11 @@ def errors_in(host: str, lines: Iterable[str]) -> list[WorkerError]:
                                      rank=prefix_rank))
             continue
         usage = _ARGPARSE.match(line)
-        if usage and not in_traceback:
+        if usage and not open_traces:
             found.append(WorkerError(host=host, text=f"{usage.group('prog')}: error: {usage.group('msg')}",
                                      rank=prefix_rank))
     if rank is not None:
-        found = [WorkerError(host=e.host, text=e.text, rank=rank, collateral=e.collateral) for e in found]
+        found = [replace(e, rank=rank) for e in found]
     return found
 
 
@@ -134,11 +235,13 @@ def _error(host: str, kind: str, message: str, rank: str | None = None) -> Worke
 
 def cause(errors: Iterable[WorkerError]) -> WorkerError | None:
     """The error most likely to be the cause: a split resume (what the errors after it follow
-    from), else the last one a peer's death did not cause, else the last one; None when there is none."""
+    from), else the last one a peer's death did not cause, else the last one a worker raised (a peer
+    gone), else the last one (torchrun's own); None when there is none."""
     every = list(errors)
     split = [e for e in every if e.text.startswith("split resume: ")]
     if split:
         return split[-1]
     own = [e for e in every if not e.collateral]
-    chosen = own or every
+    workers = [e for e in every if e.kind not in _TORCHRUN_OWN]  # torchrun's own never stands in for a worker's
+    chosen = own or workers or every
     return chosen[-1] if chosen else None

@@ -23,8 +23,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from pathlib import Path
 
-from sm_dist.contract.container import OPT_ML_ENV, RDZV_HOST_ENV, remap
+from sm_dist.contract.container import LOCAL_LOG_ENV, OPT_ML_ENV, RDZV_HOST_ENV, remap
 from sm_dist.local.config import LocalJobConfig
 from sm_dist.local.layout import HostRoot
 
@@ -83,4 +84,13 @@ def host_environment(
     return env
 
 
-__all__ = ["ISOLATED_ENV", "host_environment", "platform_env"]
+def host_files_env(tmp: Path, log: Path) -> dict[str, str]:
+    """A host's own temporary folder `tmp` (created; under the job's root, like an instance's own /tmp:
+    torchrun's torchelastic_* logs, the launcher's state and the script's temp files go there, and the
+    runner removes it when the attempt ends) and its log file, which its failure names instead of
+    the cloud's CloudWatch stream (`contract.container.LOCAL_LOG_ENV`)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    return {"TMPDIR": str(tmp), LOCAL_LOG_ENV: str(log)}
+
+
+__all__ = ["ISOLATED_ENV", "host_environment", "host_files_env", "platform_env"]

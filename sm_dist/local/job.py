@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from sm_dist.contract.chain import Action
 from sm_dist.contract.checkpoint import MANIFEST_NAME, committed_manifest, parse_step
 from sm_dist.contract.job import CheckpointList, JobStatus, checkpoint_info
+from sm_dist.local.clean import pile_up
 from sm_dist.local.chain import LinkRecord
 from sm_dist.local.config import LocalJobConfig
 from sm_dist.local.cost import LocalCost, local_cost
@@ -191,7 +192,9 @@ class LocalJob:
             checkpoint_uri=self.checkpoint_uri, checkpoint_files=len(run.checkpoint_keys),
             checkpoints_committed=tuple(c.step for c in self.checkpoints() if c.committed),
             failures=dict(run.outcome.failures), error=run.outcome.error, logs=str(run.root / "logs"),
-            warnings=tuple(run.warnings) + tuple(run.outcome.warnings), stopped_reason=run.outcome.stopped_reason,
+            error_detail=run.outcome.error_detail, host_outcomes=dict(run.outcome.host_outcomes),
+            exit_codes=dict(run.outcome.exit_codes[-1]) if run.outcome.exit_codes else {},
+            warnings=tuple(run.warnings) + tuple(run.outcome.warnings) + tuple(pile_up(run.root)), stopped_reason=run.outcome.stopped_reason,
             root=str(run.root), run_name=self.run_name, links=tuple(link.line() for link in self.links),
             estimate_usd=self.estimate_usd, s3_requests=self.s3_requests, s3_faults_injected=self.s3_faults_injected,
         )

@@ -31,8 +31,8 @@ from sm_dist.local.agent import HostAgent, LineSink
 from sm_dist.local.chaos_driver import ChaosDriver
 from sm_dist.local.ckpt_sync import CheckpointSync
 from sm_dist.local.config import LocalJobConfig
-from sm_dist.local.failure import real_error, start_error
-from sm_dist.local.hostenv import host_environment
+from sm_dist.local.failure import explain_failure, failed_first
+from sm_dist.local.hostenv import host_environment, host_files_env
 from sm_dist.local.layout import HostRoot, create_host_root, remap
 from sm_dist.local.progress import Progress
 from sm_dist.local.stores import Store
@@ -71,6 +71,10 @@ class Outcome:
     restored_files: list[int] = field(default_factory=list)  # per attempt
     stopped_reason: str | None = None  # "MaxRuntimeExceeded" when the time limit stopped it
     error: str | None = None  # the failing worker's own error line, host and rank (from the logs)
+    error_detail: dict[str, object] | None = None  # that error's fields (type, message, file, line, host, rank)
+    first_failed: list[str] = field(default_factory=list)  # the hosts whose failure ended the job
+    stopped_hosts: list[str] = field(default_factory=list)  # the hosts local mode stopped because of it
+    host_outcomes: dict[str, str] = field(default_factory=dict)  # host -> its own outcome (sm_dist.local.failure)
     shared_opt_ml: bool = False  # no private /opt/ml per host here (sm_dist.local.mountns): paths remapped only
     warnings: list[str] = field(default_factory=list)  # what the summary must say (the checkpoint sync's problems)
     started: float = field(default_factory=time.time)
@@ -163,8 +167,7 @@ class LocalRunner:
             self.outcome.failures = {h: f"exit code {c}" for h, c in last.items() if c != 0}
         if not ok:
             logs = {layout.host: self.log_path(layout.host) for layout in self.layouts}
-            found = real_error(logs)
-            self.outcome.error = found.line() if found else start_error(logs)
+            explain_failure(self.outcome, logs, last)
         self._explain_stop()
         self.outcome.ended = time.time()
 
@@ -194,6 +197,7 @@ class LocalRunner:
             interrupted = self._supervise()
         finally:
             codes = self._stop_all(self.stop.grace(self.settings.grace_seconds))
+            shutil.rmtree(self.settings.job_root / "tmp", ignore_errors=True)  # the hosts' /tmp (hostenv)
             if sync is not None:
                 sync.stop(flush=True)
                 self.outcome.warnings.extend(w for w in sync.problems() if w not in self.outcome.warnings)
@@ -250,6 +254,7 @@ class LocalRunner:
         agents = []
         for layout in self.layouts:
             env = host_environment(self.config, layout, ports, private=private, extra=extra)
+            env.update(host_files_env(self.settings.job_root / "tmp" / layout.host, self.log_path(layout.host)))
             # the container's python3 is this interpreter here: same torch, same sm_dist
             argv = [sys.executable if a in ("python", "python3") else a if private else remap(a, layout.root)
                     for a in self.config.container_command]
@@ -293,7 +298,7 @@ class LocalRunner:
             if all(code is not None for code in codes):
                 return False
             if any(code not in (None, 0) for code in codes):
-                _log.error("a host failed (exit codes %s); stopping the others", codes)
+                self.outcome.first_failed, self.outcome.stopped_hosts = failed_first([a.host for a in self.agents], codes)
                 return False
             if self.stop.signum is not None:  # SIGINT/SIGTERM to local mode: the attempt stops every host
                 return False

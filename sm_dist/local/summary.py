@@ -61,7 +61,13 @@ class LocalSummary:
     failures: Mapping[str, str] = field(default_factory=dict)
     """Each failed host's `output/failure`."""
     error: str | None = None
-    """The failing worker's own error line, with host and rank."""
+    """The failing worker's own error line: type, message, the user's file:line, host and rank."""
+    error_detail: Mapping[str, object] | None = None
+    """That error's fields: type, message, file, line, function, code, host, rank, text, not_restarted."""
+    host_outcomes: Mapping[str, str] = field(default_factory=dict)
+    """Each host's own outcome when the job failed: "exit 1: <its error>", "stopped after algo-2 failed", "done"."""
+    exit_codes: Mapping[str, int] = field(default_factory=dict)
+    """Each host's exit code (the last attempt's)."""
     logs: str | None = None
     warnings: tuple[str, ...] = ()
     stopped_reason: str | None = None
@@ -85,6 +91,9 @@ class LocalSummary:
             out[name] = list(value) if isinstance(value, tuple) else value
         out["steps_went_back"] = [b.to_dict() for b in self.steps_went_back]
         out["failures"] = dict(self.failures)
+        out["error_detail"] = dict(self.error_detail) if self.error_detail is not None else None
+        out["host_outcomes"] = dict(self.host_outcomes)
+        out["exit_codes"] = dict(self.exit_codes)
         out["chaos_missed"] = list(self.chaos_missed)
         return out
 
@@ -142,14 +151,37 @@ def _chaos(s: LocalSummary) -> list[str]:
     return lines
 
 
+#: The code line shown under the error is cut here.
+_CODE_CHARS = 100
+_INDENT = " " * 18
+
+
+def _error_lines(d: Mapping[str, object]) -> list[str]:
+    """The error, then where in the user's code (file:line, function, the line itself), then host and
+    rank and why it was not restarted."""
+    lines = [f"  error           {d.get('text')}"]
+    if d.get("file"):
+        code = str(d.get("code") or "")
+        code = code if len(code) <= _CODE_CHARS else code[:_CODE_CHARS - 1] + "…"
+        lines.append(f"{_INDENT}at {d['file']}:{d.get('line')}" + (f" in {d['function']}" if d.get("function") else "")
+                     + (f": {code}" if code else ""))
+    rank = f", rank {d['rank']}" if d.get("rank") is not None else ""
+    lines.append(f"{_INDENT}on {d.get('host')}{rank}" + (f"; {d['not_restarted']}" if d.get("not_restarted") else ""))
+    return lines
+
+
 def _failure(s: LocalSummary) -> list[str]:
     if s.status == "Completed":
         return []
-    if s.error:
+    if s.error_detail:
+        lines = _error_lines(s.error_detail)
+    elif s.error:
         lines = [f"  error           {s.error}"]
     else:
-        lines = [f"  failure {host}: {text.strip().splitlines()[-1] if text.strip() else '(empty)'}"
+        lines = [f"  failure {host}: {text.strip().splitlines()[0] if text.strip() else '(empty)'}"
                  for host, text in sorted(s.failures.items())]
+    for index, (host, text) in enumerate(s.host_outcomes.items()):
+        lines.append(f"  {'hosts' if index == 0 else '':<16}{host} {text}")
     if s.logs:
         lines.append(f"  logs            {s.logs}")
     return lines

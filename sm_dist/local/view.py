@@ -118,6 +118,8 @@ class ProgressView:
             self._had_workers.add(agent.host)
         idle = "waiting" if agent.host in self._had_workers else "starting"
         state = ("done" if code == 0 else f"exit {code}") if code is not None else ("running" if workers else idle)
+        if agent.host in runner.outcome.stopped_hosts:  # stopped because another host failed: not its own exit
+            state = "stopped"
         host = runner.progress.hosts.get(agent.host)
         return HostState(agent.host, state, host.step if host is not None else None,
                          newest_entry(layout.container_path(runner.config.checkpoint_local_path)))

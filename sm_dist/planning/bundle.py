@@ -105,12 +105,26 @@ def builtin_entrypoints() -> list[str]:
     return sorted(p.name for p in folder.glob("*.py")) if folder.is_dir() else []
 
 
+def _inside(path: Path, source_dir: Path) -> Path:
+    """An absolute script path as a path in source_dir: "no such file" when it is not there, and a
+    refusal when it is outside source_dir (the job gets source_dir, nothing else)."""
+    if not path.is_file():
+        raise ConfigError("entry", str(path), "no such file")
+    try:
+        return path.resolve().relative_to(source_dir.resolve())
+    except ValueError:
+        raise ConfigError("entry", str(path), f"not inside source_dir {str(source_dir)!r}, the only folder the "
+                          "job gets: move it there, or give --source-dir its folder") from None
+
+
 def resolve_entry(entry: str, source_dir: Path, is_function: bool) -> str:
     """The entry as the job spec holds it: relative to the bundle root."""
     if is_function:
         return entry
     rel = Path(entry)
-    if rel.is_absolute() or ".." in rel.parts:
+    if rel.is_absolute():
+        rel = _inside(rel, source_dir)
+    if ".." in rel.parts:
         raise ConfigError("entry", entry, "give the script relative to source_dir, without '..'")
     if (source_dir / rel).is_file():
         return rel.as_posix()

@@ -4,8 +4,11 @@ failure message SageMaker shows (launcher.outcome), on torchrun's output as it p
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from pathlib import Path
+
+import pytest
 
 from sm_dist.container import launcher
 from sm_dist.container.failure_watch import FailureWatch
@@ -18,6 +21,30 @@ def traceback(last: str, rank: int = 1) -> list[str]:
             f"[rank{rank}]:     main()", f"[rank{rank}]: {last}"]
 
 
+#: A rank's own error as torchrun prints it: the script's frames under the code channel, then torch's.
+USERS_OWN = [
+    "[rank1]: Traceback (most recent call last):",
+    '[rank1]:   File "/opt/ml/input/data/code/raises.py", line 16, in main',
+    "[rank1]:     check_batch(step, rank)",
+    '[rank1]:   File "/opt/ml/input/data/code/raises.py", line 22, in check_batch',
+    '[rank1]:     raise ValueError(f"shape mismatch in batch {step} on rank {rank}")',
+    "[rank1]:     ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+    "[rank1]: ValueError: shape mismatch in batch 3 on rank 1",
+]
+#: The end of torchrun's output after the launcher SIGTERMed it (torch 2.13, shortened).
+TORCHRUN_STOPPED = [
+    "W1126 14:45:38.015000 10839 torch/distributed/elastic/agent/server/api.py:753] Received 15 death signal, "
+    "shutting down workers",
+    "Traceback (most recent call last):",
+    '  File "<frozen runpy>", line 198, in _run_module_as_main',
+    '  File "/venv/lib/python3.11/site-packages/torch/distributed/run.py", line 1032, in <module>',
+    "    main()",
+    '  File "/root/.pyenv/versions/3.11.7/lib/python3.11/inspect.py", line 1755, in stack',
+    "    return getouterframes(sys._getframe(1), context)",
+    "torch.distributed.elastic.multiprocessing.api.SignalException: Process 10839 got signal: 15",
+]
+
+
 def feed(watch: FailureWatch, lines: list[str]) -> list[str | None]:
     return [v for v in (watch.feed(line) for line in lines) if v is not None]
 
@@ -25,8 +52,8 @@ def feed(watch: FailureWatch, lines: list[str]) -> list[str | None]:
 def test_an_error_no_restart_can_fix_stops_at_the_first_failure() -> None:
     watch = FailureWatch("algo-2")
     verdicts = feed(watch, [*traceback("ModuleNotFoundError: No module named 'torchvision'"), FAILED.format(code=1)])
-    assert verdicts == ["ModuleNotFoundError: No module named 'torchvision'  (algo-2, rank 1); not restarted: "
-                        "a restart cannot fix it"]
+    assert verdicts == ["ModuleNotFoundError: No module named 'torchvision'  at train.py:9 in <module>  (algo-2, rank 1); "
+                        "not restarted: a restart cannot fix it"]
     usage = FailureWatch("algo-1")
     assert feed(usage, ["usage: train.py [-h]", "train.py: error: unrecognized arguments: --bogus 1",
                         FAILED.format(code=2)])
@@ -42,7 +69,7 @@ def test_the_same_error_twice_without_a_new_checkpoint_stops(tmp_path: Path) -> 
     os.utime(ckpt / "snapshot.pt", (time.time() + 5, time.time() + 5))
     assert feed(watch, [*nan, FAILED.format(code=1)]) == []
     [verdict] = feed(watch, [*nan, FAILED.format(code=1)])
-    assert "the same error again, with no new checkpoint since" in verdict
+    assert verdict.endswith("not restarted: the same error again, with no new checkpoint since (1 restart spent on it)")
 
 
 def test_signals_and_a_peers_death_restart_as_torchrun_would() -> None:
@@ -55,12 +82,103 @@ def test_signals_and_a_peers_death_restart_as_torchrun_would() -> None:
 
 
 def test_the_failure_reason_starts_with_the_workers_error(tmp_path: Path) -> None:
+    """FailureReason (1024 characters): the error with the user's file and line, the log stream, then the
+    script's traceback, never torchrun's; the host that stopped torchrun after its error exits 1."""
     watch = FailureWatch("algo-2")
-    lines = [*traceback("ValueError: loss went NaN at step 3"), FAILED.format(code=1), "x" * 3000]
+    lines = [*USERS_OWN, FAILED.format(code=1), *TORCHRUN_STOPPED, "x" * 3000]
     feed(watch, lines)
     code, text = launcher.outcome(1, [], tmp_path / "marker", "algo-2", lines, watch.error(), None, "job-7")
     assert code == 1 and text is not None and len(text) <= launcher.FAILURE_MAX_CHARS
-    assert text.startswith("ValueError: loss went NaN at step 3  (algo-2, rank 1); torchrun exited with code 1. "
-                           "logs: CloudWatch /aws/sagemaker/TrainingJobs, stream job-7/algo-2-*.")
-    stopped = launcher.outcome(-15, [], tmp_path / "marker", "algo-2", lines, watch.error(), "ValueError: x; not restarted")
-    assert stopped[0] == 143 and stopped[1].startswith("ValueError: x; not restarted.")
+    assert text.splitlines()[:3] == [
+        "ValueError: shape mismatch in batch 3 on rank 1  at raises.py:22 in check_batch  (algo-2, rank 1)",
+        "torchrun exited with code 1", "logs: CloudWatch /aws/sagemaker/TrainingJobs, stream job-7/algo-2-*"]
+    assert text.splitlines()[3:] == ["Traceback (most recent call last):", '  File "raises.py", line 16, in main',
+                                     "    check_batch(step, rank)", '  File "raises.py", line 22, in check_batch',
+                                     '    raise ValueError(f"shape mismatch in batch {step} on rank {rank}")',
+                                     "ValueError: shape mismatch in batch 3 on rank 1"]
+    # the launcher gave up and SIGTERMed torchrun, which died of it (-15): the host's code is its error's, 1
+    stopped = launcher.outcome(-15, [], tmp_path / "marker", "algo-2", lines, watch.error(),
+                               f"{watch.error().line()}; not restarted: a restart cannot fix it", "job-7",
+                               local_log="/tmp/root/run/logs/algo-2.log")
+    assert stopped[0] == 1 and stopped[1].splitlines()[1:3] == ["not restarted: a restart cannot fix it",
+                                                                 "logs: /tmp/root/run/logs/algo-2.log"]
+    assert "SignalException" not in stopped[1] and "CloudWatch" not in stopped[1]
+
+
+def test_a_host_stopped_from_outside_after_its_own_error_shows_that_error(tmp_path: Path) -> None:
+    watch = FailureWatch("algo-3")
+    lines = [*USERS_OWN, FAILED.format(code=1), *TORCHRUN_STOPPED]
+    feed(watch, lines)
+    code, text = launcher.outcome(1, [15], tmp_path / "marker", "algo-3", lines, watch.error(), None, "job-7")
+    assert text is not None and text.splitlines()[:2] == [
+        "ValueError: shape mismatch in batch 3 on rank 1  at raises.py:22 in check_batch  (algo-3, rank 1)",
+        "then stopped by SIGTERM before a checkpoint was committed"]
+    quiet = FailureWatch("algo-1")  # no error of its own: what stopped it, and torchrun's traceback left out
+    code, text = launcher.outcome(1, [15], tmp_path / "marker", "algo-1", TORCHRUN_STOPPED, quiet.error(), None)
+    assert text is not None and text.startswith("stopped by SIGTERM before a checkpoint was committed\n")
+    assert "SignalException" not in text and "inspect.py" not in text
+    peer = FailureWatch("algo-1")  # its rank saw the peer go, then torchrun was stopped: the rank's error, not torchrun's
+    lines = [*traceback("RuntimeError: [pair.cc:553] Connection closed by peer [127.0.0.1]:37015", rank=0),
+             FAILED.format(code=1), *TORCHRUN_STOPPED]
+    feed(peer, lines)
+    code, text = launcher.outcome(1, [15], tmp_path / "marker", "algo-1", lines, peer.error(), None)
+    assert text is not None and text.startswith("stopped by SIGTERM before a checkpoint was committed\n")
+    assert text.splitlines()[-1].startswith("RuntimeError: [pair.cc:553] Connection closed by peer")
+    assert "SignalException" not in text
+
+
+def test_without_a_traceback_the_end_of_the_output_has_none_of_torchruns(tmp_path: Path) -> None:
+    """A usage error has no traceback of its own: the end of the output is shown, less torchrun's
+    SignalException traceback even when the kept tail begins in its middle."""
+    watch = FailureWatch("algo-2")
+    lines = ["usage: train.py [-h]", "train.py: error: unrecognized arguments: --bogus 1", FAILED.format(code=2),
+             *TORCHRUN_STOPPED[3:]]
+    feed(watch, lines)
+    code, text = launcher.outcome(-15, [], tmp_path / "marker", "algo-2", lines, watch.error(),
+                                  f"{watch.error().line()}; not restarted: a restart cannot fix it")
+    assert code == 1 and text is not None
+    assert text.splitlines()[3:] == ["sm_dist launcher on algo-2; last output:", "usage: train.py [-h]",
+                                     "train.py: error: unrecognized arguments: --bogus 1"], text
+
+
+def test_torchruns_child_failed_error_never_stands_in_for_the_scripts_output(tmp_path: Path) -> None:
+    """`raise SystemExit("boom: ...")` prints no traceback: torchrun's ChildFailedError is the only exception
+    in the output, and the failure shows the script's line instead of torchrun's frames."""
+    watch = FailureWatch("algo-1")
+    lines = ["boom: the script failed on purpose", FAILED.format(code=1), "Traceback (most recent call last):",
+             '  File "/venv/lib/python3.11/site-packages/torch/distributed/launcher/api.py", line 383, in launch_agent',
+             "    raise ChildFailedError(", "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+             "Root Cause (first observed failure):"]
+    feed(watch, lines)
+    code, text = launcher.outcome(1, [], tmp_path / "marker", "algo-1", lines, watch.error(), None, "job-7")
+    assert code == 1 and text is not None
+    assert text.splitlines() == ["torchrun exited with code 1", "logs: CloudWatch /aws/sagemaker/TrainingJobs, stream "
+                                 "job-7/algo-1-*", "sm_dist launcher on algo-1; last output:",
+                                 "boom: the script failed on purpose", "Root Cause (first observed failure):"]
+
+
+def test_a_program_error_before_any_checkpoint_is_not_restarted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first attempt wrote nothing: a restart would replay the same steps and raise the same ValueError."""
+    ckpt, code, tmp = tmp_path / "checkpoints", tmp_path / "code", tmp_path / "tmp"
+    for folder in (ckpt, code, tmp):
+        folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))  # the container's own /tmp
+    (ckpt / "restored-at-start.pt").write_bytes(b"x")  # restored before the launcher started: not new
+    watch = FailureWatch("algo-2", ckpt, work_dir=code)
+    [verdict] = feed(watch, [*USERS_OWN, FAILED.format(code=1)])
+    assert verdict.startswith("ValueError: shape mismatch in batch 3 on rank 1  at raises.py:22 in check_batch")
+    assert verdict.endswith("not restarted: a restart would replay the same steps into the same ValueError (no "
+                            "checkpoint was written since the job started)")
+    # a checkpoint written since, in the folder or outside it (multinode.py's snapshot.pt), or an error that
+    # may be the machine's (RuntimeError: CUDA, NCCL): restarted as before
+    for where in (ckpt, code, tmp):
+        watch = FailureWatch("algo-2", ckpt, work_dir=code)
+        (where / "snapshot.pt").write_bytes(b"epoch 2")
+        os.utime(where / "snapshot.pt", (time.time() + 5, time.time() + 5))
+        assert feed(watch, [*USERS_OWN, FAILED.format(code=1)]) == []
+        (where / "snapshot.pt").unlink()
+    cuda = FailureWatch("algo-2", ckpt, work_dir=code)
+    assert feed(cuda, [*traceback("RuntimeError: CUDA error: an illegal memory access was encountered"),
+                       FAILED.format(code=1)]) == []
+    unknown = FailureWatch("algo-2", None, work_dir=code)  # checkpoints straight to S3: nothing to look at
+    assert feed(unknown, [*USERS_OWN, FAILED.format(code=1)]) == []

@@ -15,7 +15,7 @@ import torch
 
 from sm_dist.contract.log_lines import AloneLine, read_line
 from sm_dist.contract.worker_errors import errors_in
-from sm_dist.local.failure import real_error
+from sm_dist.local.failure import host_outcomes, not_restarted, real_error
 from sm_dist.local.pgwatch import GroupWatch
 from sm_dist.local.procs import ProcInfo
 from sm_dist.local.progress import Progress
@@ -75,8 +75,13 @@ def test_transformers_5_quoted_log_dict_after_the_bar_on_one_line() -> None:
 
 TORCHRUN_FAILURE = """\
 [rank1]: Traceback (most recent call last):
-[rank1]:   File "/x/train.py", line 18, in main
-[rank1]:     raise ValueError(f"loss went NaN at step {step}")
+[rank1]:   File "/opt/ml/input/data/code/train.py", line 30, in <module>
+[rank1]:     main()
+[rank1]:   File "/opt/ml/input/data/code/train.py", line 18, in main
+[rank1]:     out = model(batch)
+[rank1]:           ^^^^^^^^^^^^
+[rank1]:   File "/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1775, in _call_impl
+[rank1]:     return forward_call(*args, **kwargs)
 [rank1]: ValueError: loss went NaN at step 3
 E1123 22:48:05.650000 27908 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1)
 Traceback (most recent call last):
@@ -100,11 +105,38 @@ torch.distributed.elastic.rendezvous.api.RendezvousClosedError
 def test_the_worker_error_not_torchruns(tmp_path: Path) -> None:
     (tmp_path / "algo-1.log").write_text(PEER_FAILURE)
     (tmp_path / "algo-2.log").write_text(TORCHRUN_FAILURE)
-    found = real_error({"algo-1": tmp_path / "algo-1.log", "algo-2": tmp_path / "algo-2.log"})
-    assert found is not None and found.line() == "ValueError: loss went NaN at step 3  (algo-2, rank 1)"
+    logs = {"algo-1": tmp_path / "algo-1.log", "algo-2": tmp_path / "algo-2.log"}
+    found = real_error(logs)
+    # the innermost frame in the user's code, not torch's where the exception was raised
+    assert found is not None and found.line() == "ValueError: loss went NaN at step 3  at train.py:18 in main  (algo-2, rank 1)"
+    assert found.source == "out = model(batch)" and found.trace[-3:] == (
+        '  File "torch/nn/modules/module.py", line 1775, in _call_impl', "    return forward_call(*args, **kwargs)",
+        "ValueError: loss went NaN at step 3")
+    assert found.to_dict() | {"text": ""} == {"type": "ValueError", "message": "loss went NaN at step 3", "file": "train.py",
+                                              "line": 18, "function": "main", "code": "out = model(batch)",
+                                              "host": "algo-2", "rank": 1, "text": ""}
     only_peer = real_error({"algo-1": tmp_path / "algo-1.log"})
     assert only_peer is not None and only_peer.collateral and only_peer.text.startswith("RuntimeError: ")
     assert real_error({"algo-1": tmp_path / "missing.log"}) is None
+
+
+def test_each_host_shows_its_own_outcome_and_the_first_failure_is_the_cause(tmp_path: Path) -> None:
+    """Three hosts: algo-3 raised first, algo-1 raised later, algo-2 only saw its peers go: the cause is
+    algo-3's error (not the last one in host order), and each host says what happened to it."""
+    own = TORCHRUN_FAILURE.replace("[rank1]", "[rank2]").replace("rank      : 1", "rank      : 2")
+    (tmp_path / "algo-1.log").write_text(TORCHRUN_FAILURE.replace("[rank1]", "[rank0]").replace("rank      : 1",
+                                                                                                "rank      : 0"))
+    (tmp_path / "algo-2.log").write_text(PEER_FAILURE)
+    (tmp_path / "algo-3.log").write_text(own)
+    logs = {h: tmp_path / f"{h}.log" for h in ("algo-1", "algo-2", "algo-3")}
+    found = real_error(logs, first=["algo-3"])
+    assert found is not None and (found.host, found.rank) == ("algo-3", "2")
+    assert host_outcomes({"algo-1": 143, "algo-2": 143, "algo-3": 1}, logs, ["algo-3"], ["algo-1", "algo-2"]) == {
+        "algo-1": "ValueError: loss went NaN at step 3  at train.py:18 in main  (rank 0); then stopped after algo-3 failed",
+        "algo-2": "stopped after algo-3 failed",
+        "algo-3": "exit 1: ValueError: loss went NaN at step 3  at train.py:18 in main  (rank 2)"}
+    assert not_restarted("ValueError: x  (algo-3, rank 2)\nnot restarted: a restart cannot fix it\nlogs: ...") == (
+        "not restarted: a restart cannot fix it")
 
 
 def test_argparse_and_missing_module_lines() -> None:
@@ -221,7 +253,7 @@ def test_progress_view_prints_on_change_only(tmp_path: Path) -> None:
         agents=[_Agent("algo-1", None), _Agent("algo-2", None)],
         layouts=[_Layout(tmp_path / "algo-1"), _Layout(tmp_path / "algo-2")],
         chaos=SimpleNamespace(live={"algo-1": 1, "algo-2": 0}, in_job_restarts=0, events=[]),
-        outcome=SimpleNamespace(job_restarts=0), progress=progress,
+        outcome=SimpleNamespace(job_restarts=0, stopped_hosts=[]), progress=progress,
         config=SimpleNamespace(checkpoint_local_path="/opt/ml/checkpoints"),
     )
     out = io.StringIO()
@@ -235,6 +267,11 @@ def test_progress_view_prints_on_change_only(tmp_path: Path) -> None:
     assert len(lines) == 2, lines  # the second for the restart, not for "waiting"
     assert lines[0].endswith("algo-1 running step 4 ckpt snapshot.pt | algo-2 starting | restarts 0")
     assert lines[1].endswith("algo-1 waiting step 4 ckpt snapshot.pt | algo-2 starting | restarts 1")
+    runner.agents[1].code = 1  # algo-2 failed; local mode stops algo-1 because of it: not algo-1's own exit
+    runner.outcome.stopped_hosts = ["algo-1"]
+    runner.agents[0].code = 143
+    view.tick(runner)  # type: ignore[arg-type]
+    assert out.getvalue().splitlines()[-1].endswith("algo-1 stopped step 4 ckpt snapshot.pt | algo-2 exit 1 | restarts 1")
 
 
 def test_a_lightning_checkpoint_is_compared_through_weights_only_loading(tmp_path: Path) -> None:

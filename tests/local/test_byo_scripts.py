@@ -125,28 +125,36 @@ def test_a_timed_kill_fires_without_step_lines(tmp_path: Path) -> None:
     assert code == 0 and s["in_job_restarts"] >= 1 and s["steps"] is None
 
 
-@pytest.mark.parametrize(("script", "flags", "expected", "runs"), [
-    # an exception at step 3: restarted once; the same error again with no new checkpoint ends it
-    ("raises_at_step.py", (), "ValueError: loss went NaN at step 3  (algo-2, rank 1)", 2),
+@pytest.mark.parametrize(("script", "flags", "text", "at", "runs"), [
+    # an exception at step 3 before any checkpoint: a restart would replay the same steps, so none
+    ("raises_at_step.py", (), "ValueError: loss went NaN at step 3", "raises_at_step.py:19 in main", 1),
     # no restart can fix a bad flag or a missing module: torchrun is stopped at the first failure
-    ("raises_at_step.py", ("--hp", "bogus-flag=1"), "raises_at_step.py: error: unrecognized arguments: --bogus-flag 1", 1),
-    ("needs_torchvision.py", (), "ModuleNotFoundError: No module named 'torchvision_not_installed_here'", 1),
+    ("raises_at_step.py", ("--hp", "bogus-flag=1"), "raises_at_step.py: error: unrecognized arguments: --bogus-flag 1",
+     None, 1),
+    ("needs_torchvision.py", (), "ModuleNotFoundError: No module named 'torchvision_not_installed_here'",
+     "needs_torchvision.py:4 in <module>", 1),
 ])
-def test_the_real_error_once(tmp_path: Path, script: str, flags: tuple[str, ...], expected: str, runs: int) -> None:
-    """The error, where it happened and where the logs are, in the summary and in output/failure;
-    the script runs `runs` times on the failing host (a worker torchrun starts again after the
-    launcher gave up exits before the script: sm_dist.container.worker)."""
+def test_the_real_error_once(tmp_path: Path, script: str, flags: tuple[str, ...], text: str, at: str | None,
+                             runs: int) -> None:
+    """The error, where it happened in the script and where the logs are, in the summary and in
+    output/failure; the script runs `runs` times on the failing host (a worker torchrun starts again
+    after the launcher gave up exits before the script: sm_dist.container.worker)."""
     code, s, _ = fit(tmp_path, script, *flags)
     assert code != 0 and s["status"] == "Failed"
-    assert s["error"].startswith(expected), s["error"]
+    host = s["error_detail"]["host"]  # every rank fails on a bad flag or import, only rank 1 (algo-2) raises
+    assert s["error"].startswith(text + (f"  at {at}" if at else "") + "  ("), s["error"]
+    if script == "raises_at_step.py" and not flags:
+        assert s["error"].endswith("  (algo-2, rank 1)") and s["host_outcomes"]["algo-1"] == "stopped after algo-2 failed"
     assert s["logs"] == str(tmp_path / "root" / "run" / "logs")
-    text, host = expected.split("  (")[0], "algo-2"  # algo-2 fails in each case (rank 1 raises at step 3)
     own_lines = re.compile(r"^(\[rank\d+\]:\s?)?" + re.escape(text) + "$", re.MULTILINE)
     assert len(own_lines.findall(host_log(tmp_path, host))) == runs, host_log(tmp_path, host)[-3000:]
-    # what the SageMaker console would show (output/failure of the failing host) starts with the cause too
-    failing = next(f for f in s["failures"].values() if "not restarted" in f)
-    assert failing.startswith(expected.split("  (")[0]), failing
-    assert "logs: CloudWatch /aws/sagemaker/TrainingJobs" in failing
+    # what the SageMaker console would show (output/failure of the failing host) starts with the cause too,
+    # and a local job's names its log file, not CloudWatch
+    failing = s["failures"][host]
+    assert failing.startswith(text) and "\nnot restarted: " in failing, failing
+    assert f"logs: {tmp_path / 'root' / 'run' / 'logs' / host}.log" in failing and "CloudWatch" not in failing
+    assert s["host_outcomes"][host].startswith(f"exit 1: {text}"), s["host_outcomes"]
+    assert "SignalException" not in "".join(s["failures"].values())
     assert left_running(tmp_path / "root" / "run") == []
     assert os.path.isdir(s["logs"])
 
@@ -208,6 +216,10 @@ def test_a_rank_that_ends_badly_after_the_last_step_ends_the_job_in_seconds(tmp_
     log = host_log(tmp_path, "algo-2")
     if how == "abort":
         assert "after every rank had finished its script; not restarted" in log, log[-3000:]
+    for host in ("algo-1", "algo-2"):  # a finished job's logs end without torchrun's traceback after its stop
+        text = host_log(tmp_path, host)
+        assert "SignalException" not in text and "--- Logging error ---" not in text, text[-3000:]
+        assert text.splitlines()[-1] == f"[sm_dist launcher] host {host}: exit code 0", text[-3000:]
     assert left_running(tmp_path / "root" / "run") == []
 
 

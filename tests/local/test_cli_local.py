@@ -61,7 +61,7 @@ def test_summary_text() -> None:
     assert "resumed from    step 4" in text and "identical to the uninterrupted run" in text
     assert "$0.0235" in text and "2 × ml.g5.xlarge" in text
     failed = str(replace(summary, status="Failed", verified=None, verify_result=None,
-                         failures={"algo-2": "x\nboom"}, chaos=("kill:6", "sigterm:99")))
+                         failures={"algo-2": "boom\nlogs: x"}, chaos=("kill:6", "sigterm:99")))
     assert "failure algo-2: boom" in failed and "use --verify" in failed and "NEVER FIRED: sigterm:99" in failed
     data = summary.to_dict()
     assert data["chaos"] == ["kill:6"] and data["cost"]["sagemaker_usd"] == 0.0235 and data["chaos_missed"] == []
@@ -86,6 +86,36 @@ def test_summary_says_unknown_and_cannot_compare() -> None:
     assert "logs            /r/run/logs" in text and text.splitlines()[-1].startswith("  WARNING")
     back = str(replace(summary, steps=7, steps_went_back=(StepsWentBack("algo-1", 7, 5),)))
     assert "resumed from    steps went back on algo-1: 7 → 5" in back
+
+
+def test_the_error_first_with_the_users_file_and_line_then_each_hosts_own_outcome() -> None:
+    """What a user reads first after a script's exception: the error, where in their code, host and
+    rank and why it was not restarted; then one line per host, its own; the same in the JSON."""
+    detail = {"type": "ValueError", "message": "shape mismatch in batch 3 on rank 1", "file": "raises.py", "line": 22,
+              "function": "check_batch", "code": 'raise ValueError(f"shape mismatch in batch {step} on rank {rank}")',
+              "host": "algo-3", "rank": 2, "text": "ValueError: shape mismatch in batch 3 on rank 1",
+              "not_restarted": "not restarted: a restart cannot fix it"}
+    summary = LocalSummary(
+        job_name="j", status="Failed", hosts=3, processes_per_host=1, wall_seconds=12.0, cost=_cost(0.01),
+        error="ValueError: shape mismatch in batch 3 on rank 1  at raises.py:22 in check_batch  (algo-3, rank 2)",
+        error_detail=detail, logs="/r/run/logs", exit_codes={"algo-1": 143, "algo-2": 143, "algo-3": 1},
+        host_outcomes={"algo-1": "stopped after algo-3 failed", "algo-2": "stopped after algo-3 failed",
+                       "algo-3": "exit 1: ValueError: shape mismatch in batch 3 on rank 1  at raises.py:22 in "
+                                 "check_batch  (rank 2)"},
+    )
+    lines = str(summary).splitlines()
+    assert lines[1:7] == [
+        "  error           ValueError: shape mismatch in batch 3 on rank 1",
+        '                  at raises.py:22 in check_batch: raise ValueError(f"shape mismatch in batch {step} on rank {rank}")',
+        "                  on algo-3, rank 2; not restarted: a restart cannot fix it",
+        "  hosts           algo-1 stopped after algo-3 failed",
+        "                  algo-2 stopped after algo-3 failed",
+        "                  algo-3 exit 1: ValueError: shape mismatch in batch 3 on rank 1  at raises.py:22 in check_batch  (rank 2)",
+    ]
+    data = json.loads(json.dumps(summary.to_dict()))
+    assert data["error_detail"] == detail and data["exit_codes"]["algo-3"] == 1
+    assert data["host_outcomes"]["algo-1"] == "stopped after algo-3 failed"
+    assert "raises.py:22" in summary._repr_html_()  # the notebook shows the same lines
 
 
 def test_a_difference_says_whether_the_resume_or_the_script_is_to_blame() -> None:

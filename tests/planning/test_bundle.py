@@ -95,6 +95,14 @@ def test_entry_resolution(source_dir: Path) -> None:
         resolve_entry("trian.py", source_dir, False)
     with pytest.raises(ConfigError):
         resolve_entry("../x.py", source_dir, False)
+    # a full path: the same file when it is in source_dir; "no such file" when it is nowhere; else where to put it
+    assert resolve_entry(str(source_dir / "train.py"), source_dir, False) == "train.py"
+    with pytest.raises(ConfigError, match="no such file"):
+        resolve_entry(str(source_dir / "trian.py"), source_dir, False)
+    outside = source_dir.parent / "elsewhere.py"
+    outside.write_text("print(1)\n")
+    with pytest.raises(ConfigError, match="not inside source_dir"):
+        resolve_entry(str(outside), source_dir, False)
 
 
 def test_a_folder_that_is_not_a_project_is_refused(tmp_path: Path, monkeypatch) -> None:

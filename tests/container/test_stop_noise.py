@@ -1,0 +1,114 @@
+"""torchrun's own SignalException traceback and logging-error block stay out of the host's log once
+the launcher has signalled torchrun (sm_dist.container.stop_noise); everything else passes, in order."""
+
+from __future__ import annotations
+
+import io
+import logging
+import signal
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from sm_dist.container.end_watch import EndWatch
+from sm_dist.container.launcher import Supervisor
+from sm_dist.container.stop_noise import StopNoise, without_stop_noise
+
+#: The end of algo-2's log after the launcher stopped torchrun (torch 2.13, Python 3.11; middle frames cut).
+TORCHRUN_END = """\
+[sm_dist launcher] ValueError: shape mismatch in batch 3 on rank 1  (algo-2, rank 1); not restarted: ...; stopping torchrun
+W1126 14:45:38.015000 10839 torch/distributed/elastic/agent/server/api.py:753] Received 15 death signal, shutting down workers
+Traceback (most recent call last):
+  File "<frozen runpy>", line 198, in _run_module_as_main
+  File "<frozen runpy>", line 88, in _run_code
+  File "/work/main/.venv/lib/python3.11/site-packages/torch/distributed/run.py", line 1032, in <module>
+    main()
+  File "/work/main/.venv/lib/python3.11/site-packages/torch/distributed/elastic/multiprocessing/errors/__init__.py", line 367, in wrapper
+    return f(*args, **kwargs)
+           ^^^^^^^^^^^^^^^^^^
+  File "/root/.pyenv/versions/3.11.7/lib/python3.11/inspect.py", line 1755, in stack
+    return getouterframes(sys._getframe(1), context)
+           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "/work/main/.venv/lib/python3.11/site-packages/torch/distributed/elastic/multiprocessing/api.py", line 86, in _terminate_process_handler
+    raise SignalException(f"Process {os.getpid()} got signal: {sigval}", sigval=sigval)
+torch.distributed.elastic.multiprocessing.api.SignalException: Process 10839 got signal: 15
+[sm_dist launcher] received SIGTERM, forwarding to torchrun
+[sm_dist launcher] host algo-2: exit code 1""".splitlines()
+
+
+class SignalException(Exception):
+    """Stands for torch's (an Exception, as torch's is: logging.Handler.handleError catches it)."""
+
+
+def logging_error_block() -> list[str]:
+    """What Python's logging prints when a signal's exception is raised inside a handler's emit."""
+    class Raising(io.StringIO):
+        def write(self, text: str) -> int:
+            raise SignalException("Process 7778 got signal: 15")
+
+    err, saved = io.StringIO(), sys.stderr
+    handler = logging.StreamHandler(Raising())
+    log = logging.getLogger("fake_torchrun")
+    log.addHandler(handler)
+    sys.stderr = err
+    try:
+        log.warning("Received %s death signal, shutting down workers", 15)
+    finally:
+        sys.stderr = saved
+        log.removeHandler(handler)
+    return err.getvalue().splitlines()
+
+
+def test_torchruns_traceback_after_a_stop_is_left_out() -> None:
+    kept = without_stop_noise(TORCHRUN_END)
+    assert kept == [TORCHRUN_END[0], TORCHRUN_END[1], *TORCHRUN_END[-2:]]
+
+
+def test_a_logging_error_block_is_left_out_and_other_tracebacks_pass_in_order() -> None:
+    block = logging_error_block()
+    assert block[0] == "--- Logging error ---" and block[-1].startswith("Arguments: ")
+    script_error = ["Traceback (most recent call last):", '  File "/opt/ml/input/data/code/train.py", line 3, in <module>',
+                    "    import torchvision", "ModuleNotFoundError: No module named 'torchvision'"]
+    lines = ["step 4", *block, "step 5", *script_error, "step 6"]
+    assert without_stop_noise(lines) == ["step 4", "step 5", *script_error, "step 6"]
+    noise = StopNoise()  # a block the output ends inside is written, not lost
+    assert [kept for line in script_error[:2] for kept in noise.feed(line)] == []
+    assert noise.flush() == script_error[:2]
+
+
+FAKE_TORCHRUN = textwrap.dedent("""
+    import signal, sys, time
+    class SignalException(BaseException):
+        pass
+    def on_term(signum, frame):
+        raise SignalException(f"Process 1 got signal: {signum}")
+    signal.signal(signal.SIGTERM, on_term)
+    print("W0000 api.py:753] ready", file=sys.stderr, flush=True)
+    try:
+        while True:
+            time.sleep(0.05)
+    except SignalException:
+        print("W0000 api.py:753] Received 15 death signal, shutting down workers", file=sys.stderr, flush=True)
+        raise
+""")
+
+
+@pytest.mark.slow
+def test_the_supervisor_writes_no_signal_traceback(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A process that ends on SIGTERM with a SignalException traceback, as torchrun does: the launcher's
+    log has its lines but not the traceback; the tail it keeps for the watchers still has everything."""
+    script = tmp_path / "fake_torchrun.py"
+    script.write_text(FAKE_TORCHRUN)
+    sup = Supervisor([sys.executable, "-u", str(script)], {}, tmp_path, ends=EndWatch(None, local_ranks=1))
+    signal.setitimer(signal.ITIMER_REAL, 1.5)  # SIGALRM: stands for the platform's SIGTERM
+    previous = signal.signal(signal.SIGALRM, lambda *_: sup._on_signal(signal.SIGTERM, None))
+    try:
+        code = sup.run()
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    err = capfd.readouterr().err
+    assert code == 1 and "ready" in err and "Received 15 death signal" in err
+    assert "Traceback" not in err and "SignalException" not in err, err
+    assert any("SignalException" in line for line in sup.tail)

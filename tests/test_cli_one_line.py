@@ -1,0 +1,35 @@
+"""Input errors on the command line are one line that names the fix, never the whole usage first (in-process:
+argparse's exit is a SystemExit)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sm_dist import cli
+
+
+def _error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(list(argv))
+    assert exited.value.code == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    return out.err
+
+
+def test_an_argparse_error_is_one_line_with_the_way_to_the_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    err = _error(capsys, "fit", "train.py", "--hp", "num_epochs")  # KEY=VALUE without "="
+    assert err == "sm-dist fit: error: argument --hp: expected KEY=VALUE, got 'num_epochs' (see sm-dist fit --help)\n"
+    err = _error(capsys, "fit", "train.py", "--instance-cout", "2")
+    assert err.count("\n") == 1 and err.startswith("sm-dist fit: error: unrecognized arguments: --instance-cout 2")
+    err = _error(capsys, "estimate-cots")
+    assert err.count("\n") == 1 and "invalid choice: 'estimate-cots'" in err and err.endswith("(see sm-dist --help)\n")
+
+
+def test_a_missing_script_given_by_its_full_path_says_no_such_file(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    code = cli.main(["fit", str(tmp_path / "trian.py"), "--source-dir", str(tmp_path), "--local", "--dry-run"])
+    assert code == 2 and capsys.readouterr().err == f"sm-dist fit: error: entry={str(tmp_path / 'trian.py')!r}: no such file\n"
