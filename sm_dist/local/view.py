@@ -13,6 +13,7 @@ pipe, CI) a new line is printed when a state or the restart count changes, and a
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,11 +26,15 @@ from sm_dist.notebook.markup import escape, table
 if TYPE_CHECKING:
     from sm_dist.local.runner import LocalRunner
 
+_NUMBER = re.compile(r"\d")
 
-def newest_entry(folder: Path) -> str | None:
+
+def newest_entry(folder: Path, depth: int = 3) -> str | None:
     """The newest entry of a checkpoint folder (ignoring sync markers): the highest step folder of
     sm_dist's layout, else the most recently modified entry (a restored folder is newer than the
-    step it holds: modification times alone would show an older step)."""
+    step it holds: modification times alone would show an older step). A folder whose name holds no
+    number only groups checkpoints (Accelerate's `checkpoints/`): its own newest entry is named,
+    "checkpoints/checkpoint_3", down to `depth` levels."""
     try:
         entries = [p for p in folder.iterdir() if not p.name.endswith((".sagemaker-uploaded", ".sagemaker-ignore"))]
     except OSError:
@@ -39,7 +44,9 @@ def newest_entry(folder: Path) -> str | None:
     steps = [(step, p.name) for p in entries if (step := parse_step(p.name)) is not None]
     if steps:
         return max(steps)[1]
-    return max(entries, key=lambda p: (p.stat().st_mtime if p.exists() else 0.0, p.name)).name
+    newest = max(entries, key=lambda p: (p.stat().st_mtime if p.exists() else 0.0, p.name))
+    inner = newest_entry(newest, depth - 1) if depth > 1 and newest.is_dir() and not _NUMBER.search(newest.name) else None
+    return f"{newest.name}/{inner}" if inner else newest.name
 
 
 @dataclass(frozen=True)

@@ -274,6 +274,24 @@ def test_progress_view_prints_on_change_only(tmp_path: Path) -> None:
     assert out.getvalue().splitlines()[-1].endswith("algo-1 stopped step 4 ckpt snapshot.pt | algo-2 exit 1 | restarts 1")
 
 
+def test_the_checkpoint_column_names_a_checkpoint(tmp_path: Path) -> None:
+    """Accelerate saves under checkpoints/checkpoint_N: the column named the subfolder ("ckpt checkpoints"),
+    it names the newest checkpoint in it; a step folder or a file is named as it is."""
+    import os
+
+    from sm_dist.local.view import newest_entry
+
+    for index in range(3):
+        (tmp_path / "checkpoints" / f"checkpoint_{index}").mkdir(parents=True)
+        os.utime(tmp_path / "checkpoints" / f"checkpoint_{index}", (1000 + index, 1000 + index))
+    assert newest_entry(tmp_path) == "checkpoints/checkpoint_2"
+    (tmp_path / "snapshot.pt").write_bytes(b"x")
+    assert newest_entry(tmp_path) == "snapshot.pt"
+    (tmp_path / "step-000008").mkdir()
+    assert newest_entry(tmp_path) == "step-000008"
+    assert newest_entry(tmp_path / "missing") is None
+
+
 def test_a_lightning_checkpoint_is_compared_through_weights_only_loading(tmp_path: Path) -> None:
     """Lightning's model.ckpt pickles its hyper-parameters (AttributeDict) and paths, which
     weights_only loading refuses: they stand in as empty mappings (never constructed, no code
