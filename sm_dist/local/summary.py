@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from sm_dist.local.cost import LocalCost
 
 UNKNOWN = "unknown"
+#: How a script that sm_dist did not write shows its steps (sm_dist.contract.log_lines, third_party_lines).
+STEP_HINT = 'print "[sm_dist] step=N" on rank 0, or draw a tqdm bar'
 
 
 @dataclass(frozen=True)
@@ -197,7 +199,7 @@ def render_summary(s: LocalSummary) -> str:
     """Lines describing a local job for a person."""
     cost = s.cost
     procs = s.processes_per_host or "?"
-    steps = UNKNOWN + " (no step lines in the logs)" if s.steps is None else s.steps
+    steps = UNKNOWN + f" (no step lines in the logs: {STEP_HINT})" if s.steps is None else s.steps
     lines = [
         f"local job {s.job_name}: {s.status}  ({s.hosts} hosts × {procs} processes, {s.wall_seconds} s)",
         *_failure(s),

@@ -81,6 +81,7 @@ def test_summary_says_unknown_and_cannot_compare() -> None:
     )
     text = str(summary)
     assert "steps           unknown" in text and "model sha256    unknown" in text
+    assert 'steps           unknown (no step lines in the logs: print "[sm_dist] step=N" on rank 0, or draw a tqdm bar)' in text
     assert "resumed from    unknown" in text and "verified        cannot compare (no weight file)" in text
     assert "error           ValueError: boom at step 3  (algo-2, rank 1)" in text and "To enable" not in text
     assert "logs            /r/run/logs" in text and text.splitlines()[-1].startswith("  WARNING")
