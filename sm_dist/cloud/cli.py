@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from sm_dist.cloud.job import Job
+from sm_dist.errors import ConfigError
 
 
 def _print_json(data: object) -> None:
@@ -19,11 +20,30 @@ def _print_json(data: object) -> None:
 
 
 def _job(args: argparse.Namespace) -> Job:
-    return Job.attach(args.job, region=args.region)
+    """The job of that name, else the chained run of that name (its jobs `<name>-1`, ...)."""
+    try:
+        return Job.attach(args.job, region=args.region)
+    except ConfigError:
+        from sm_dist.cloud.run import Run
+
+        run = Run(args.job, region=args.region)
+        try:
+            run.jobs()
+        except ConfigError:
+            raise ConfigError("job", args.job, "no such training job, nor a run of that name "
+                              f"({args.job}-1), in this region") from None
+        return run
 
 
 def run_status(args: argparse.Namespace) -> int:
-    status = _job(args).status()
+    job = _job(args)
+    from sm_dist.cloud.run import Run
+
+    if isinstance(job, Run):  # a run: its jobs, one line each, and the sums
+        summary = job.summary()
+        _print_json(summary.to_dict()) if args.json else print(summary)
+        return 0
+    status = job.status()
     _print_json(status.to_dict()) if args.json else print(status)
     return 0
 
@@ -66,7 +86,7 @@ def run_checkpoints(args: argparse.Namespace) -> int:
 
 def register(command: str, parser: argparse.ArgumentParser) -> None:
     """Add `command`'s arguments to `parser` (called by sm_dist.cli)."""
-    parser.add_argument("job", help="training job name")
+    parser.add_argument("job", help="training job name, or a chained run's name")
     parser.add_argument("--region", help="AWS region (default: your AWS configuration's)")
     if command == "logs":
         parser.add_argument("--follow", "-f", action="store_true", help="keep printing until the job ends")

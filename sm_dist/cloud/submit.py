@@ -160,7 +160,12 @@ def run(plan: Plan, *, session: Session | None = None, validate_role: bool = Tru
     for warning in plan.warnings:
         _log.warning("%s", warning)
     submit(plan, session, validate_role=validate_role)
-    job = Job(plan.job_name, session=session, region=plan.region, plan=plan)
+    if plan.run is not None:  # a chain: its first job now, the chain stack's supervisor the next ones
+        from sm_dist.cloud.run import Run
+
+        job: Job = Run(plan.run, session=session, region=plan.region, plan=plan)
+    else:
+        job = Job(plan.job_name, session=session, region=plan.region, plan=plan)
     if wait:
         job.wait()
     return job

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 from sm_dist.contract.chain import Action
 from sm_dist.contract.checkpoint import MANIFEST_NAME, committed_manifest, parse_step
 from sm_dist.contract.job import CheckpointList, JobStatus, checkpoint_info
-from sm_dist.local.clean import pile_up
 from sm_dist.local.chain import LinkRecord
+from sm_dist.local.clean import pile_up
 from sm_dist.local.config import LocalJobConfig
 from sm_dist.local.cost import LocalCost, local_cost
 from sm_dist.local.progress import Progress

@@ -1,0 +1,210 @@
+"""`Run`: the handle of a chained run (`sm_dist.fit(..., chain=True)`): its jobs, each one's status,
+spot interruptions, cost and what the supervisor decided after it, and the sums.
+
+A run's jobs are `<run>-1`, `<run>-2`, ... (contract.chain); the chain stack's supervisor creates
+each next one and tags the ended one with its decision (`sm-dist:chain-decision`). `Run` is a `Job`
+whose name is the run's: status, wait, logs, stop, checkpoints, cost and summary cover the whole
+run (`sm-dist status RUN` prints the summary), and the rest acts on its current job.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TextIO
+
+from sm_dist.cloud.cost import JobCost, job_cost
+from sm_dist.cloud.job import WAIT_POLL_S, Job
+from sm_dist.contract.chain import TAG_DECISION, LinkOutcome, link_name
+from sm_dist.contract.job import CheckpointList, JobStatus
+from sm_dist.errors import ConfigError, LaunchError
+from sm_dist.notebook.markup import text_table
+
+if TYPE_CHECKING:
+    from mypy_boto3_sagemaker.type_defs import DescribeTrainingJobResponseTypeDef
+
+    from sm_dist.estimator.calibration import Calibration
+
+#: Jobs a run may have (max_links ≤ 99, plus those refused capacity).
+MAX_JOBS = 200
+
+
+@dataclass(frozen=True)
+class LinkInfo:
+    """One job of a run."""
+
+    name: str
+    status: str
+    secondary: str
+    interruptions: int
+    cost: JobCost
+    decision: str | None
+    """What the supervisor decided after it (None: running, or not decided yet)."""
+    failure_reason: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"name": self.name, "status": self.status, "secondary": self.secondary,
+                "interruptions": self.interruptions, "usd": self.cost.usd, "decision": self.decision,
+                "failure_reason": self.failure_reason}
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """A run: its status, one row per job, and the sums (what `sm-dist status RUN` prints)."""
+
+    status: JobStatus
+    links: tuple[LinkInfo, ...]
+
+    @property
+    def usd(self) -> float | None:
+        costs = [link.cost.usd for link in self.links]
+        return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+
+    @property
+    def restarts(self) -> int:
+        return sum(link.interruptions for link in self.links)
+
+    def to_dict(self) -> dict[str, object]:
+        return {**self.status.to_dict(), "jobs": [link.to_dict() for link in self.links], "usd": self.usd,
+                "spot_interruptions": self.restarts}
+
+    def __str__(self) -> str:
+        s = self.status
+        lines = [f"run {s.name}: {s.status} / {s.secondary}" + (f" — {s.message}" if s.message else "")]
+        for link in self.links:
+            usd = "-" if link.cost.usd is None else f"${link.cost.usd:,.2f}"
+            lines.append(f"  {link.name:<40} {link.status + ' / ' + link.secondary:<32} interruptions "
+                         f"{link.interruptions}  {usd:>10}  {link.decision or '-'}")
+        total = "unknown (a price is missing)" if self.usd is None else f"${self.usd:,.2f}"
+        lines.append(f"  total           {len(self.links)} jobs, {self.restarts} spot interruptions, {total}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        return text_table(str(self))
+
+
+class Run(Job):
+    """A chained run on SageMaker, by its name (its jobs are `<name>-1`, `<name>-2`, ...)."""
+
+    def jobs(self) -> list[Job]:
+        """The run's jobs that exist, in order."""
+        found = []
+        for number in range(1, MAX_JOBS + 1):
+            job = Job(link_name(self.name, number), region=self._region, clients={
+                "sagemaker": self.client("sagemaker"), "logs": self.client("logs"), "s3": self.client("s3")})
+            try:
+                job.describe()
+            except ConfigError:
+                break
+            found.append(job)
+        if not found:
+            raise ConfigError("run", self.name, f"no training job {link_name(self.name, 1)} in this region")
+        return found
+
+    def current(self) -> Job:
+        return self.jobs()[-1]
+
+    def describe(self) -> DescribeTrainingJobResponseTypeDef:
+        """The current job's DescribeTrainingJob."""
+        return self.current().describe()
+
+    def links(self) -> list[LinkInfo]:
+        out = []
+        for job in self.jobs():
+            desc, tags = job.describe(), job.tags()
+            outcome = LinkOutcome.from_description(desc)
+            out.append(LinkInfo(job.name, outcome.status, outcome.secondary, outcome.interruptions,
+                                job_cost(job.name, desc, tags, self._region), tags.get(TAG_DECISION),
+                                desc.get("FailureReason")))
+        return out
+
+    def status(self) -> JobStatus:
+        return _run_status(self.name, self.links())
+
+    def summary(self) -> RunSummary:  # type: ignore[override]
+        links = self.links()
+        return RunSummary(_run_status(self.name, links), tuple(links))
+
+    def wait(self, *, poll_s: float = WAIT_POLL_S, timeout_s: float | None = None, progress: bool = True,
+             out: TextIO | None = None, logs: bool = False, sleep: Callable[[float], None] = time.sleep) -> JobStatus:
+        """Block until the run ends (its last job ended and the supervisor decided so)."""
+        start = time.monotonic()
+        seen = None
+        while True:
+            current = self.status()
+            line = f"{current.status} / {current.secondary}: {current.message}"
+            if progress and line != seen:
+                print(f"[{time.strftime('%H:%M:%S')}] {self.name} {line}", file=out, flush=True)
+                seen = line
+            if current.done:
+                return current
+            if timeout_s is not None and time.monotonic() - start > timeout_s:
+                raise LaunchError(f"run {self.name} still {current.status} after {timeout_s:.0f} s")
+            sleep(poll_s)
+
+    def logs(self, follow: bool = False, *, poll_s: float = 5.0, sleep: Callable[[float], None] = time.sleep) -> Iterator[str]:
+        """Every job's log lines in turn ("[algo-N] message"); `follow` the current one."""
+        jobs = self.jobs()
+        for job in jobs:
+            yield from job.logs(follow=follow and job is jobs[-1], poll_s=poll_s, sleep=sleep)
+
+    def stop(self) -> JobStatus:
+        """Stop the current job: a job stopped by StopTrainingJob ends the run (contract.chain)."""
+        self.current().stop()
+        return self.status()
+
+    def checkpoints(self) -> CheckpointList:
+        """The run's checkpoints (every job resumes from the same URI)."""
+        return self.current().checkpoints()
+
+    def cost(self) -> RunCost:  # type: ignore[override]
+        return RunCost(tuple(link.cost for link in self.links()))
+
+    def calibration(self) -> Calibration:
+        raise ConfigError("run", self.name, "calibrate from one of its completed jobs: sm-dist cost "
+                          f"{link_name(self.name, 1)} --calibration-out FILE")
+
+    def __repr__(self) -> str:
+        return f"Run({self.name!r})"
+
+
+@dataclass(frozen=True)
+class RunCost:
+    """Each job's cost, and their sum (`usd`)."""
+
+    jobs: tuple[JobCost, ...]
+
+    @property
+    def usd(self) -> float | None:
+        costs = [c.usd for c in self.jobs]
+        return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"usd": self.usd, "jobs": [c.to_dict() for c in self.jobs]}
+
+    def __str__(self) -> str:
+        total = "unknown" if self.usd is None else f"${self.usd:,.2f}"
+        return "\n".join([*(str(c) for c in self.jobs), f"run total    {total} for {len(self.jobs)} jobs"])
+
+
+def _run_status(name: str, links: list[LinkInfo]) -> JobStatus:
+    """The run's status: its current job's while it runs; after it, what the supervisor decided."""
+    last = links[-1]
+    where = f"job {len(links)}: {last.name}"
+    if last.status in ("InProgress", "Stopping"):
+        return JobStatus(name, "InProgress", last.secondary, where)
+    decision = last.decision or ""
+    if decision.startswith("done"):
+        return JobStatus(name, "Completed", "Completed", f"{where}; {decision}")
+    if decision.startswith("stop"):
+        status = "Failed" if last.status in ("Failed", "Completed") else "Stopped"
+        return JobStatus(name, status, last.secondary, f"{where}; {decision}", last.failure_reason)
+    if decision:
+        return JobStatus(name, "InProgress", "Starting", f"{where}; {decision}")
+    return JobStatus(name, "InProgress", "Deciding", f"{where} ended {last.status} / {last.secondary}; no decision "
+                     "on it yet: is the chain stack deployed in this region? (sm-dist infra deploy --template "
+                     "sm-dist-chain.yaml)")
+
+
+__all__ = ["LinkInfo", "Run", "RunCost", "RunSummary"]

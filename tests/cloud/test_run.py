@@ -1,0 +1,77 @@
+"""A chained run in the cloud, against moto: `fit --chain` creates its first job tagged as a link, the
+supervisor decides after it, and `sm-dist status RUN` lists the jobs, what was decided, and the sums."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from _project import CKPT_BUCKET, ROLE_ARN
+
+from sm_dist.cli import main
+from sm_dist.cloud import supervisor
+from sm_dist.cloud.run import Run
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def _fit(source_dir: Path) -> list[str]:
+    return ["fit", "train.py", "--source-dir", str(source_dir), "--instance-type", "ml.p4d.24xlarge",
+            "--instance-count", "2", "--strategy", "fsdp", "--role", ROLE_ARN, "--region", "us-east-1",
+            "--checkpoint-s3-uri", f"s3://{CKPT_BUCKET}/runs", "--spot", "--max-cost-usd", "2000", "--chain",
+            "--max-links", "4", "--on-demand-after", "2", "--job-name", "pretrain", "--json"]
+
+
+def test_fit_chain_creates_the_first_job_then_status_follows_the_run(aws: str, source_dir: Path, capsys) -> None:
+    import boto3
+
+    assert main(_fit(source_dir)) == 0
+    assert json.loads(capsys.readouterr().out)["job_name"] == "pretrain"
+    sagemaker = boto3.client("sagemaker")
+    desc = sagemaker.describe_training_job(TrainingJobName="pretrain-1")
+    tags = {t["Key"]: t["Value"] for t in sagemaker.list_tags(ResourceArn=desc["TrainingJobArn"])["Tags"]}
+    assert tags["sm-dist:run"] == "pretrain" and tags["sm-dist:link"] == "1"
+    assert "max-links=4" in tags["sm-dist:chain"] and "on-demand-after=2" in tags["sm-dist:chain"]
+    # moto's job completed at once; the supervisor has not seen it yet
+    assert main(["status", "pretrain"]) == 0
+    out = capsys.readouterr().out
+    assert "run pretrain: InProgress / Deciding" in out and "is the chain stack deployed" in out
+    supervisor.handle({"detail": {"TrainingJobName": "pretrain-1"}}, sagemaker)
+    assert '"action": "done"' in capsys.readouterr().out  # the function's log line
+    assert main(["status", "pretrain", "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["status"] == "Completed" and status["done"] is True
+    assert [job["name"] for job in status["jobs"]] == ["pretrain-1"]
+    assert status["jobs"][0]["decision"].startswith("done: pretrain-1 completed")
+    assert main(["status", "pretrain-1"]) == 0  # a job of the run is still a job
+    assert "pretrain-1: Completed / Completed" in capsys.readouterr().out
+
+
+def test_a_run_lists_every_job_and_what_followed_it(aws: str, capsys) -> None:
+    import boto3
+
+    sagemaker = boto3.client("sagemaker")
+    decisions = ["next: pretrain-1 reached its MaxRuntime; next: pretrain-2",
+                 "retry: pretrain-2 got no capacity; waiting 60 s, then pretrain-3", None]
+    for number, decision in enumerate(decisions, start=1):
+        tags = [{"Key": "sm-dist:run", "Value": "pretrain"}, {"Key": "sm-dist:link", "Value": str(number)}]
+        if decision:
+            tags.append({"Key": "sm-dist:chain-decision", "Value": decision})
+        sagemaker.create_training_job(
+            TrainingJobName=f"pretrain-{number}", RoleArn=ROLE_ARN, Tags=tags,
+            AlgorithmSpecification={"TrainingImage": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch:2.13",
+                                    "TrainingInputMode": "File"},
+            OutputDataConfig={"S3OutputPath": f"s3://{CKPT_BUCKET}/out"},
+            ResourceConfig={"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "VolumeSizeInGB": 30},
+            StoppingCondition={"MaxRuntimeInSeconds": 3600})
+    run = Run("pretrain", region="us-east-1")
+    summary = run.summary()
+    assert [link.name for link in summary.links] == ["pretrain-1", "pretrain-2", "pretrain-3"]
+    assert summary.links[1].decision is not None and summary.links[1].decision.startswith("retry")
+    assert summary.status.status == "InProgress" and summary.status.secondary == "Deciding"
+    text = str(summary)
+    assert "total           3 jobs, 0 spot interruptions" in text and "pretrain-2" in text
+    assert run.status().name == "pretrain" and not run.status().done
+    assert main(["status", "nothing-here"]) == 2
+    assert "no such training job, nor a run of that name (nothing-here-1)" in capsys.readouterr().err

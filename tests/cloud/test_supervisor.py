@@ -1,0 +1,207 @@
+"""The run supervisor's handler, fed each documented job outcome (botocore's Stubber, the API's shapes).
+
+moto's training jobs complete at once, so every other outcome is answered by a Stubber with
+DescribeTrainingJob's real response shape (docs/PLATFORM.md §1.12); tests/infra/test_chain_stack.py
+runs the template's inlined code against moto.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from sm_dist.cloud import supervisor
+from sm_dist.contract.chain import ChainPolicy, RunState
+
+boto3 = pytest.importorskip("boto3")
+from botocore.stub import ANY, Stubber  # noqa: E402
+
+T0 = dt.datetime(2026, 11, 26, 12, 0, tzinfo=dt.timezone.utc)
+ROLE = "arn:aws:iam::123456789012:role/sm-dist-training"
+CAPACITY = ("CapacityError: Unable to provision requested ML compute capacity. Please retry using a different ML "
+            "instance type.")
+POLICY = ChainPolicy(max_links=5, link_runtime_s=86_400, budget_usd=1000.0, usd_per_hour=10.0, on_demand_after=2)
+
+
+def arn(name: str) -> str:
+    return f"arn:aws:sagemaker:us-east-1:123456789012:training-job/{name}"
+
+
+def description(name: str, status: str, secondary: str, reason: str | None = None, *, spot: bool = True,
+                interrupted: int = 0, billable: int = 3600) -> dict[str, Any]:
+    """DescribeTrainingJob's answer for a link sm_dist planned (the service model's required fields and
+    what the next link copies)."""
+    desc: dict[str, Any] = {
+        "TrainingJobName": name, "TrainingJobArn": arn(name), "ModelArtifacts": {"S3ModelArtifacts": ""},
+        "TrainingJobStatus": status, "SecondaryStatus": secondary,
+        "AlgorithmSpecification": {"TrainingImage": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch:2.13",
+                                   "TrainingInputMode": "File",
+                                   "ContainerEntrypoint": ["python3", "-m", "sm_dist.container.launcher"]},
+        "RoleArn": ROLE, "HyperParameters": {"steps": "1000000"},
+        "InputDataConfig": [{"ChannelName": "code", "DataSource": {"S3DataSource": {
+            "S3DataType": "S3Prefix", "S3Uri": "s3://team-bucket/run-1/input/code/",
+            "S3DataDistributionType": "FullyReplicated"}}}],
+        "OutputDataConfig": {"S3OutputPath": "s3://team-bucket/out"},
+        "ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "VolumeSizeInGB": 30},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 86_400, **({"MaxWaitTimeInSeconds": 172_800} if spot else {})},
+        "EnableManagedSpotTraining": spot,
+        "CheckpointConfig": {"S3Uri": "s3://team-bucket/ckpt/run", "LocalPath": "/opt/ml/checkpoints"},
+        "Environment": {"PYTHONPATH": "/opt/ml/input/data/code"},
+        "CreationTime": T0,
+        "SecondaryStatusTransitions": [{"Status": s, "StartTime": T0} for s in
+                                       ("Starting", "Training", *(["Interrupted", "Starting", "Training"] * interrupted),
+                                        secondary)],
+    }
+    if reason is not None:
+        desc["FailureReason"] = reason
+    if billable:  # (the model's minimum is 1: a job that never ran has none)
+        desc.update(BillableTimeInSeconds=billable, TrainingTimeInSeconds=billable)
+    return desc
+
+
+def link_tags(number: int, state: RunState | None = None, policy: ChainPolicy = POLICY) -> list[dict[str, str]]:
+    state = state or RunState()
+    return [{"Key": "sm-dist:run", "Value": "run"}, {"Key": "sm-dist:link", "Value": str(number)},
+            {"Key": "sm-dist:chain", "Value": policy.to_tag()}, {"Key": "sm-dist:chain-state", "Value": state.to_tag()},
+            {"Key": "team", "Value": "llm"}]
+
+
+def event(name: str) -> dict[str, Any]:
+    return {"source": "aws.sagemaker", "detail-type": "SageMaker Training Job State Change",
+            "detail": {"TrainingJobName": name, "TrainingJobStatus": "Stopped", "Tags": {}}}
+
+
+@pytest.fixture
+def stubbed(aws_credentials: str) -> Any:
+    client = boto3.client("sagemaker", region_name="us-east-1")
+    with Stubber(client) as stub:
+        yield client, stub
+        stub.assert_no_pending_responses()
+
+
+def _ended(stub: Stubber, desc: dict[str, Any], tags: list[dict[str, str]]) -> None:
+    stub.add_response("describe_training_job", desc, {"TrainingJobName": desc["TrainingJobName"]})
+    stub.add_response("list_tags", {"Tags": tags}, {"ResourceArn": desc["TrainingJobArn"]})
+
+
+def _decision_tag(stub: Stubber, name: str) -> None:
+    stub.add_response("add_tags", {"Tags": []}, {"ResourceArn": arn(name), "Tags": [{"Key": "sm-dist:chain-decision",
+                                                                                      "Value": ANY}]})
+
+
+NEXT = [  # (case, description, the next job's name, its MaxRuntime, spot, wait)
+    ("max runtime", description("run-1", "Stopped", "MaxRuntimeExceeded"), "run-2", 4 * 3600 - 180, True, 0),
+    ("max wait", description("run-1", "Stopped", "MaxWaitTimeExceeded", interrupted=1), "run-2", 4 * 3600 - 180,
+     False, 0),
+    ("internal error", description("run-1", "Failed", "Failed", "InternalServerError: We encountered an internal "
+                                   "error. Please try again."), "run-2", 4 * 3600 - 180, True, 0),
+    ("capacity", description("run-1", "Failed", "Failed", CAPACITY, billable=0), "run-2", 86_400, True, 60),
+]
+
+
+@pytest.mark.parametrize(("desc", "name", "runtime", "spot", "wait"), [row[1:] for row in NEXT],
+                         ids=[row[0] for row in NEXT])
+def test_a_link_that_should_go_on_gets_its_next_job(stubbed: Any, desc: dict[str, Any], name: str, runtime: int,
+                                                    spot: bool, wait: float) -> None:
+    client, stub = stubbed
+    # $950 of the $1000 billed before this link, which bills 1 h at $10/h: 4 h are left for the next;
+    # a link refused capacity billed nothing (its run had spent nothing yet: the next gets its 24 h)
+    billed = 950.0 if desc.get("BillableTimeInSeconds") else 0.0
+    _ended(stub, desc, link_tags(1, RunState(spent_usd=billed)))
+    expected: dict[str, Any] = {key: ANY for key in ("AlgorithmSpecification", "RoleArn", "HyperParameters",
+                                                     "InputDataConfig", "OutputDataConfig", "CheckpointConfig",
+                                                     "Environment")}
+    stop = {"MaxRuntimeInSeconds": runtime, **({"MaxWaitTimeInSeconds": 172_800} if spot else {})}
+    expected.update(TrainingJobName=name, ResourceConfig=desc["ResourceConfig"], StoppingCondition=stop,
+                    EnableManagedSpotTraining=spot, Tags=ANY)
+    stub.add_response("create_training_job", {"TrainingJobArn": arn(name)}, expected)
+    _decision_tag(stub, "run-1")
+    waits: list[float] = []
+    result = supervisor.handle(event("run-1"), client, sleep=waits.append)
+    assert result["next"] == name and result["action"] == ("retry" if wait else "next")
+    assert waits == ([wait] if wait else [])
+
+
+def test_the_next_job_copies_the_request_and_carries_the_runs_state() -> None:
+    desc = description("run-3", "Stopped", "MaxRuntimeExceeded", interrupted=2)
+    tags = {t["Key"]: t["Value"] for t in link_tags(3, RunState(links=2, jobs=2, spent_usd=100.0))}
+    tags["aws:cloudformation:stack-name"] = "x"  # a tag the API reserves: never copied
+    from sm_dist.contract.chain import LinkOutcome, decide
+
+    decision = decide("run", LinkOutcome.from_description(desc), RunState(links=2, jobs=2, spent_usd=100.0), POLICY)
+    request = supervisor.next_request(desc, tags, decision)
+    assert request["TrainingJobName"] == "run-4" and request["RoleArn"] == ROLE
+    assert request["CheckpointConfig"] == desc["CheckpointConfig"] and request["Environment"] == desc["Environment"]
+    assert request["EnableManagedSpotTraining"] is False and "MaxWaitTimeInSeconds" not in request["StoppingCondition"]
+    new_tags = {t["Key"]: t["Value"] for t in request["Tags"]}
+    assert new_tags["sm-dist:link"] == "4" and new_tags["team"] == "llm" and "aws:cloudformation:stack-name" not in new_tags
+    state = RunState.from_tag(new_tags["sm-dist:chain-state"])
+    assert state == RunState(links=3, jobs=3, interruptions=2, spent_usd=110.0, on_demand=True)
+
+
+@pytest.mark.parametrize(("desc", "action", "words"), [
+    (description("run-2", "Completed", "Completed"), "done", "the run is done"),
+    (description("run-2", "Failed", "Failed", "AlgorithmError: ExecuteUserScriptError: ValueError: nan loss"),
+     "stop", "ValueError: nan loss"),
+    (description("run-2", "Stopped", "Stopped"), "stop", "was stopped"),
+], ids=["completed", "the user's code", "stopped by a user"])
+def test_a_link_that_ends_the_run_creates_nothing(stubbed: Any, desc: dict[str, Any], action: str, words: str) -> None:
+    client, stub = stubbed
+    _ended(stub, desc, link_tags(2, RunState(links=1, jobs=1)))
+    _decision_tag(stub, "run-2")
+    result = supervisor.handle(event("run-2"), client)
+    assert result["action"] == action and words in result["reason"] and result["next"] is None
+
+
+def test_a_repeated_event_creates_the_next_job_once(stubbed: Any) -> None:
+    client, stub = stubbed
+    desc = description("run-1", "Stopped", "MaxRuntimeExceeded")
+    # a second delivery racing the first: the name is taken, the decision stands
+    _ended(stub, desc, link_tags(1))
+    stub.add_client_error("create_training_job", "ResourceInUse", "Training job names must be unique")
+    _decision_tag(stub, "run-1")
+    assert supervisor.handle(event("run-1"), client)["action"] == "next"
+    # a later one finds the decision on the job and does nothing
+    _ended(stub, desc, [*link_tags(1), {"Key": "sm-dist:chain-decision", "Value": "next: run-2"}])
+    assert supervisor.handle(event("run-1"), client)["action"] == "ignored"
+
+
+def test_a_refused_create_waits_and_tries_again(stubbed: Any) -> None:
+    client, stub = stubbed
+    _ended(stub, description("run-1", "Stopped", "MaxRuntimeExceeded"), link_tags(1))
+    stub.add_client_error("create_training_job", "ResourceLimitExceeded",
+                          "The account-level service limit 'ml.p4d.24xlarge for spot training job usage' is 2 Instances")
+    stub.add_client_error("create_training_job", "ThrottlingException", "Rate exceeded")
+    stub.add_response("create_training_job", {"TrainingJobArn": arn("run-2")})
+    _decision_tag(stub, "run-1")
+    waits: list[float] = []
+    assert supervisor.handle(event("run-1"), client, sleep=waits.append)["next"] == "run-2"
+    assert waits == [60, 120]
+
+
+def test_a_create_refused_for_good_ends_the_run_and_says_why(stubbed: Any) -> None:
+    client, stub = stubbed
+    _ended(stub, description("run-1", "Stopped", "MaxRuntimeExceeded"), link_tags(1))
+    stub.add_client_error("create_training_job", "ValidationException", "Role is not authorized")
+    _decision_tag(stub, "run-1")
+    result = supervisor.handle(event("run-1"), client)
+    assert result["action"] == "stop" and "ValidationException" in result["reason"]
+
+
+def test_no_time_left_to_wait_leaves_the_event_to_lambdas_retry(stubbed: Any) -> None:
+    client, stub = stubbed
+    _ended(stub, description("run-1", "Stopped", "MaxRuntimeExceeded"), link_tags(1))
+    stub.add_client_error("create_training_job", "ThrottlingException", "Rate exceeded")
+    with pytest.raises(Exception, match="ThrottlingException"):
+        supervisor.handle(event("run-1"), client, time_left=lambda: 30.0)
+
+
+def test_jobs_of_no_run_and_running_jobs_are_left_alone(stubbed: Any) -> None:
+    client, stub = stubbed
+    _ended(stub, description("someone-elses", "Completed", "Completed"), [{"Key": "team", "Value": "x"}])
+    assert supervisor.handle(event("someone-elses"), client)["action"] == "ignored"
+    _ended(stub, description("run-1", "InProgress", "Interrupted"), link_tags(1))
+    assert supervisor.handle(event("run-1"), client)["action"] == "none"
+    assert supervisor.handle({"detail": {}}, client)["action"] == "ignored"

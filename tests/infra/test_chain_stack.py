@@ -1,0 +1,118 @@
+"""The chain stack: its Lambda code is the decision module and the supervisor, its rights are the least
+that work, it deploys to moto, and the deployed code acts on moto's training jobs.
+
+(cfn-lint runs on every shipped template in test_template.py.)
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sm_dist.provision import chain_stack, config, stack, template
+
+pytest.importorskip("yaml")
+NAME = chain_stack.TEMPLATE
+ROLE = "arn:aws:iam::123456789012:role/sm-dist-training"
+
+
+def _statements() -> dict[str, dict[str, Any]]:
+    role = template.load(NAME)["Resources"]["SupervisorRole"]["Properties"]
+    return {s["Sid"]: s for s in role["Policies"][0]["PolicyDocument"]["Statement"]}
+
+
+def test_the_inline_code_is_the_decision_module_and_the_supervisor() -> None:
+    code = chain_stack.zip_file(template.template_text(NAME))
+    assert code == chain_stack.inline_code(), "run: python -m sm_dist.provision.chain_stack"
+    assert "def decide(" in code and "def handler(" in code and "from sm_dist" not in code
+    assert len(code) > 4096  # CloudFormation's old inline limit no longer applies (docs/PLATFORM.md §1.12)
+
+
+def test_render_replaces_only_the_code_block() -> None:
+    text = template.template_text(NAME)
+    again = chain_stack.render(chain_stack.render(text, "print('x')\n\nprint('y')\n"), chain_stack.inline_code())
+    assert again == text
+
+
+def test_the_supervisor_may_pass_only_the_execution_role_and_only_to_sagemaker() -> None:
+    statements = _statements()
+    passing = [s for s in statements.values() if "iam:PassRole" in str(s["Action"])]
+    assert len(passing) == 1 and passing[0]["Resource"] == {"Ref": "ExecutionRoleArn"}
+    assert passing[0]["Condition"] == {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
+    create = statements["CreateLinks"]
+    assert create["Action"] == "sagemaker:CreateTrainingJob"
+    assert create["Condition"] == {"Null": {"aws:RequestTag/sm-dist:run": "false"}}  # only jobs tagged as links
+    for statement in statements.values():
+        assert statement["Resource"] != "*" and "*" not in str(statement["Action"])
+        if str(statement["Action"]).count("sagemaker:"):
+            assert ":training-job/*" in str(statement["Resource"])
+    assert statements["WriteOwnLogs"]["Resource"] == {"Fn::GetAtt": ["SupervisorLogGroup", "Arn"]}
+
+
+def test_the_rule_hands_every_ended_training_job_to_the_function() -> None:
+    resources = template.load(NAME)["Resources"]
+    pattern = resources["LinkEndedRule"]["Properties"]["EventPattern"]
+    assert pattern == {"source": ["aws.sagemaker"], "detail-type": ["SageMaker Training Job State Change"],
+                       "detail": {"TrainingJobStatus": ["Completed", "Failed", "Stopped"]}}
+    assert resources["RuleInvokesSupervisor"]["Properties"]["SourceArn"] == {"Fn::GetAtt": ["LinkEndedRule", "Arn"]}
+    function = resources["SupervisorFunction"]["Properties"]
+    assert function["Handler"] == "index.handler" and function["Timeout"] == 900  # a capacity wait fits
+
+
+def test_the_stack_deploys_to_moto_and_records_no_default(aws_session: Any, config_home: Path) -> None:
+    info = stack.deploy("sm-dist-chain", {"ExecutionRoleArn": ROLE}, session=aws_session, template_name=NAME,
+                        poll_seconds=0)
+    assert info.status == "CREATE_COMPLETE"
+    function = aws_session.client("lambda").get_function(FunctionName="sm-dist-chain-supervisor")["Configuration"]
+    assert function["Handler"] == "index.handler" and function["Runtime"] == "python3.12"
+    rules = aws_session.client("events").list_rules()["Rules"]
+    assert len(rules) == 1 and "SageMaker Training Job State Change" in rules[0]["EventPattern"]
+    assert not config.config_path().exists()  # fit --infra-stack never picks the chain stack
+
+
+@pytest.fixture
+def index() -> Iterator[types.ModuleType]:
+    """The template's inlined code loaded as the Lambda runtime loads it (module `index`)."""
+    module = types.ModuleType("index")
+    sys.modules["index"] = module  # dataclasses look their module up
+    try:
+        exec(compile(chain_stack.zip_file(template.template_text(NAME)), "index.py", "exec"), module.__dict__)
+        yield module
+    finally:
+        del sys.modules["index"]
+
+
+class _Context:
+    def get_remaining_time_in_millis(self) -> int:
+        return 900_000
+
+
+def test_the_deployed_code_ends_a_completed_run_in_moto(aws_session: Any, index: types.ModuleType) -> None:
+    """moto completes a job at once: the inlined handler reads it, its tags, and writes the decision."""
+    sagemaker = aws_session.client("sagemaker")
+    policy, state = index.ChainPolicy(max_links=3), index.RunState()
+    tags = [{"Key": "sm-dist:run", "Value": "run"}, {"Key": "sm-dist:link", "Value": "1"},
+            {"Key": "sm-dist:chain", "Value": policy.to_tag()}, {"Key": "sm-dist:chain-state", "Value": state.to_tag()}]
+    for name, job_tags in (("run-1", tags), ("other-job", [])):
+        sagemaker.create_training_job(
+            TrainingJobName=name, RoleArn=ROLE, Tags=job_tags,
+            AlgorithmSpecification={"TrainingImage": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch:2.13",
+                                    "TrainingInputMode": "File"},
+            OutputDataConfig={"S3OutputPath": "s3://team-bucket/out"},
+            ResourceConfig={"InstanceType": "ml.g5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30},
+            StoppingCondition={"MaxRuntimeInSeconds": 3600})
+    event = {"detail": {"TrainingJobName": "run-1", "TrainingJobStatus": "Completed"}}
+    result = index.handler(event, _Context())
+    assert result["action"] == "done" and "the run is done" in result["reason"]
+    arn = sagemaker.describe_training_job(TrainingJobName="run-1")["TrainingJobArn"]
+    decided = {t["Key"]: t["Value"] for t in sagemaker.list_tags(ResourceArn=arn)["Tags"]}
+    assert decided["sm-dist:chain-decision"].startswith("done")
+    assert index.handler(event, _Context())["action"] == "ignored"  # decided already
+    other = index.handler({"detail": {"TrainingJobName": "other-job"}}, _Context())
+    assert other["action"] == "ignored" and "not a job of an sm_dist run" in other["reason"]
+    assert len(sagemaker.list_training_jobs()["TrainingJobSummaries"]) == 2  # nothing created
