@@ -213,7 +213,8 @@ class HangWatch:
         after = f" after step {self.step}" if self.step is not None else ""
         quiet = f"made no progress for {silent:.0f} s{after}"
         if stuck:
-            where = "; ".join(f"rank {s.rank.rank} at {s.where.short() if s.where else '?'}" for s in stuck)
+            where = "; ".join(f"rank {s.rank.rank} at {s.where.short() if s.where else '?'}"
+                              + (", held there by chaos hang" if s.chaos else "") for s in stuck)
             others = [s for s in found if s.waiting]
             text = (f"{_ranks(stuck)} on {self.host} {quiet}: stopped outside any collective ({where})"
                     + (f"; {_ranks(others)} waited in a collective" if others else ""))

@@ -89,6 +89,11 @@ class Stack:
         own = [f for f in self.frames if not f.stdlib and _CHAOS_FRAME not in f.file]
         return own[0] if own else (self.frames[0] if self.frames else None)
 
+    @property
+    def chaos(self) -> bool:
+        """Whether the rank was stopped by local mode's chaos `hang:STEP` (sm_dist's handler is its innermost frame)."""
+        return bool(self.frames) and _CHAOS_FRAME in self.frames[0].file
+
     def excerpt(self, frames: int = 4) -> str:
         """The innermost frames, compact: `train.py, line 41, in step < train.py, line 80, in main`."""
         return " < ".join(f.short() for f in self.frames[:frames]) or "no Python frame"

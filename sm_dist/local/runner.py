@@ -125,8 +125,9 @@ class LocalRunner:
         elif isinstance(hook, AloneLine):  # sm_dist.runtime.run_script: what the rank's process groups did
             self.chaos.group.trained_alone(host, hook.rank, hook.why)
         found = hang.hang_text(line) if hook is None else None
-        if found is not None and found[1] and f"hang: {found[0]}" not in self.outcome.warnings:
-            self.outcome.warnings.append(f"hang: {found[0]}")  # the launcher's hang watch named a stopped rank
+        if found is not None and found[1] and "not restarted" not in found[0]:  # a stop is the summary's error
+            if f"hang: {found[0]}" not in self.outcome.warnings:  # the launcher's hang watch named a stopped rank
+                self.outcome.warnings.append(f"hang: {found[0]}")
         self.progress.feed(line, host)
         self.settings.on_line(host, line)
 
@@ -180,8 +181,8 @@ class LocalRunner:
         hangs = sorted((not text.startswith(hang.FAILURE_PREFIX), host, text)
                        for host, text in self.outcome.failures.items()
                        if text.startswith((hang.FAILURE_PREFIX, hang.FAILURE_WAITING_PREFIX)))
-        if hangs:  # the launcher stopped the job on a hang: the rank it named first
-            self.outcome.error = hangs[0][2].splitlines()[0]
+        if hangs:  # the launcher stopped the job on a hang: the rank it named first (its log's place aside)
+            self.outcome.error = hangs[0][2].splitlines()[0].split(". logs: ", 1)[0]
 
     def _attempt(self, attempt: int) -> tuple[dict[str, int], bool]:
         hosts_dir = self.settings.job_root / "hosts"

@@ -96,6 +96,8 @@ def test_a_rank_that_stops_at_the_same_place_again_fails_the_job_with_its_stack(
     assert "the same place as the hang before it: not restarted" in s["error"]
     assert "Stack, most recent call first: rank 1: hangs_at_step.py, line 19, in wait_forever" in s["error"]
     assert s["failures"]["algo-2"].startswith("hang: rank 1 on algo-2")  # output/failure: FailureReason
+    assert [w for w in s["warnings"] if w.startswith("hang: ")] == [  # the first, restarted; the second is the error
+        next(w for w in s["warnings"] if "restarting the workers" in w)]
     hangs = _times(_log(tmp_path, "algo-2"), "rank 1 stops at step 5")
     assert len(hangs) == 2, hangs
     print(f"second hang -> job ended {ended - hangs[1]:.1f} s (hang_timeout_s {TIMEOUT_S})")
@@ -108,7 +110,7 @@ def test_chaos_hang_stops_a_rank_and_the_watch_recovers_the_job(tmp_path: Path) 
     assert code == 0, s
     assert s["chaos_fired"] == ["hang:3"] and s["in_job_restarts"] >= 1 and s["steps"] == 8
     assert any("stops making progress" in event for event in s["chaos_events"]), s["chaos_events"]
-    assert any(w.startswith("hang: rank ") for w in s["warnings"]), s["warnings"]
+    assert any(w.startswith("hang: rank ") and "held there by chaos hang" in w for w in s["warnings"]), s["warnings"]
 
 
 def test_sigterm_to_a_hung_runs_cli_stops_every_host_it_started(tmp_path: Path) -> None:
