@@ -76,7 +76,7 @@ class RunSummary:
             usd = "-" if link.cost.usd is None else f"${link.cost.usd:,.2f}"
             lines.append(f"  {link.name:<40} {link.status + ' / ' + link.secondary:<32} interruptions "
                          f"{link.interruptions}  {usd:>10}  {link.decision or '-'}")
-        total = "unknown (a price is missing)" if self.usd is None else f"${self.usd:,.2f}"
+        total = "unknown (a job reports no billed seconds yet, or its type no price)" if self.usd is None else f"${self.usd:,.2f}"
         lines.append(f"  total           {len(self.links)} jobs, {self.restarts} spot interruptions, {total}")
         return "\n".join(lines)
 
