@@ -58,7 +58,8 @@ def test_failing_host_fails_the_job(fake_config: LocalJobConfig, tmp_path: Path)
         "time.sleep(600)"))
     outcome = LocalRunner(config, _settings(tmp_path, [])).run()
     assert outcome.status == "Failed"
-    assert outcome.failures == {"algo-2": "boom on algo-2"}
+    # each host's own line: algo-2's error, algo-1 stopped because of it (not a SIGTERM cause of its own)
+    assert outcome.failures == {"algo-2": "boom on algo-2", "algo-1": "stopped after algo-2 failed"}
     assert outcome.exit_codes[0]["algo-2"] == 3 and outcome.exit_codes[0]["algo-1"] != 0
 
 
