@@ -196,7 +196,7 @@ def prepare(env: Mapping[str, str]) -> dict[str, str]:
     if command is not None:
         host = env.get("SM_CURRENT_HOST", "this host")
         say(f"workers restarted on {host}: restoring the checkpoint folder")
-        outside = _outside(Path(state), Path(command[command.index("--folder") + 1]))
+        outside = _outside(Path(state), Path(command[command.index("--folder") + 1]), env)
         if outside:
             say(f"{host}: the script wrote {'; '.join(f.text() for f in outside[:3])}"
                 f"{f' and {len(outside) - 3} more' if len(outside) > 3 else ''} outside the checkpoint folder "
@@ -208,13 +208,13 @@ def prepare(env: Mapping[str, str]) -> dict[str, str]:
     return {}
 
 
-def _outside(state: Path, synced: Path) -> list[OutsideFile]:
+def _outside(state: Path, synced: Path, env: Mapping[str, str]) -> list[OutsideFile]:
     """The script's checkpoint-like files outside the synced folder, written since the launcher started."""
     try:
         since = float((state / STARTED_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []
-    return outside_files.find(since, synced, skip=(state,))
+    return outside_files.find(since, synced, skip=(state,), env=env)
 
 
 def _restore(command: list[str], env: Mapping[str, str]) -> None:
