@@ -57,6 +57,7 @@ class FailureWatch:
         self._errors: list[WorkerError] = []
         self._failures: list[tuple[str, float]] = []  # (error, checkpoint folder's newest change) per failure
         self.verdict: str | None = None
+        self._folder = str(checkpoint_dir) if checkpoint_dir is not None else None
 
     def feed(self, line: str) -> str | None:
         """Take one line; return the reason to stop (once), else None."""
@@ -64,7 +65,7 @@ class FailureWatch:
         if not failed:
             self._lines.append(line)
             return None
-        found = errors_in(self.host, self._lines)
+        found = errors_in(self.host, self._lines, self._folder)
         self._lines.clear()
         self._errors.extend(found)
         if self.verdict is not None or int(failed.group(1)) < 0:
@@ -98,7 +99,7 @@ class FailureWatch:
 
     def error(self) -> WorkerError | None:
         """The worker error most likely to be the cause, of everything seen so far."""
-        return cause([*self._errors, *errors_in(self.host, self._lines)])
+        return cause([*self._errors, *errors_in(self.host, self._lines, self._folder)])
 
     def _newest_checkpoint_change(self) -> float:
         newest = 0.0

@@ -49,6 +49,8 @@ class WorkerError:
     """That frame's line of code, as the traceback printed it."""
     trace: tuple[str, ...] = ()
     """The traceback as printed (rank prefix, carets and site-packages folders left out), ending with `text`."""
+    hint: str | None = None
+    """What to do about a known cause (`hint_for`), one line."""
 
     @property
     def kind(self) -> str:
@@ -67,7 +69,8 @@ class WorkerError:
     def line(self) -> str:
         """One line: the error, where in the user's code, then host and rank."""
         where = f"{self.host}, rank {self.rank}" if self.rank is not None else self.host
-        return f"{self.text}  {'at ' + self.at + '  ' if self.at else ''}({where})"
+        hint = f"  {self.hint}" if self.hint else ""
+        return f"{self.text}  {'at ' + self.at + '  ' if self.at else ''}({where}){hint}"
 
     def to_dict(self) -> dict[str, object]:
         """The fields a program reads (the summary's JSON `error_detail`)."""
@@ -76,7 +79,7 @@ class WorkerError:
         return {"type": self.kind, "message": self.message, "file": file or None,
                 "line": int(line) if line.isdigit() else None, "function": function or None, "code": self.source,
                 "host": self.host, "rank": int(self.rank) if self.rank is not None and self.rank.isdigit() else None,
-                "text": self.text}
+                "text": self.text, "hint": self.hint}
 
 
 #: The line the in-job restore prints when the hosts' files outside the synced checkpoint folder differ:
@@ -91,6 +94,31 @@ def cannot_recover(error: WorkerError) -> bool:
     """Whether restarting the workers would only fail again the same way (a split resume too: the
     files outside the synced folder that split the hosts are still there after a restart)."""
     return error.text.startswith((*_CANNOT_RECOVER, "split resume: ")) or ": error: " in error.text
+
+
+#: The checkpoint folder's container path (CheckpointConfig.LocalPath's default); local mode's host
+#: folders end the same (`contract.container.remap`).
+_CHECKPOINTS = "/opt/ml/checkpoints"
+_NOT_EMPTY = re.compile(r"Directory not empty: '(?P<path>[^']+)'")
+#: A rotation deleting an old checkpoint folder while SageMaker's uploader writes its markers in it
+#: (docs/PLATFORM.md §1.4, the markers' hazard).
+MARKERS_HINT = ("hint: SageMaker's checkpoint upload writes <file>.sagemaker-uploaded markers into the checkpoint "
+                "folder, so deleting an old checkpoint there (Accelerate's ProjectConfiguration(total_limit=...), "
+                "a script's own rotation) can meet a folder that is not empty: keep rotation off in the checkpoint "
+                "folder, or save and rotate elsewhere and copy the newest checkpoint in")
+
+
+def hint_for(error: WorkerError, checkpoint_dir: str | None = None) -> str | None:
+    """A one-line hint for a cause sm_dist knows: an `OSError: ... Directory not empty: 'P'` with P
+    under the checkpoint folder (`checkpoint_dir`, else any path through /opt/ml/checkpoints)."""
+    found = _NOT_EMPTY.search(error.message) if error.kind.endswith("OSError") else None
+    if found is None:
+        return None
+    path = found.group("path").rstrip("/") + "/"
+    folders = [checkpoint_dir.rstrip("/") + "/"] if checkpoint_dir else []
+    if any(path.startswith(f) for f in folders) or f"{_CHECKPOINTS}/" in path:
+        return MARKERS_HINT
+    return None
 
 
 def _clean(lines: Iterable[str]) -> list[tuple[str, str | None]]:
@@ -118,12 +146,14 @@ class _Traceback:
     def __init__(self) -> None:
         self.lines: list[str] = [_TRACEBACK]
         self.frames: list[list[str]] = []
+        self.users: list[bool] = []  # per frame: the user's code (judged on the full path)
 
     def add(self, line: str) -> None:
         frame = _FILE_LINE.match(line)
         if frame:
             shown = _shown_path(frame.group("file"))
             self.frames.append([shown, frame.group("line"), frame.group("func") or "", ""])
+            self.users.append(users_frame(frame.group("file")))  # installed packages' frames are not
             self.lines.append(f'  File "{shown}", line {frame.group("line")}' +
                               (f", in {frame.group('func')}" if frame.group("func") else ""))
         elif set(line.strip()) <= set("^~ "):  # Python 3.11's carets under the failing expression
@@ -135,7 +165,7 @@ class _Traceback:
 
     def error(self, found: WorkerError) -> WorkerError:
         """`found` with where it happened in the user's code and the traceback."""
-        mine = [f for f in self.frames if _is_users(f[0])]
+        mine = [f for f, users in zip(self.frames, self.users, strict=True) if users]
         at = source = None
         if mine:
             file, number, function, code = mine[-1]
@@ -154,7 +184,10 @@ def _shown_path(path: str) -> str:
 
 
 def users_frame(path: str) -> bool:
-    """Whether a traceback frame's file is the user's code (see `_is_users`)."""
+    """Whether a traceback frame's file is the user's code (see `_is_users`); an installed package's
+    file is not, though it is shown relative to site-packages (`accelerate/accelerator.py`)."""
+    if _CODE_DIR not in path and _NOT_USER.search(path):
+        return False
     return _is_users(_shown_path(path))
 
 
@@ -171,10 +204,11 @@ def _is_users(shown: str) -> bool:
     return not _NOT_USER.search(shown)
 
 
-def errors_in(host: str, lines: Iterable[str]) -> list[WorkerError]:
+def errors_in(host: str, lines: Iterable[str], checkpoint_dir: str | None = None) -> list[WorkerError]:
     """The errors of one host's log, in order: each traceback's exception line (with the innermost
-    frame in the user's code), a syntax error in the script, argparse errors. Several ranks' lines
-    may interleave: each `[rankN]:` prefix has its own traceback."""
+    frame in the user's code, and `hint_for` it: `checkpoint_dir` is the host's checkpoint folder),
+    a syntax error in the script, argparse errors. Several ranks' lines may interleave: each
+    `[rankN]:` prefix has its own traceback."""
     found: list[WorkerError] = []
     open_traces: dict[str | None, _Traceback] = {}
     rank = None
@@ -195,7 +229,8 @@ def errors_in(host: str, lines: Iterable[str]) -> list[WorkerError]:
         if trace is not None and line and not line.startswith((" ", "\t")):
             match = _EXCEPTION.match(line)
             if match:
-                found.append(trace.error(_error(host, match.group("type"), _message(match, where), prefix_rank)))
+                error = trace.error(_error(host, match.group("type"), _message(match, where), prefix_rank))
+                found.append(replace(error, hint=hint_for(error, checkpoint_dir)))
                 del open_traces[prefix_rank]
             continue
         if trace is not None:

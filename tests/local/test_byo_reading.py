@@ -114,7 +114,7 @@ def test_the_worker_error_not_torchruns(tmp_path: Path) -> None:
         "ValueError: loss went NaN at step 3")
     assert found.to_dict() | {"text": ""} == {"type": "ValueError", "message": "loss went NaN at step 3", "file": "train.py",
                                               "line": 18, "function": "main", "code": "out = model(batch)",
-                                              "host": "algo-2", "rank": 1, "text": ""}
+                                              "host": "algo-2", "rank": 1, "text": "", "hint": None}
     only_peer = real_error({"algo-1": tmp_path / "algo-1.log"})
     assert only_peer is not None and only_peer.collateral and only_peer.text.startswith("RuntimeError: ")
     assert real_error({"algo-1": tmp_path / "missing.log"}) is None
