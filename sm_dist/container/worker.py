@@ -191,6 +191,7 @@ def prepare(env: Mapping[str, str]) -> dict[str, str]:
     ready.unlink(missing_ok=True)
     command = restore_command(env)
     if command is not None and not earlier:
+        _name_restored(command, env)  # what SageMaker restored at the job's start, if anything
         ready.touch()
         return {NOT_RESTORING_ENV: round_id(env)} if len(_hosts(env)) > 1 else {}
     if command is not None:
@@ -204,8 +205,24 @@ def prepare(env: Mapping[str, str]) -> dict[str, str]:
                 "resumes from its own copy (or none), after a new job from none; save checkpoints under the "
                 "checkpoint folder (SM_CHECKPOINT_DIR)")
         _restore([*command, "--outside", json.dumps([f.key() for f in outside])], env)
+        _name_restored(command, env)
     ready.touch()
     return {}
+
+
+def _name_restored(command: list[str], env: Mapping[str, str]) -> None:
+    """Print the `[sm_dist] restored` line: the folder's newest checkpoint and its step (local mode's
+    resumed_from for a script that prints no resumed line of sm_dist's); nothing for an empty folder."""
+    from sm_dist.contract.checkpoint_names import newest_checkpoint
+    from sm_dist.contract.log_lines import restored_line
+
+    folder = Path(command[command.index("--folder") + 1])
+    found = None
+    with contextlib.suppress(OSError):  # a line to read, never a reason not to start the script
+        found = newest_checkpoint(folder)
+    if found is not None:
+        print(restored_line(env.get("SM_CURRENT_HOST", "this host"), str(folder / found[0]), found[1]),
+              file=sys.stderr, flush=True)
 
 
 def _outside(state: Path, synced: Path, env: Mapping[str, str]) -> list[OutsideFile]:

@@ -13,10 +13,25 @@ and a worker writes on stderr, from a signal handler or just before it is killed
     [sm_dist] signal 15 received; stopping at the next step boundary
     [sm_dist] fault hook crash-in-save:8: SIGKILL rank 1    (the test-only SM_DIST_FAULT hook)
 
+and each host's worker, after it restored the checkpoint folder for restarted workers (or found
+one SageMaker restored at the job's start), names the checkpoint a script resuming from "the newest
+in my folder" takes, and its step when the name or metadata holds one (sm_dist.contract.checkpoint_names):
+
+    [sm_dist] restored step=20 on algo-2: /opt/ml/checkpoints/checkpoint-20
+    [sm_dist] restored on algo-2: /opt/ml/checkpoints/snapshot.pt      (its step unknown)
+
 and, when its script finished without training with the other ranks (sm_dist.runtime.run_script,
 from what its process group did: the group's world size and the collectives it ran):
 
     [sm_dist] rank 3 trained alone: it joined no process group (WORLD_SIZE=4)
+
+and the container's launcher, on stderr, each time torchrun restarts its host's workers, with
+the cause as far as the host can tell (sm_dist.container.failure_watch): the failed rank's error
+and where in the user's code, a signal, a hang, or an error a peer's death caused (RESTART_AFTER_PEER):
+
+    [sm_dist] restart on algo-2: rank 1 — ValueError: shape mismatch at train.py:22 in check_batch
+    [sm_dist] restart on algo-1: local rank 0 killed by SIGKILL
+    [sm_dist] restart on algo-1: hang: rank 1 on algo-1 made no progress for 20 s after step 10: ...
 
 Writers use the ``*_line`` functions; readers use :func:`read_line`, which finds a line's marker
 anywhere in it (a host's output may carry a prefix, e.g. torchrun's ``[rank0]:``), and
@@ -48,9 +63,13 @@ _METRIC_LINE_RE = re.compile(rf"^{_P}((?: {NAME_PATTERN}=\S+)+)\s*$")
 _STEP_RE = re.compile(rf"{_P} step=(\d+)\b")
 #: `resumed from step=N` is accepted as well.
 _RESUMED_RE = re.compile(rf"{_P} resumed(?: from)? step=(\d+)")
+_RESTORED_RE = re.compile(rf"{_P} restored(?: step=(\d+))? on (\S+): (.+?)\s*$")
 _FINAL_RE = re.compile(rf"{_P} final step=(\d+) model_sha256=([0-9a-f]{{64}})")
 _FAULT_RE = re.compile(rf"{_P} fault hook (\S+):")
 _ALONE_RE = re.compile(rf"{_P} rank (\d+) trained alone: (.+)$")
+_RESTART_RE = re.compile(rf"{_P} restart on (\S+): (.+?)\s*$")
+#: How a restart's cause starts when the host's error followed another rank's failure (not its own cause).
+RESTART_AFTER_PEER = "after another rank failed: "
 
 
 # -- writing ---------------------------------------------------------------------------------------
@@ -91,6 +110,11 @@ def resumed_line(step: int, epoch: int) -> str:
     return f"{PREFIX} resumed step={int(step)} epoch={int(epoch)}"
 
 
+def restored_line(host: str, path: str, step: int | None) -> str:
+    """`[sm_dist] restored step=N on HOST: PATH` (no `step=` when the checkpoint names none)."""
+    return f"{PREFIX} restored" + (f" step={int(step)}" if step is not None else "") + f" on {host}: {path}"
+
+
 def final_line(step: int, model_sha256: str) -> str:
     """`[sm_dist] final step=N model_sha256=<hex>`."""
     return f"{PREFIX} final step={int(step)} model_sha256={model_sha256}"
@@ -104,6 +128,30 @@ def fault_line(fault: str, rank: int) -> str:
 def alone_line(rank: int, why: str) -> str:
     """`[sm_dist] rank R trained alone: WHY` (WHY: what its process group did, e.g. "it joined no process group")."""
     return f"{PREFIX} rank {int(rank)} trained alone: {why}"
+
+
+def restart_line(host: str, cause: str) -> str:
+    """`[sm_dist] restart on HOST: CAUSE` (one line: CAUSE's line breaks become spaces)."""
+    return f"{PREFIX} restart on {host}: " + " ".join(cause.split())
+
+
+@dataclass(frozen=True)
+class RestartLine:
+    """torchrun restarted `host`'s workers, for `cause`."""
+
+    host: str
+    cause: str
+
+    @property
+    def after_peer(self) -> bool:
+        """The host's workers failed because another rank did: that rank's host names the cause."""
+        return self.cause.startswith(RESTART_AFTER_PEER)
+
+
+def read_restart(line: str) -> RestartLine | None:
+    """The restart line in `line` (its marker may stand after a prefix), or None."""
+    match = _RESTART_RE.search(line) if PREFIX in line else None
+    return RestartLine(match.group(1), match.group(2)) if match else None
 
 
 def signal_line(signum: int) -> str:
@@ -124,6 +172,15 @@ class ResumedLine:
     """A restore: training continues after `step`."""
 
     step: int
+
+
+@dataclass(frozen=True)
+class RestoredLine:
+    """A host's checkpoint folder was restored: the checkpoint a script resumes from, its step or None."""
+
+    host: str
+    path: str
+    step: int | None
 
 
 @dataclass(frozen=True)
@@ -149,7 +206,7 @@ class AloneLine:
     why: str
 
 
-LogLine = StepLine | ResumedLine | FinalLine | FaultLine | AloneLine
+LogLine = StepLine | ResumedLine | RestoredLine | FinalLine | FaultLine | AloneLine
 
 
 def read_line(line: str) -> LogLine | None:
@@ -158,6 +215,9 @@ def read_line(line: str) -> LogLine | None:
         return None
     if match := _FINAL_RE.search(line):
         return FinalLine(int(match.group(1)), match.group(2))
+    if match := _RESTORED_RE.search(line):
+        step = match.group(1)
+        return RestoredLine(match.group(2), match.group(3), int(step) if step is not None else None)
     if match := _RESUMED_RE.search(line):
         return ResumedLine(int(match.group(1)))
     if match := _STEP_RE.search(line):
@@ -190,9 +250,12 @@ __all__ = [
     "NAME_RE",
     "NUMBER_PATTERN",
     "PREFIX",
+    "RESTART_AFTER_PEER",
     "FaultLine",
     "FinalLine",
     "LogLine",
+    "RestartLine",
+    "RestoredLine",
     "ResumedLine",
     "StepLine",
     "alone_line",
@@ -202,6 +265,9 @@ __all__ = [
     "format_value",
     "parse_metrics",
     "read_line",
+    "read_restart",
+    "restart_line",
+    "restored_line",
     "resumed_line",
     "signal_line",
     "step_line",

@@ -177,14 +177,17 @@ class LocalJob:
     def summary(self) -> LocalSummary:
         """Steps, restarts, resumes, chaos, verification, checkpoints and cost, as one record."""
         run, progress, check = self.run, self.run.progress, self.verification
+        restores = progress.restores  # a script that prints no resumed line: the restored checkpoint's step
         return LocalSummary(
             job_name=self.name, status=run.outcome.status, hosts=self.config.instance_count,
             processes_per_host=self.processes_per_host, wall_seconds=round(run.seconds, 1), cost=self.cost(),
             steps=progress.steps, restarts=run.outcome.job_restarts + run.in_job_restarts,
             job_restarts=run.outcome.job_restarts, in_job_restarts=run.in_job_restarts,
-            resumed_from=tuple(progress.resumed_from),
+            resumed_from=tuple(progress.resumed_from) or tuple(s for _, s in restores if s is not None),
+            resumed_checkpoints=tuple(path for path, _ in restores),
             steps_went_back=tuple(StepsWentBack(h, a, b) for h, a, b in progress.went_back),
             model_sha256=progress.model_sha256, verified=self.verified,
+            restart_causes=tuple(run.outcome.restart_causes),
             verify_result=check.result if check else None, verify_detail=check.detail if check else None,
             verify_cause=check.cause if check else None, verify_cause_detail=check.cause_detail if check else None,
             verify_model_sha256=self.verify_run.progress.model_sha256 if self.verify_run else None,

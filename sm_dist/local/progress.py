@@ -2,7 +2,10 @@
 
 sm_dist's own entrypoints print `[sm_dist] step=N ...` per logged step, `[sm_dist] resumed
 step=N` after a restore and `[sm_dist] final step=N model_sha256=<hex>` at the end (the
-log-line contract, sm_dist.contract.log_lines, which reads them here too). Other scripts print none of these, so two common loggers
+log-line contract, sm_dist.contract.log_lines, which reads them here too). For any script whose
+checkpoint folder is restored (an in-job restart, or a job started again), each host's worker
+prints `[sm_dist] restored step=N on HOST: PATH`, the checkpoint it resumes from
+(sm_dist.contract.checkpoint_names): `restores` (resumed_from where no resumed line was printed). Other scripts print none of these, so two common loggers
 are read too (sm_dist.contract.third_party_lines), cheaply and per host:
 - a tqdm bar (`…| 12/100 [00:03<…`), which Hugging Face's Trainer also draws for its steps. The
   first bar total a host shows is taken as the training bar; bars of other totals (evaluation,
@@ -23,7 +26,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sm_dist.contract.log_lines import FinalLine, ResumedLine, StepLine, read_line
+from sm_dist.contract.log_lines import FinalLine, RestoredLine, ResumedLine, StepLine, read_line
 from sm_dist.contract.third_party_lines import bar_epoch, tqdm_position, trainer_log
 
 
@@ -50,6 +53,8 @@ class Progress:
     final_step: int | None = None
     model_sha256: str | None = None
     resumed_from: list[int] = field(default_factory=list)
+    restored: list[RestoredLine] = field(default_factory=list)
+    """Each host's `[sm_dist] restored` lines: the checkpoint its worker restored, and its step."""
     went_back: list[tuple[str, int, int]] = field(default_factory=list)
     """(host, step before, step after) each time a host's step went backwards."""
     hosts: dict[str, HostProgress] = field(default_factory=dict)
@@ -66,6 +71,10 @@ class Progress:
         if isinstance(ours, FinalLine):
             with self._lock:
                 self.final_step, self.model_sha256 = ours.step, ours.model_sha256
+            return
+        if isinstance(ours, RestoredLine):
+            with self._lock:
+                self.restored.append(ours)
             return
         if isinstance(ours, ResumedLine):
             with self._lock:
@@ -113,6 +122,16 @@ class Progress:
     def steps(self) -> int | None:
         """The job's last step: the final line's, else the largest seen; None when no step was seen."""
         return self.final_step if self.final_step is not None else self.max_step
+
+    @property
+    def restores(self) -> list[tuple[str, int | None]]:
+        """(checkpoint, step or None) of each restore: the lines of the host that printed most (every
+        host restores on each restart; the first host in order on a tie)."""
+        by_host: dict[str, list[tuple[str, int | None]]] = {}
+        with self._lock:
+            for line in self.restored:
+                by_host.setdefault(line.host, []).append((line.path, line.step))
+        return max((by_host[h] for h in sorted(by_host)), key=len, default=[])
 
     def new_workers(self, host: str) -> None:
         """`host`'s workers were seen starting (again): a later lower step is a resume."""

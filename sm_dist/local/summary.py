@@ -45,6 +45,9 @@ class LocalSummary:
     job_restarts: int = 0
     in_job_restarts: int = 0
     resumed_from: tuple[int, ...] = ()
+    """Steps resumed from: the runtime's `resumed` lines, else the steps of the checkpoints restored."""
+    resumed_checkpoints: tuple[str, ...] = ()
+    """The checkpoint each restore of the checkpoint folder gave the script (`[sm_dist] restored` lines)."""
     steps_went_back: tuple[StepsWentBack, ...] = ()
     model_sha256: str | None = None
     verified: bool | None = None
@@ -70,6 +73,8 @@ class LocalSummary:
     """Each host's own outcome when the job failed: "exit 1: <its error>", "stopped after algo-2 failed", "done"."""
     exit_codes: Mapping[str, int] = field(default_factory=dict)
     """Each host's exit code (the last attempt's)."""
+    restart_causes: tuple[str, ...] = ()
+    """Each in-job restart's cause, "restart N: HOST CAUSE" (the hosts' `[sm_dist] restart` lines)."""
     logs: str | None = None
     warnings: tuple[str, ...] = ()
     stopped_reason: str | None = None
@@ -135,8 +140,11 @@ def _verified(s: LocalSummary) -> str:
 
 
 def _resumed(s: LocalSummary) -> str:
+    where = f"  ({s.resumed_checkpoints[-1]})" if s.resumed_checkpoints else ""
     if s.resumed_from:
-        return ", ".join(f"step {n}" for n in s.resumed_from)
+        return ", ".join(f"step {n}" for n in s.resumed_from) + where
+    if s.resumed_checkpoints:
+        return f"{s.resumed_checkpoints[-1]}  (its step unknown: neither its name nor its metadata holds one)"
     if s.steps_went_back:
         return ", ".join(f"steps went back on {b.host}: {b.from_step} → {b.to_step}" for b in s.steps_went_back[:3])
     if s.steps is None and s.restarts:
@@ -207,6 +215,7 @@ def render_summary(s: LocalSummary) -> str:
         f"  steps           {steps}",
         *_chaos(s),
         f"  restarts        {s.restarts}  (in-job torchrun: {s.in_job_restarts}, whole-job: {s.job_restarts})",
+        *(f"    {cause}" for cause in s.restart_causes),
         f"  resumed from    {_resumed(s)}",
         f"  model sha256    {s.model_sha256 or UNKNOWN}",
         f"  verified        {_verified(s)}",

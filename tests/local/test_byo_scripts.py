@@ -64,7 +64,9 @@ def test_ddp_snapshot_script_survives_a_spot_interruption(tmp_path: Path) -> Non
     assert s["steps"] == 10 and s["model_sha256"] is None  # the bar's epochs; no sm_dist hash: unknown, not 0
     assert s["warnings"] == []  # every worker was seen in the process group
     logs = (tmp_path / "root" / "run" / "logs" / "algo-1.log").read_text()
-    assert "Resuming training from snapshot" in logs
+    # the folder SageMaker restored for the new job, its step from snapshot.pt's EPOCHS_RUN: where the script resumed
+    assert s["resumed_checkpoints"] == ["/opt/ml/checkpoints/snapshot.pt"], s
+    assert f"Resuming training from snapshot at Epoch {s['resumed_from'][0]}\n" in logs, (s["resumed_from"], logs[-3000:])
     assert left_running(tmp_path / "root" / "run") == []
 
 
@@ -83,10 +85,12 @@ def test_ddp_snapshot_script_resumes_on_every_host_after_a_kill(tmp_path: Path) 
                        "--", "--total-epochs", "12", "--epoch-sleep", "0.5")
     assert code == 0, (s, err[-4000:])
     assert s["chaos_fired"] == ["kill:4"] and s["in_job_restarts"] >= 1 and s["job_restarts"] == 0
-    assert s["warnings"] == []
+    assert s["warnings"] == [] and s["steps"] == 12  # its tqdm bar over the epochs
+    assert s["resumed_checkpoints"][0] == "/opt/ml/checkpoints/snapshot.pt" and s["resumed_from"][0] >= 4, s
     for host in ("algo-1", "algo-2"):
         log = host_log(tmp_path, host)
-        assert "Resuming training from snapshot" in log, (host, log[-3000:])
+        # the step the restore read from snapshot.pt's EPOCHS_RUN is the one the script resumed from
+        assert f"Resuming training from snapshot at Epoch {s['resumed_from'][0]}\n" in log, (host, log[-3000:])
     assert "checkpoint folder restored" in host_log(tmp_path, "algo-2")
     # the machine's own /opt/ml was never written: the snapshots are in the hosts' folders
     assert (tmp_path / "root" / "run" / "hosts" / "algo-1" / "checkpoints" / "snapshot.pt").is_file()
@@ -106,8 +110,10 @@ def test_hugging_face_trainer_resumes_on_every_host_after_a_timed_kill(tmp_path:
     assert s["chaos_fired"] == ["kill:25"] and s["in_job_restarts"] >= 1
     assert s["verify_result"] == "identical", s
     assert s["steps"] == 150 and s["warnings"] == []  # Trainer's bar read; both workers in one process group
+    # the restore named checkpoint-20 (its step from its name) on both hosts: where each resumed
+    assert s["resumed_from"][0] == 20 and s["resumed_checkpoints"][0] == "/opt/ml/checkpoints/checkpoint-20", s
     for host in ("algo-1", "algo-2"):
-        assert "resuming from /opt/ml/checkpoints/checkpoint-" in host_log(tmp_path, host), host
+        assert "resuming from /opt/ml/checkpoints/checkpoint-20\n" in host_log(tmp_path, host), host
     assert left_running(tmp_path / "root" / "run") == []
 
 
@@ -196,7 +202,9 @@ def test_lightning_script_resumes_on_every_host_after_a_timed_kill(tmp_path: Pat
     assert code == 0, (s, err[-4000:])
     assert s["chaos_fired"] == ["kill:10"] and s["in_job_restarts"] >= 1
     assert s["verify_result"] == "identical", s
-    assert s["warnings"] == []
+    assert s["warnings"] == [] and s["steps"] == 32  # the epoch bar: 8 epochs of 4 steps
+    # ModelCheckpoint keeps epoch=1-step=8.ckpt beside last.ckpt: the restore names it, its step from its name
+    assert s["resumed_from"][0] == 8 and s["resumed_checkpoints"][0] == "/opt/ml/checkpoints/epoch=1-step=8.ckpt", s
     assert "Restoring states from the checkpoint path at /opt/ml/checkpoints/last.ckpt" in host_log(tmp_path, "algo-1")
     assert (tmp_path / "root" / "run" / "hosts" / "algo-2" / "checkpoints" / "last.ckpt").is_file()
     assert left_running(tmp_path / "root" / "run") == []
