@@ -17,6 +17,11 @@ failed worker (`failed (exitcode: N) local_rank: L`), looks at the error that wo
   steps from the same start and raise it again, so it is not restarted at all (where checkpoints go
   straight to S3 the folder says nothing, and the rule above decides).
 
+Each failure it lets torchrun restart leaves its cause in `restarts` (the launcher prints it as the
+`[sm_dist] restart` line, sm_dist.contract.log_lines): the failed rank's error and where in the user's
+code, the signal that killed it, the hang the launcher's hang watch named (`hung`), or an error a
+peer's death caused.
+
 Standard library only (it runs in PID 1, before torch).
 """
 
@@ -25,10 +30,12 @@ from __future__ import annotations
 import collections
 import os
 import re
+import signal
 import time
 from pathlib import Path
 
 from sm_dist.container import outside_files
+from sm_dist.contract.log_lines import RESTART_AFTER_PEER, FaultLine, read_line
 from sm_dist.contract.worker_errors import WorkerError, cannot_recover, cause, errors_in
 
 #: torchrun's line for each failed worker (torch/distributed/elastic/multiprocessing/api.py).
@@ -45,9 +52,11 @@ PROGRAM_ERRORS = ("ValueError", "TypeError", "KeyError", "IndexError", "Attribut
 class FailureWatch:
     """Feed it every output line; it says when a restart cannot help."""
 
-    def __init__(self, host: str, checkpoint_dir: Path | None = None, work_dir: Path | None = None) -> None:
+    def __init__(self, host: str, checkpoint_dir: Path | None = None, work_dir: Path | None = None,
+                 max_restarts: int | None = None) -> None:
         """`work_dir`: the script's working directory (with the temporary folder, where a script may save
-        checkpoints the folder does not hold); None: do not stop a program error at its first failure."""
+        checkpoints the folder does not hold); None: do not stop a program error at its first failure.
+        `max_restarts`: torchrun's; a failure past them ends torchrun, not a restart."""
         self.host = host
         self.checkpoint_dir = checkpoint_dir
         self.work_dir = work_dir
@@ -58,6 +67,11 @@ class FailureWatch:
         self._failures: list[tuple[str, float]] = []  # (error, checkpoint folder's newest change) per failure
         self.verdict: str | None = None
         self._folder = str(checkpoint_dir) if checkpoint_dir is not None else None
+        self.max_restarts = max_restarts
+        self.restarts: list[str] = []
+        """The cause of each failure let through to a restart, oldest first (the launcher takes them)."""
+        self._hang: str | None = None
+        self._failed = 0  # worker group failures seen
 
     def feed(self, line: str) -> str | None:
         """Take one line; return the reason to stop (once), else None."""
@@ -66,13 +80,42 @@ class FailureWatch:
             self._lines.append(line)
             return None
         found = errors_in(self.host, self._lines, self._folder)
+        faults = [hook.fault for hook in map(read_line, self._lines) if isinstance(hook, FaultLine)]
         self._lines.clear()
         self._errors.extend(found)
-        if self.verdict is not None or int(failed.group(1)) < 0:
+        if self.verdict is not None:
             return None
-        error = cause(found)
-        if error is None or error.collateral:
-            return None
+        code, error = int(failed.group(1)), cause(found)
+        self._failed += 1
+        verdict = None if code < 0 or error is None or error.collateral else self._verdict(error)
+        if verdict is None and (self.max_restarts is None or self._failed <= self.max_restarts):
+            self.restarts.append(self._cause(code, failed.group(2), error, faults))
+        return verdict
+
+    def hung(self, text: str) -> None:
+        """The hang watch named a hang and kills the ranks: the failure that follows is that hang."""
+        self._hang = text
+
+    def _cause(self, code: int, local_rank: str, error: WorkerError | None, faults: list[str]) -> str:
+        """One line: why this host's workers failed (the `[sm_dist] restart` line's cause)."""
+        if self._hang is not None:
+            hang, self._hang = self._hang, None
+            return hang
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return f"local rank {local_rank} killed by {name}" + (f" ({faults[-1]})" if faults else "")
+        if error is None:
+            return f"local rank {local_rank} exited with code {code}"
+        who = f"rank {error.rank}" if error.rank is not None else f"local rank {local_rank}"
+        text = f"{who} — {error.text}" + (f" at {error.at}" if error.at else "") + (
+            f"  {error.hint}" if error.hint else "")
+        return RESTART_AFTER_PEER + text if error.collateral else text
+
+    def _verdict(self, error: WorkerError) -> str | None:
+        """Why a restart cannot help with the worker's own `error`, or None."""
         if cannot_recover(error):
             self.verdict = f"{error.line()}; not restarted: a restart cannot fix it"
             return self.verdict

@@ -60,6 +60,7 @@ from sm_dist.container.launcher_env import (
 )
 from sm_dist.container.stop_noise import StopNoise
 from sm_dist.contract.container import CODE_DIR, LOCAL_LOG_ENV, opt_ml_root, read_checkpoint_config, remap
+from sm_dist.contract.log_lines import restart_line
 from sm_dist.contract.worker_errors import WorkerError
 from sm_dist.errors import LaunchFailure
 from sm_dist.jobspec import EXIT_INTERRUPTED, JOB_SPEC_FILENAME, JobSpec
@@ -191,6 +192,10 @@ class Supervisor:
             _log.error("%s; stopping torchrun", verdict)
             with self._lock:
                 self._stop(verdict)
+        while self.watch is not None and self.watch.restarts:  # the cause of a restart, where the user looks
+            why = self.watch.restarts.pop(0)
+            if self.gave_up is None and not self.signals and (self.ends is None or self.ends.done is None):
+                print(restart_line(self.watch.host, why), file=sys.stderr, flush=True)
 
     def _pump_stdout(self, stream: BufferedReader) -> None:
         """torchrun's stdout (rank 0's step lines) passed on as it comes, read by the hang watch."""
@@ -214,6 +219,8 @@ class Supervisor:
                     self.gave_up = hung.verdict
                     with self._lock:
                         self._stop(hung.verdict)
+                elif self.watch is not None:  # the failure the kill causes is this hang
+                    self.watch.hung(hung.verdict.split("; restarting the workers", 1)[0].split("\n", 1)[0])
                 self.hangs.kill()
 
     def run(self) -> int:
@@ -311,7 +318,8 @@ def launch(env: Mapping[str, str] | None = None) -> int:
     state_dir = Path(tempfile.mkdtemp(prefix="sm-dist-worker-"))  # this host's own: /tmp of its container
     (state_dir / worker.STARTED_FILE).write_text(repr(time.time()), encoding="utf-8")
     try:
-        watch = FailureWatch(topo.current_host, checkpoint_folder(root, spec), work_dir=code_dir)
+        watch = FailureWatch(topo.current_host, checkpoint_folder(root, spec), work_dir=code_dir,
+                             max_restarts=spec.max_restarts)
         ends = EndWatch(state_dir, topo.nproc_per_node)
         hangs = HangWatch(state_dir, topo.current_host, spec.hang_timeout_s)
         sup = Supervisor(argv, worker_env(env, topo, root, code_dir, marker, state_dir, spec), code_dir, watch,

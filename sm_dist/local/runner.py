@@ -25,7 +25,7 @@ from typing import TextIO
 from sm_dist.contract import hang
 from sm_dist.contract.container import MASTER_PORT_ENV, OPT_ML, RDZV_PORT_ENV, checkpoint_like, synced_files
 from sm_dist.contract.faults import FAULT_ENV, Fault, hook_env_value
-from sm_dist.contract.log_lines import AloneLine, FaultLine, read_line
+from sm_dist.contract.log_lines import AloneLine, FaultLine, read_line, read_restart
 from sm_dist.local import interrupt, mountns
 from sm_dist.local.agent import HostAgent, LineSink
 from sm_dist.local.chaos_driver import ChaosDriver
@@ -35,6 +35,7 @@ from sm_dist.local.failure import explain_failure, failed_first
 from sm_dist.local.hostenv import host_environment, host_files_env
 from sm_dist.local.layout import HostRoot, create_host_root, remap
 from sm_dist.local.progress import Progress
+from sm_dist.local.restarts import Restarts
 from sm_dist.local.stores import Store
 
 #: SageMaker keeps only the first 1024 characters of output/failure (FailureReason, docs/PLATFORM.md §1.1).
@@ -77,6 +78,7 @@ class Outcome:
     host_outcomes: dict[str, str] = field(default_factory=dict)  # host -> its own outcome (sm_dist.local.failure)
     shared_opt_ml: bool = False  # no private /opt/ml per host here (sm_dist.local.mountns): paths remapped only
     warnings: list[str] = field(default_factory=list)  # what the summary must say (the checkpoint sync's problems)
+    restart_causes: list[str] = field(default_factory=list)  # "restart N: HOST CAUSE" (sm_dist.local.restarts)
     started: float = field(default_factory=time.time)
     ended: float | None = None
 
@@ -108,6 +110,7 @@ class LocalRunner:
         self.settings = settings
         self.progress = Progress()
         self.chaos = ChaosDriver(settings.faults, s3_fault_switch=settings.s3_fault_switch)
+        self.restarts = Restarts()
         self.chaos.group.expected_world_size = self._workers()
         self.progress.on_step(self.chaos.on_step)
         self.chaos.on_new_workers = self.progress.new_workers
@@ -124,6 +127,10 @@ class LocalRunner:
             self.chaos.events.append(f"{hook.fault}: the checkpointer's fault hook killed a rank on {host}")
         elif isinstance(hook, AloneLine):  # sm_dist.runtime.run_script: what the rank's process groups did
             self.chaos.group.trained_alone(host, hook.rank, hook.why)
+        restart = read_restart(line) if hook is None else None
+        if restart is not None:  # a launcher let torchrun restart its workers: why
+            self.restarts.add(restart, self.chaos.fired)
+            self.outcome.restart_causes = self.restarts.explained()
         found = hang.hang_text(line) if hook is None else None
         if found is not None and found[1] and "not restarted" not in found[0]:  # a stop is the summary's error
             if f"hang: {found[0]}" not in self.outcome.warnings:  # the launcher's hang watch named a stopped rank

@@ -2,11 +2,12 @@
 
 Per host: its state (starting, running, waiting: its workers are gone but its first process
 is not, done, exit code), its step when its logs show one, and the newest entry of its
-checkpoint folder; for the job: elapsed time and restarts. (Chaos events are logged as they
+checkpoint folder; for the job: elapsed time, restarts and the last one's cause (which host and
+rank, its error and line, a signal or a hang: sm_dist.local.restarts). (Chaos events are logged as they
 fire, by the chaos driver.) The view is a `Snapshot` of the runner, shown through
 `sm_dist.notebook.live.LiveDisplay`: on a terminal the line is redrawn in place; in a notebook
 one display is updated in place (the line, and the same facts as an HTML table); elsewhere (a
-pipe, CI) a new line is printed when a state or the restart count changes, and at most every
+pipe, CI) a new line is printed when a state, the restart count or its cause changes, and at most every
 `PRINT_EVERY` seconds otherwise. The hosts' full output stays in the log files (`--logs` or
 `LocalOptions(echo=True)` streams it, `job.logs()` reads it).
 """
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from sm_dist.local.runner import LocalRunner
 
 _NUMBER = re.compile(r"\d")
+#: The last restart's cause is cut to this many characters in the live line (the summary has it whole).
+CAUSE_CHARS = 120
 
 
 def newest_entry(folder: Path, depth: int = 3) -> str | None:
@@ -74,20 +77,29 @@ class Snapshot:
     restarts: int
     events: tuple[str, ...] = ()
     """Chaos events so far (the terminal has them as log lines)."""
+    last_restart: str = ""
+    """The last in-job restart's cause, "restart N: HOST CAUSE" (sm_dist.local.restarts); "" before one."""
+
+    def _restarts(self) -> str:
+        cause = self.last_restart.split(": ", 1)[-1]
+        if len(cause) > CAUSE_CHARS:
+            cause = cause[:CAUSE_CHARS - 1] + "…"
+        return f"restarts {self.restarts}" + (f" (last: {cause})" if cause else "")
 
     def line(self) -> str:
         prefix = f"{self.label} " if self.label else ""
         return (f"{prefix}[{self.elapsed:5.0f} s] " + " | ".join(h.text() for h in self.hosts)
-                + f" | restarts {self.restarts}")
+                + f" | {self._restarts()}")
 
     def key(self) -> tuple[object, ...]:
         """What deserves a new line: states and restarts ("waiting", between torchrun's restarts
         or while workers end one by one, is not worth a line)."""
-        return tuple("running" if h.state == "waiting" else h.state for h in self.hosts), self.restarts
+        return (tuple("running" if h.state == "waiting" else h.state for h in self.hosts), self.restarts,
+                self.last_restart)
 
     def html(self) -> str:
         rows = [(h.host, h.state, "" if h.step is None else h.step, h.checkpoint or "") for h in self.hosts]
-        head = f"{self.label or 'run'} · {self.elapsed:.0f} s · restarts {self.restarts}"
+        head = f"{self.label or 'run'} · {self.elapsed:.0f} s · {self._restarts()}"
         events = "".join(f"<li>{escape(e)}</li>" for e in self.events)
         return (table(("host", "state", "step", "checkpoint"), rows, caption=head, numeric=(2,))
                 + (f'<ul style="margin:0.2em 0">{events}</ul>' if events else ""))
@@ -135,7 +147,8 @@ class ProgressView:
         return Snapshot(self._label, time.monotonic() - self._started,
                         tuple(self._host(runner, i) for i in range(len(runner.agents))),
                         runner.outcome.job_restarts + runner.chaos.in_job_restarts,
-                        tuple(runner.chaos.events))
+                        tuple(runner.chaos.events),
+                        runner.outcome.restart_causes[-1] if runner.outcome.restart_causes else "")
 
     def tick(self, runner: LocalRunner, *, final: bool = False) -> None:
         """Show the view if it is due (`final`: the last state, unless it was just shown)."""
@@ -145,4 +158,4 @@ class ProgressView:
         self.display.show(snap.line(), key=snap.key(), html=snap.html(), final=final)
 
 
-__all__ = ["HostState", "ProgressView", "Snapshot", "newest_entry"]
+__all__ = ["CAUSE_CHARS", "HostState", "ProgressView", "Snapshot", "newest_entry"]

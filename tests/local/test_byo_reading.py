@@ -253,7 +253,7 @@ def test_progress_view_prints_on_change_only(tmp_path: Path) -> None:
         agents=[_Agent("algo-1", None), _Agent("algo-2", None)],
         layouts=[_Layout(tmp_path / "algo-1"), _Layout(tmp_path / "algo-2")],
         chaos=SimpleNamespace(live={"algo-1": 1, "algo-2": 0}, in_job_restarts=0, events=[]),
-        outcome=SimpleNamespace(job_restarts=0, stopped_hosts=[]), progress=progress,
+        outcome=SimpleNamespace(job_restarts=0, stopped_hosts=[], restart_causes=[]), progress=progress,
         config=SimpleNamespace(checkpoint_local_path="/opt/ml/checkpoints"),
     )
     out = io.StringIO()
@@ -267,11 +267,16 @@ def test_progress_view_prints_on_change_only(tmp_path: Path) -> None:
     assert len(lines) == 2, lines  # the second for the restart, not for "waiting"
     assert lines[0].endswith("algo-1 running step 4 ckpt snapshot.pt | algo-2 starting | restarts 0")
     assert lines[1].endswith("algo-1 waiting step 4 ckpt snapshot.pt | algo-2 starting | restarts 1")
+    runner.outcome.restart_causes = ["restart 1: algo-1 local rank 0 killed by SIGKILL (chaos kill:4)"]
+    view.tick(runner)  # type: ignore[arg-type]  # its cause came: a line for it
+    assert out.getvalue().splitlines()[-1].endswith("| restarts 1 (last: algo-1 local rank 0 killed by SIGKILL "
+                                                    "(chaos kill:4))")
     runner.agents[1].code = 1  # algo-2 failed; local mode stops algo-1 because of it: not algo-1's own exit
     runner.outcome.stopped_hosts = ["algo-1"]
     runner.agents[0].code = 143
     view.tick(runner)  # type: ignore[arg-type]
-    assert out.getvalue().splitlines()[-1].endswith("algo-1 stopped step 4 ckpt snapshot.pt | algo-2 exit 1 | restarts 1")
+    assert out.getvalue().splitlines()[-1].endswith("algo-1 stopped step 4 ckpt snapshot.pt | algo-2 exit 1 | restarts 1 "
+                                                    "(last: algo-1 local rank 0 killed by SIGKILL (chaos kill:4))")
 
 
 def test_the_checkpoint_column_names_a_checkpoint(tmp_path: Path) -> None:

@@ -1,0 +1,55 @@
+"""Why torchrun restarted the workers, for the live view and the summary (standard library only).
+
+Each host's launcher prints `[sm_dist] restart on HOST: CAUSE` when its workers failed and torchrun
+restarts them (sm_dist.contract.log_lines; the cause from sm_dist.container.failure_watch): the rank's
+error with the user's file and line, the signal that killed it, or the hang the hang watch named. One
+failure may restart every host, and a host whose ranks failed only because a peer died (or waited in a
+collective for a rank that hung elsewhere) prints its own line too: that line is left out when another
+host's own cause came within `SAME_RESTART_S`. A kill local mode's chaos made is named with its spec.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sm_dist.contract.hang import FAILURE_WAITING_PREFIX
+from sm_dist.contract.log_lines import RestartLine
+
+#: Lines of several hosts this close together are one restart (torchrun restarts every host's workers
+#: within its rendezvous' join timeout).
+SAME_RESTART_S = 60.0
+
+
+def _secondary(line: RestartLine) -> bool:
+    """A host that failed because of another: a peer's death, or a hang whose stopped rank is elsewhere."""
+    return line.after_peer or line.cause.startswith(FAILURE_WAITING_PREFIX)
+
+
+@dataclass
+class Restarts:
+    """The restart lines seen so far, and what they explain."""
+
+    seen: list[tuple[float, RestartLine]] = field(default_factory=list)
+    _chaos_seen: int = 0
+
+    def add(self, line: RestartLine, chaos_fired: Sequence[str] = (), now: float | None = None) -> None:
+        """Take one restart line; `chaos_fired`: the chaos specs fired so far (a kill names its spec)."""
+        cause = line.cause
+        if "killed by SIG" in cause and not cause.endswith(")"):
+            kills = [spec for spec in chaos_fired[self._chaos_seen:] if spec.startswith("kill")]
+            self._chaos_seen = len(chaos_fired)
+            if kills:
+                cause += f" (chaos {kills[-1]})"
+        self.seen.append((time.monotonic() if now is None else now, RestartLine(line.host, cause)))
+
+    def explained(self) -> list[str]:
+        """`restart N: HOST CAUSE` per restart, oldest first."""
+        own = [(at, line) for at, line in self.seen if not _secondary(line)]
+        kept = [line for at, line in self.seen if not _secondary(line) or not any(
+            other.host != line.host and abs(at - when) <= SAME_RESTART_S for when, other in own)]
+        return [f"restart {n}: {line.host} {line.cause}" for n, line in enumerate(kept, 1)]
+
+
+__all__ = ["SAME_RESTART_S", "Restarts"]

@@ -1,0 +1,123 @@
+"""Every in-job restart explained: the launcher's `[sm_dist] restart` line (from torchrun's output as
+it prints it), local mode's list of causes, the live view and the summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sm_dist.container.failure_watch import FailureWatch
+from sm_dist.container.launcher import Supervisor
+from sm_dist.contract.log_lines import RestartLine, read_line, read_restart, restart_line
+from sm_dist.contract.worker_errors import MARKERS_HINT
+from sm_dist.local.cost import LocalCost
+from sm_dist.local.restarts import SAME_RESTART_S, Restarts
+from sm_dist.local.summary import LocalSummary, render_summary
+from sm_dist.local.view import CAUSE_CHARS, HostState, Snapshot
+
+FAILED = ("E1124 14:41:13.491000 8114 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: "
+          "{code}) local_rank: {local} (pid: 8119) of binary: /usr/bin/python3")
+USERS_OWN = [
+    "[rank1]: Traceback (most recent call last):",
+    '[rank1]:   File "/opt/ml/input/data/code/raises.py", line 16, in main',
+    "[rank1]:     check_batch(step, rank)",
+    '[rank1]:   File "/opt/ml/input/data/code/raises.py", line 22, in check_batch',
+    '[rank1]:     raise ValueError(f"shape mismatch in batch {step} on rank {rank}")',
+    "[rank1]: ValueError: shape mismatch in batch 3 on rank 1",
+]
+PEER_GONE = ["[rank0]: Traceback (most recent call last):", '[rank0]:   File "train.py", line 9, in <module>',
+             "[rank0]: RuntimeError: [../gloo/transport/tcp/pair.cc:537] Read error: Connection reset by peer"]
+
+
+def _feed(watch: FailureWatch, lines: list[str]) -> list[str]:
+    for line in lines:
+        assert watch.feed(line) is None
+    taken, watch.restarts[:] = list(watch.restarts), []
+    return taken
+
+
+def test_the_launcher_names_each_restarts_cause() -> None:
+    watch = FailureWatch("algo-2")
+    assert _feed(watch, [*USERS_OWN, FAILED.format(code=1, local=1)]) == [
+        "rank 1 — ValueError: shape mismatch in batch 3 on rank 1 at raises.py:22 in check_batch"]
+    hook = "[rank1]: [sm_dist] fault hook crash-in-save:8: SIGKILL rank 1"
+    assert _feed(watch, [hook, FAILED.format(code=-9, local=1)]) == ["local rank 1 killed by SIGKILL (crash-in-save:8)"]
+    assert _feed(watch, [FAILED.format(code=-9, local=0)]) == ["local rank 0 killed by SIGKILL"]
+    watch.hung("hang: rank 1 on algo-2 made no progress for 20 s after step 10: stopped outside any collective")
+    assert _feed(watch, [FAILED.format(code=-9, local=1)]) == [
+        "hang: rank 1 on algo-2 made no progress for 20 s after step 10: stopped outside any collective"]
+    assert _feed(FailureWatch("algo-1"), [*PEER_GONE, FAILED.format(code=1, local=0)]) == [
+        "after another rank failed: rank 0 — RuntimeError: [../gloo/transport/tcp/pair.cc:537] Read error: "
+        "Connection reset by peer at train.py:9 in <module>"]
+
+
+def test_no_restart_line_where_torchrun_does_not_restart() -> None:
+    stopped = FailureWatch("algo-1")
+    for line in [*PEER_GONE[:2], "[rank0]: ModuleNotFoundError: No module named 'x'"]:
+        assert stopped.feed(line) is None
+    assert stopped.feed(FAILED.format(code=1, local=0)) is not None and stopped.restarts == []  # not restarted
+    spent = FailureWatch("algo-1", max_restarts=1)
+    for _ in range(2):
+        spent.feed(FAILED.format(code=-9, local=0))
+    assert spent.restarts == ["local rank 0 killed by SIGKILL"]  # the second failure ended torchrun
+
+
+def test_the_supervisor_prints_the_line_unless_it_is_stopping(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    sup = Supervisor(["true"], {}, tmp_path, FailureWatch("algo-2"))
+    for line in [*USERS_OWN, FAILED.format(code=1, local=1)]:
+        sup._line(line)
+    printed = capsys.readouterr().err.splitlines()
+    assert [read_restart(line) for line in printed] == [RestartLine(
+        "algo-2", "rank 1 — ValueError: shape mismatch in batch 3 on rank 1 at raises.py:22 in check_batch")]
+    sup.signals.append(15)  # a stop signal: the failures that follow are the stop's, not restarts
+    sup._line(FAILED.format(code=-15, local=0))
+    assert capsys.readouterr().err == ""
+
+
+def test_the_line_is_one_line_and_not_another_sm_dist_line() -> None:
+    line = restart_line("algo-2", f"rank 0 — OSError: [Errno 39] Directory not empty: '/opt/ml/checkpoints/c_0'\n"
+                                  f"  {MARKERS_HINT}")
+    assert "\n" not in line and read_line(line) is None
+    found = read_restart(f"[algo-2] {line}")
+    assert found is not None and found.host == "algo-2" and found.cause.endswith("copy the newest checkpoint in")
+    assert read_restart("[sm_dist] resumed step=8 epoch=1") is None
+
+
+def test_local_mode_lists_one_cause_per_restart() -> None:
+    restarts = Restarts()
+    restarts.add(RestartLine("algo-1", "after another rank failed: rank 0 — RuntimeError: Connection reset by peer"),
+                 now=100.0)
+    restarts.add(RestartLine("algo-2", "rank 1 — ValueError: boom at train.py:22"), now=101.0)
+    restarts.add(RestartLine("algo-2", "local rank 0 killed by SIGKILL"), chaos_fired=["kill:10"], now=200.0)
+    restarts.add(RestartLine("algo-1", "hang (waiting): rank 0 on algo-1 made no progress"), now=300.0)
+    restarts.add(RestartLine("algo-2", "hang: rank 1 on algo-2 made no progress for 20 s"), now=305.0)
+    restarts.add(RestartLine("algo-1", "after another rank failed: rank 0 — RuntimeError: Broken pipe"),
+                 now=400.0 + SAME_RESTART_S)  # nobody else's cause near it: the only word on that restart
+    assert restarts.explained() == [
+        "restart 1: algo-2 rank 1 — ValueError: boom at train.py:22",
+        "restart 2: algo-2 local rank 0 killed by SIGKILL (chaos kill:10)",
+        "restart 3: algo-2 hang: rank 1 on algo-2 made no progress for 20 s",
+        "restart 4: algo-1 after another rank failed: rank 0 — RuntimeError: Broken pipe",
+    ]
+
+
+def test_the_summary_and_the_live_view_show_the_causes() -> None:
+    causes = ("restart 1: algo-2 rank 1 — ValueError: boom at train.py:22",
+              "restart 2: algo-2 local rank 0 killed by SIGKILL (chaos kill:10)")
+    cost = LocalCost(local_usd=0.0, instance_type="ml.g5.xlarge", instance_count=2, billable_seconds=60.0,
+                     usd_per_hour=None, sagemaker_usd=None, price_date=None, price_source=None)
+    summary = LocalSummary(job_name="j", status="Completed", hosts=2, processes_per_host=2, wall_seconds=30.0,
+                           cost=cost, restarts=2, in_job_restarts=2, restart_causes=causes)
+    text = render_summary(summary)
+    assert f"    {causes[0]}\n    {causes[1]}" in text
+    assert summary.to_dict()["restart_causes"] == list(causes)
+    hosts = (HostState("algo-1", "running", 12, None), HostState("algo-2", "running", 12, None))
+    snap = Snapshot("", 40.0, hosts, 2, last_restart=causes[1])
+    assert snap.line().endswith("| restarts 2 (last: algo-2 local rank 0 killed by SIGKILL (chaos kill:10))")
+    assert "last: algo-2 local rank 0 killed by SIGKILL" in snap.html()
+    assert snap.key() != Snapshot("", 40.0, hosts, 2, last_restart=causes[0]).key()
+    long = Snapshot("", 1.0, hosts, 1, last_restart="restart 1: " + "x" * 500)
+    assert len(long.line()) < 250 and long.line().endswith("…)")
+    assert Snapshot("", 1.0, hosts, 0).line().endswith("| restarts 0") and CAUSE_CHARS == 120
