@@ -25,6 +25,14 @@ from what its process group did: the group's world size and the collectives it r
 
     [sm_dist] rank 3 trained alone: it joined no process group (WORLD_SIZE=4)
 
+and the container's launcher, on stderr, each time torchrun restarts its host's workers, with
+the cause as far as the host can tell (sm_dist.container.failure_watch): the failed rank's error
+and where in the user's code, a signal, a hang, or an error a peer's death caused (RESTART_AFTER_PEER):
+
+    [sm_dist] restart on algo-2: rank 1 — ValueError: shape mismatch at train.py:22 in check_batch
+    [sm_dist] restart on algo-1: local rank 0 killed by SIGKILL
+    [sm_dist] restart on algo-1: hang: rank 1 on algo-1 made no progress for 20 s after step 10: ...
+
 Writers use the ``*_line`` functions; readers use :func:`read_line`, which finds a line's marker
 anywhere in it (a host's output may carry a prefix, e.g. torchrun's ``[rank0]:``), and
 :func:`parse_metrics` for a whole metric line.
@@ -59,6 +67,9 @@ _RESTORED_RE = re.compile(rf"{_P} restored(?: step=(\d+))? on (\S+): (.+?)\s*$")
 _FINAL_RE = re.compile(rf"{_P} final step=(\d+) model_sha256=([0-9a-f]{{64}})")
 _FAULT_RE = re.compile(rf"{_P} fault hook (\S+):")
 _ALONE_RE = re.compile(rf"{_P} rank (\d+) trained alone: (.+)$")
+_RESTART_RE = re.compile(rf"{_P} restart on (\S+): (.+?)\s*$")
+#: How a restart's cause starts when the host's error followed another rank's failure (not its own cause).
+RESTART_AFTER_PEER = "after another rank failed: "
 
 
 # -- writing ---------------------------------------------------------------------------------------
@@ -117,6 +128,30 @@ def fault_line(fault: str, rank: int) -> str:
 def alone_line(rank: int, why: str) -> str:
     """`[sm_dist] rank R trained alone: WHY` (WHY: what its process group did, e.g. "it joined no process group")."""
     return f"{PREFIX} rank {int(rank)} trained alone: {why}"
+
+
+def restart_line(host: str, cause: str) -> str:
+    """`[sm_dist] restart on HOST: CAUSE` (one line: CAUSE's line breaks become spaces)."""
+    return f"{PREFIX} restart on {host}: " + " ".join(cause.split())
+
+
+@dataclass(frozen=True)
+class RestartLine:
+    """torchrun restarted `host`'s workers, for `cause`."""
+
+    host: str
+    cause: str
+
+    @property
+    def after_peer(self) -> bool:
+        """The host's workers failed because another rank did: that rank's host names the cause."""
+        return self.cause.startswith(RESTART_AFTER_PEER)
+
+
+def read_restart(line: str) -> RestartLine | None:
+    """The restart line in `line` (its marker may stand after a prefix), or None."""
+    match = _RESTART_RE.search(line) if PREFIX in line else None
+    return RestartLine(match.group(1), match.group(2)) if match else None
 
 
 def signal_line(signum: int) -> str:
@@ -215,9 +250,11 @@ __all__ = [
     "NAME_RE",
     "NUMBER_PATTERN",
     "PREFIX",
+    "RESTART_AFTER_PEER",
     "FaultLine",
     "FinalLine",
     "LogLine",
+    "RestartLine",
     "RestoredLine",
     "ResumedLine",
     "StepLine",
@@ -228,6 +265,8 @@ __all__ = [
     "format_value",
     "parse_metrics",
     "read_line",
+    "read_restart",
+    "restart_line",
     "restored_line",
     "resumed_line",
     "signal_line",
