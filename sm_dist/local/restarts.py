@@ -5,7 +5,9 @@ restarts them (sm_dist.contract.log_lines; the cause from sm_dist.container.fail
 error with the user's file and line, the signal that killed it, or the hang the hang watch named. One
 failure may restart every host, and a host whose ranks failed only because a peer died (or waited in a
 collective for a rank that hung elsewhere) prints its own line too: that line is left out when another
-host's own cause came within `SAME_RESTART_S`. A kill local mode's chaos made is named with its spec.
+host's own cause came within `SAME_RESTART_S`, and when it would explain a restart nobody saw (the
+failing host's launcher stopped the job instead: no restart). A kill local mode's chaos made is named
+with its spec.
 """
 
 from __future__ import annotations
@@ -44,11 +46,18 @@ class Restarts:
                 cause += f" (chaos {kills[-1]})"
         self.seen.append((time.monotonic() if now is None else now, RestartLine(line.host, cause)))
 
-    def explained(self) -> list[str]:
-        """`restart N: HOST CAUSE` per restart, oldest first."""
+    def explained(self, restarts: int | None = None) -> list[str]:
+        """`restart N: HOST CAUSE` per restart, oldest first; `restarts`: how many there were (local mode
+        counts them in /proc), which a line of a host that failed because of another may not go past."""
         own = [(at, line) for at, line in self.seen if not _secondary(line)]
-        kept = [line for at, line in self.seen if not _secondary(line) or not any(
-            other.host != line.host and abs(at - when) <= SAME_RESTART_S for when, other in own)]
+        room = len(self.seen) if restarts is None else max(restarts - len(own), 0)
+        kept = []
+        for at, line in self.seen:
+            if _secondary(line):
+                if room <= 0 or any(other.host != line.host and abs(at - when) <= SAME_RESTART_S for when, other in own):
+                    continue
+                room -= 1
+            kept.append(line)
         return [f"restart {n}: {line.host} {line.cause}" for n, line in enumerate(kept, 1)]
 
 

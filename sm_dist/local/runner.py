@@ -130,7 +130,7 @@ class LocalRunner:
         restart = read_restart(line) if hook is None else None
         if restart is not None:  # a launcher let torchrun restart its workers: why
             self.restarts.add(restart, self.chaos.fired)
-            self.outcome.restart_causes = self.restarts.explained()
+            self._explain_restarts()
         found = hang.hang_text(line) if hook is None else None
         if found is not None and found[1] and "not restarted" not in found[0]:  # a stop is the summary's error
             if f"hang: {found[0]}" not in self.outcome.warnings:  # the launcher's hang watch named a stopped rank
@@ -177,7 +177,12 @@ class LocalRunner:
             logs = {layout.host: self.log_path(layout.host) for layout in self.layouts}
             explain_failure(self.outcome, logs, last)
         self._explain_stop()
+        self._explain_restarts()
         self.outcome.ended = time.time()
+
+    def _explain_restarts(self) -> None:
+        """`outcome.restart_causes` from the restart lines so far and the restarts /proc showed."""
+        self.outcome.restart_causes = self.restarts.explained(self.chaos.in_job_restarts)
 
     def _explain_stop(self) -> None:
         """The summary's error when the script did not fail: its MaxRuntime, or a hang the launcher stopped."""
@@ -300,6 +305,7 @@ class LocalRunner:
                 self._sync.ensure_running()  # uploads never stop silently
             if self.chaos.tick(self.agents):
                 return True
+            self._explain_restarts()  # the restart count may come after a host's line
             if self.settings.on_tick is not None:
                 self.settings.on_tick(self)
             codes = [agent.poll() for agent in self.agents]

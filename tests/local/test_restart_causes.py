@@ -101,6 +101,16 @@ def test_local_mode_lists_one_cause_per_restart() -> None:
         "restart 3: algo-2 hang: rank 1 on algo-2 made no progress for 20 s",
         "restart 4: algo-1 after another rank failed: rank 0 — RuntimeError: Broken pipe",
     ]
+    assert restarts.explained(4) == restarts.explained()  # /proc saw four restarts
+    assert len(restarts.explained(3)) == 3  # three: the peer's line explains none of them
+
+
+def test_a_peers_line_is_no_restart_when_the_failing_host_stopped_the_job() -> None:
+    """algo-2's launcher stopped torchrun on the script's own error (no restart); algo-1's ranks had
+    failed because of it and its launcher printed its line before the stop reached it."""
+    restarts = Restarts()
+    restarts.add(RestartLine("algo-1", "after another rank failed: rank 0 — RuntimeError: Connection closed by peer"))
+    assert restarts.explained(0) == []
 
 
 def test_the_summary_and_the_live_view_show_the_causes() -> None:
