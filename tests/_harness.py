@@ -2,7 +2,7 @@
 
 Every test that starts real ranks (tests/runtime, tests/checkpoint, tests/workloads) goes through
 here, so a port, a leaked launcher variable or a hung group is handled in one place. Timeouts only
-guard against a hang; they never assert speed (STYLE.md point 13).
+guard against a hang; they never assert speed (speed is measured in tests/bench/, side by side).
 
 Run as a script, this file is the child side of `call_in_ranks`:
 `python _harness.py MODULE:FUNCTION ARGS_JSON OUT_JSON WORKER_DIR` imports MODULE from WORKER_DIR,

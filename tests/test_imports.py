@@ -1,4 +1,5 @@
-"""The import worlds (STYLE.md point 1, docs/ARCHITECTURE.md), checked over every import statement.
+"""The import worlds (docs/ARCHITECTURE.md: the core imports only the standard library), checked over every
+import statement.
 
 Every module under sm_dist/ and entrypoints/ is parsed; every import it contains (module level, inside
 a function, or `importlib.import_module("literal")`) is an edge from the importer's world to the
