@@ -1,4 +1,4 @@
-"""Fixtures of the infra tests: an in-process moto AWS and a private config home."""
+"""Fixtures of the infra tests: an in-process moto AWS, a private config home and a user's project."""
 
 from __future__ import annotations
 
@@ -24,3 +24,12 @@ def config_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     home = tmp_path / "sm_dist_config"
     monkeypatch.setenv("SM_DIST_CONFIG_HOME", str(home))
     yield home
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Iterator[Path]:
+    """A user's project folder with a training script that prints one step line."""
+    src = tmp_path / "project"
+    src.mkdir()
+    (src / "train.py").write_text("print('[sm_dist] step=1 loss=0.5')\n")
+    yield src

@@ -12,15 +12,6 @@ from sm_dist.provision import stack
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    """A user's project folder with a training script."""
-    src = tmp_path / "project"
-    src.mkdir()
-    (src / "train.py").write_text("print('[sm_dist] step=1 loss=0.5')\n")
-    return src
-
-
 def _settings(project: Path) -> dict[str, Any]:
     return dict(source_dir=str(project), instance_type="ml.g5.2xlarge", instance_count=2, strategy="ddp",
                 checkpoint_mode="auto")

@@ -25,14 +25,6 @@ from sm_dist.provision import stack
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    src = tmp_path / "project"
-    src.mkdir()
-    (src / "train.py").write_text("print('[sm_dist] step=1 loss=0.5')\n")
-    return src
-
-
 def _fit(session: Any, project: Path, **extra: Any) -> Any:
     import sm_dist
 
