@@ -17,6 +17,7 @@ from sm_dist.cloud.quotas import check_capacity
 from sm_dist.cloud.role_check import check_role
 from sm_dist.errors import ConfigError
 from sm_dist.planning.channels import SourceKind
+from sm_dist.planning.reach import s3_parts
 
 if TYPE_CHECKING:
     from boto3.session import Session
@@ -60,7 +61,7 @@ def check_bucket_region(session: Session, uri: str, region: str) -> None:
     """A bucket in another region makes SageMaker fail late (or pay cross-region traffic)."""
     from botocore.exceptions import ClientError
 
-    bucket = uri[len("s3://"):].split("/", 1)[0]
+    bucket = s3_parts(uri)[0]
     try:
         location = session.client("s3").get_bucket_location(Bucket=bucket).get("LocationConstraint")
     except ClientError as exc:

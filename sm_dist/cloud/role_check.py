@@ -55,20 +55,16 @@ class Need:
     """How a denial names the resource (default: the ARN); an S3 prefix as the user wrote it."""
 
 
-def _s3_read(uri: str, partition: str, why: str) -> list[Need]:
+def _s3(uri: str, partition: str, why: str, objects: tuple[str, ...], listed: bool = False) -> list[Need]:
+    """`objects` actions on an example key under the prefix (policies grant prefixes: `bucket/prefix/*`),
+    and with `listed` the ListBucket of that prefix (the service sends it as `s3:prefix`)."""
     bucket, key = s3_parts(uri)
     prefix = f"{key}/" if key else ""
     shown = f"s3://{bucket}/{prefix}"
-    return [Need(("s3:ListBucket",), f"arn:{partition}:s3:::{bucket}", why, (("s3:prefix", prefix),), shown),
-            Need(("s3:GetObject",), f"arn:{partition}:s3:::{bucket}/{prefix}sm-dist-example", why, (), shown)]
-
-
-def _s3_write(uri: str, partition: str, why: str) -> Need:
-    """PutObject on an example key under the prefix: policies grant prefixes (`bucket/prefix/*`)."""
-    bucket, key = s3_parts(uri)
-    prefix = f"{key}/" if key else ""
-    return Need(("s3:PutObject",), f"arn:{partition}:s3:::{bucket}/{prefix}sm-dist-example", why, (),
-                f"s3://{bucket}/{prefix}")
+    found = [Need(objects, f"arn:{partition}:s3:::{bucket}/{prefix}sm-dist-example", why, (), shown)]
+    if listed:
+        found.append(Need(("s3:ListBucket",), f"arn:{partition}:s3:::{bucket}", why, (("s3:prefix", prefix),), shown))
+    return found
 
 
 def needs(request: Mapping[str, Any], region: str, account: str, partition: str = "aws") -> list[Need]:
@@ -78,15 +74,15 @@ def needs(request: Mapping[str, Any], region: str, account: str, partition: str 
     for channel in request.get("InputDataConfig") or []:
         uri = ((channel.get("DataSource") or {}).get("S3DataSource") or {}).get("S3Uri")
         if uri:
-            found += _s3_read(uri, partition, f"channel {channel.get('ChannelName')}")
+            found += _s3(uri, partition, f"channel {channel.get('ChannelName')}", ("s3:GetObject",), listed=True)
     output = request.get("OutputDataConfig") or {}
-    found.append(_s3_write(output["S3OutputPath"], partition, "model output"))
+    found += _s3(output["S3OutputPath"], partition, "model output", ("s3:PutObject",))
     if output.get("KmsKeyId"):
         found.append(Need(("kms:Encrypt", "kms:GenerateDataKey"), _kms_arn(output["KmsKeyId"], region, account, partition),
                           "output_kms_key"))
     checkpoint = (request.get("CheckpointConfig") or {}).get("S3Uri")
     if checkpoint:
-        found += [_s3_write(checkpoint, partition, "checkpoints"), *_s3_read(checkpoint, partition, "checkpoints")]
+        found += _s3(checkpoint, partition, "checkpoints", ("s3:PutObject", "s3:GetObject"), listed=True)
     logs = f"arn:{partition}:logs:{region}:{account}:log-group:{LOG_GROUP}"
     found += [Need(("logs:CreateLogGroup", "logs:DescribeLogStreams"), f"{logs}:*", "logs"),
               Need(("logs:CreateLogStream", "logs:PutLogEvents"), f"{logs}:log-stream:sm-dist-example", "logs"),
