@@ -4,7 +4,8 @@
 runtime.checkpoint, cloud, local) also import them under `if TYPE_CHECKING:`; these tests keep
 those imports equal to `_LAZY` and `__all__`, and `LaunchSettings` (the keyword arguments of
 `fit`/`plan`) equal to `LaunchConfig`'s fields. The last test is a user's: mypy, run in-process
-on a small script, sees the real types and finds a misspelled keyword.
+on a small script, sees the real types and finds a misspelled keyword, and finds nothing to say
+about the quickstart notebook's code.
 """
 
 from __future__ import annotations
@@ -175,6 +176,14 @@ BAD = {
 }
 
 
+def notebook_code(path: Path) -> str:
+    """A notebook's code cells as one script, the way a user's editor or nbqa hands them to mypy."""
+    import json
+
+    cells = json.loads(path.read_text())["cells"]
+    return "\n\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "code") + "\n"
+
+
 def test_a_users_mypy_sees_the_real_types(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """mypy (in this process) on a user's script in a folder of its own, with no mypy settings:
     sm_dist is found as an installed package (.venv's editable install and its py.typed)."""
@@ -182,11 +191,14 @@ def test_a_users_mypy_sees_the_real_types(tmp_path: Path, monkeypatch: pytest.Mo
 
     (tmp_path / "good.py").write_text(GOOD)
     (tmp_path / "bad.py").write_text("import sm_dist\n\n" + "\n".join(BAD) + "\n")
+    (tmp_path / "notebook.py").write_text(notebook_code(REPO / "examples" / "quickstart.ipynb"))
     (tmp_path / "mypy.ini").write_text("[mypy]\n")
     monkeypatch.chdir(tmp_path)  # neither the repo's pyproject nor its folder on mypy's path
-    out, err, _ = api.run(["--config-file", "mypy.ini", "--cache-dir", str(tmp_path / "cache"), "good.py", "bad.py"])
+    files = ["good.py", "bad.py", "notebook.py"]
+    out, err, _ = api.run(["--config-file", "mypy.ini", "--cache-dir", str(tmp_path / "cache"), *files])
     assert err == "" and "Cannot find implementation" not in out, out
     lines = out.splitlines()
+    assert [line for line in lines if line.startswith("notebook.py:")] == []  # the quickstart, as a user checks it
     good = [line for line in lines if line.startswith("good.py:")]
     assert [line for line in good if ": note: Revealed type" not in line] == []
     revealed = [re.sub(r"^good\.py:\d+: note: Revealed type is ", "", line).strip('"') for line in good]
