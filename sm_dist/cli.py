@@ -21,7 +21,7 @@ from sm_dist.errors import SmDistError
 #: command name -> (module that implements it, one-line help). Order is the order of --help.
 COMMANDS: dict[str, tuple[str, str]] = {
     "estimate-cost": ("sm_dist.estimator.cli", "memory, time and dollars per strategy and instance; recommend the cheapest plan"),
-    "measure-memory": ("sm_dist.runtime.measure_cli", "measure real per-rank memory on CPU and compare with the estimate"),
+    "measure-memory": ("sm_dist.tools.measure_cli", "measure real per-rank memory on CPU and compare with the estimate"),
     "calibrate": ("sm_dist.selfcheck", "time N training steps on this machine's GPU: a calibration for estimate-cost"),
     "fit": ("sm_dist.launch.cli", "plan and launch a training job on SageMaker (or --local on this machine)"),
     "status": ("sm_dist.cloud.cli", "status of a training job"),

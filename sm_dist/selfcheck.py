@@ -1,12 +1,12 @@
 """`python -m sm_dist.selfcheck` (the GPU check kit) and `sm-dist calibrate`: the stdlib entry.
 
 Both measure this machine with torch, so both run the runtime's implementation
-(`sm_dist.runtime.selfcheck`) as a child process, as local mode runs the runtime: this module
+(`sm_dist.tools.selfcheck`) as a child process, as local mode runs the runtime: this module
 imports nothing of the runtime and no torch (`import sm_dist` and the CLI stay light, the import
 worlds one-way). Here the flags are read and checked (bad input: one line naming the flag, exit
 2), the child gets the environment the flags ask for (`--device cpu` hides the GPUs), and its
 exit status is passed on. What is measured, and the report, are described in
-sm_dist/runtime/selfcheck/__main__.py.
+sm_dist/tools/selfcheck/__main__.py.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sys
 
 from sm_dist.errors import ConfigError, MissingDependencyError, SmDistError
 
-RUNTIME = "sm_dist.runtime.selfcheck"
+RUNTIME = "sm_dist.tools.selfcheck"
 DEVICES = ("auto", "cuda", "cpu")
 
 

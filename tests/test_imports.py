@@ -33,6 +33,7 @@ class World(StrEnum):
     LOCAL = "local"  # the local backend: a plan runs on this machine
     FACADE = "facade"  # sm_dist.plan/fit and `sm-dist fit`: the only world that sees both backends
     RUNTIME = "runtime"  # inside the training job: torch
+    TOOLS = "tools"  # tools that measure or compare (measure-memory, selfcheck, weights_compare): torch + the runtime
 
 
 #: Longest matching prefix wins; anything else under sm_dist is core (the strictest world).
@@ -45,6 +46,7 @@ PREFIXES = {
     "sm_dist.local": World.LOCAL,
     "sm_dist.launch": World.FACADE,
     "sm_dist.runtime": World.RUNTIME,
+    "sm_dist.tools": World.TOOLS,
     "entrypoints": World.RUNTIME,
 }
 
@@ -58,9 +60,10 @@ ALLOWED = {
     World.LOCAL: {World.CORE, World.PLAN, World.LOCAL},
     World.FACADE: {World.CORE, World.PLAN, World.CLOUD, World.LOCAL, World.FACADE},
     World.RUNTIME: {World.CORE, World.CONTAINER, World.RUNTIME},
+    World.TOOLS: {World.CORE, World.RUNTIME, World.TOOLS},
 }
 #: Third-party packages a world may import anywhere.
-THIRD_PARTY_ANYWHERE = {World.RUNTIME: {"torch", "numpy"}}
+THIRD_PARTY_ANYWHERE = {World.RUNTIME: {"torch", "numpy"}, World.TOOLS: {"torch", "numpy"}}
 #: Third-party packages a world may import only inside a function (never at import time).
 _USER_MACHINE = {"boto3", "botocore", "sagemaker", "moto", "yaml", "pathspec", "packaging"}
 THIRD_PARTY_IN_FUNCTIONS = {

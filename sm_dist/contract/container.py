@@ -125,6 +125,9 @@ def sync_skipped(rel: str) -> bool:
 #: What a training script's checkpoint looks like by name: a weight or state file, or a name that says so.
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors", ".distcp", ".bin")
 _CHECKPOINT_WORDS = ("checkpoint", "ckpt", "snapshot")
+#: The weight files in a model folder that sm_dist.tools.weights_compare reads and local mode's --verify
+#: looks for (the tools compare the tensors; local mode, without torch, only asks whether there are any).
+WEIGHT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt")
 #: Never a checkpoint, whatever the folder is called: code, logs and caches.
 _NOT_CHECKPOINTS = (".py", ".pyc", ".log", ".txt", ".md", ".json.lock")
 
@@ -233,6 +236,6 @@ def read_resource_config(root: str | os.PathLike[str]) -> ResourceConfig | None:
 __all__ = [
     "CHECKPOINT_LOCAL_PATH", "CODE_DIR", "EFA_RDMA_TYPES", "EFA_TYPES", "FAILURE_FILE", "MODEL_DIR", "OPT_ML",
     "INSTALL_REQUIREMENTS_ENV", "OPT_ML_ENV", "RDZV_HOST_ENV", "RDZV_PORT_ENV", "MASTER_PORT_ENV", "LOCAL_ADDR_ENV", "NPROC_ENV", "NETWORK_ISOLATION_ENV", "LOCAL_LOG_ENV", "REQUIREMENTS_FILE", "RESOURCE_CONFIG", "WHEELS_DIR", "SM_DIR_VARIABLES", "SYNC_IGNORE_SUFFIX", "SYNC_SKIPPED_SUFFIXES",
-    "SYNC_UPLOADED_SUFFIX", "SYNC_UPLOADING_SUFFIX", "CHECKPOINT_SUFFIXES", "checkpoint_like", "CheckpointConfig", "read_checkpoint_config", "ResourceConfig", "config_path", "host_order",
+    "SYNC_UPLOADED_SUFFIX", "SYNC_UPLOADING_SUFFIX", "CHECKPOINT_SUFFIXES", "WEIGHT_SUFFIXES", "checkpoint_like", "CheckpointConfig", "read_checkpoint_config", "ResourceConfig", "config_path", "host_order",
     "opt_ml_root", "read_config", "read_resource_config", "remap", "sync_skipped", "synced_files", "PARTIAL_SUFFIX",
 ]

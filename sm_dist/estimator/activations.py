@@ -33,7 +33,7 @@ applied to the blocks people train today and to the kernels and precision rules 
   activations while it is re-run in backward.
 
 Checked against saved-tensor measurements of GPT-2, LLaMA and Qwen2-proportioned blocks
-(tests/runtime/test_activation_fidelity.py, sm_dist.runtime.saved_tensors).
+(tests/runtime/test_activation_fidelity.py, sm_dist.tools.saved_tensors).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ another model size, sequence length or GPU count: less faithfully the further it
 estimate says in a warning.
 
 Standard library only (core world): the measurement itself runs in the runtime
-(sm_dist.runtime.selfcheck) and writes this record as JSON.
+(sm_dist.tools.selfcheck) and writes this record as JSON.
 """
 
 from __future__ import annotations

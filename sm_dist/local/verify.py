@@ -2,8 +2,8 @@
 
 Two sources, best first: sm_dist's own `[sm_dist] final step=N model_sha256=H` line (both runs
 printed one), else the weight files each host left in its model folder (`/opt/ml/model`),
-compared tensor by tensor by `python -m sm_dist.runtime.weights_compare` — a subprocess, because
-reading tensors needs torch and local mode (launch world) never imports it. Nothing to compare
+compared tensor by tensor by `python -m sm_dist.tools.weights_compare` — a subprocess, because
+reading tensors needs torch and local mode (local world) never imports it. Nothing to compare
 is "cannot compare", never a difference.
 
 A difference has one of two causes, and the answer says which (`explain`): the resume (the
@@ -20,12 +20,13 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from sm_dist.contract.container import WEIGHT_SUFFIXES
+
 IDENTICAL, DIFFERS, CANNOT = "identical", "differs", "cannot compare"
 #: Why a run differs: its resume, or a script two uninterrupted runs of which already differ.
 RESUME, NOT_REPRODUCIBLE = "resume", "not reproducible"
-#: The runtime-world module that loads and compares the tensors.
-COMPARE_MODULE = "sm_dist.runtime.weights_compare"
-_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt")  # the runtime module's SUFFIXES (no torch here)
+#: The tools-world module that loads and compares the tensors (its SUFFIXES are WEIGHT_SUFFIXES).
+COMPARE_MODULE = "sm_dist.tools.weights_compare"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,7 +46,7 @@ class Verification:
 
 
 def _has_weights(folder: Path) -> bool:
-    return folder.is_dir() and any(p.suffix in _SUFFIXES for p in folder.rglob("*") if p.is_file())
+    return folder.is_dir() and any(p.suffix in WEIGHT_SUFFIXES for p in folder.rglob("*") if p.is_file())
 
 
 def by_hash(sha_run: str | None, sha_verify: str | None) -> Verification | None:
@@ -79,7 +80,7 @@ def compare_hosts(run_hosts: Path, verify_hosts: Path, hosts: list[str]) -> Veri
         answer = compare_dirs(a, b)
         answers.append(Verification(result=answer.result, detail=f"{host}: {answer.detail}"))
     if not answers:
-        return Verification(result=CANNOT, detail=f"no weight file ({', '.join(_SUFFIXES)}) in any host's "
+        return Verification(result=CANNOT, detail=f"no weight file ({', '.join(WEIGHT_SUFFIXES)}) in any host's "
                                                   "model folder and no sm_dist model hash")
     for result in (DIFFERS, CANNOT):
         worst = [a for a in answers if a.result == result]

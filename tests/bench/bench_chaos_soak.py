@@ -17,7 +17,7 @@ the job's clock is too coarse there, most such moments come after the end. Each 
 
 - **fired** when every fault fired (a fault the job outran proves nothing; it is counted apart);
 - **identical** when it completed and its final model equals the reference (sm_dist's model hash,
-  else the model folders tensor by tensor through `sm_dist.runtime.weights_compare`);
+  else the model folders tensor by tensor through `sm_dist.tools.weights_compare`);
 - **clear failure** when it failed with the worker's own error (not a bare rendezvous or
   ChildFailedError line): listed for reading;
 - **silent difference** when it completed with another model (or none to compare);
@@ -125,7 +125,7 @@ def same_model(run: dict, run_root: Path, reference: dict, ref_root: Path) -> tu
         a, b = run_root / "run" / "hosts" / host / "model", ref_root / "run" / "hosts" / host / "model"
         if not a.is_dir() and not b.is_dir():
             continue
-        out = subprocess.run([sys.executable, "-m", "sm_dist.runtime.weights_compare", str(a), str(b)],
+        out = subprocess.run([sys.executable, "-m", "sm_dist.tools.weights_compare", str(a), str(b)],
                              capture_output=True, text=True, check=False)
         try:
             answer = json.loads(out.stdout.strip().splitlines()[-1])

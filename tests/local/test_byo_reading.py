@@ -191,7 +191,7 @@ def test_a_pickle_of_other_objects_in_both_runs_is_skipped_and_named(tmp_path: P
     to the weights: not weights, so named and skipped; the weights are still compared."""
     import argparse
 
-    from sm_dist.runtime.weights_compare import compare
+    from sm_dist.tools.weights_compare import compare
 
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
@@ -305,7 +305,7 @@ def test_a_lightning_checkpoint_is_compared_through_weights_only_loading(tmp_pat
 
     from lightning.fabric.utilities.data import AttributeDict
 
-    from sm_dist.runtime.weights_compare import compare
+    from sm_dist.tools.weights_compare import compare
 
     def ckpt(folder: Path, weight: float, step: int) -> None:
         folder.mkdir(exist_ok=True)

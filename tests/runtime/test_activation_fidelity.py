@@ -1,7 +1,7 @@
 """The estimator's activation bytes against what autograd really saves, on small CPU models.
 
 Each case builds a real model (tests/runtime/act_models.py), measures the storages its forward
-saves for backward (sm_dist.runtime.saved_tensors: deduplicated, weights and their autocast
+saves for backward (sm_dist.tools.saved_tensors: deduplicated, weights and their autocast
 copies excluded, CUDA autocast's fp32 ops emulated on CPU) and compares the estimator's figure,
 computed from the shape the model's `config` describes, within ±15% — total and per layer.
 """
@@ -15,7 +15,7 @@ import torch
 from sm_dist.estimator.activations import activation_bytes, block_from, layer_activation_bytes
 from sm_dist.estimator.hf_config import shape_from_config
 from sm_dist.estimator.shape import ModelShape
-from sm_dist.runtime.saved_tensors import CUDA_FP32_OPS, SavedBytes, measure_saved
+from sm_dist.tools.saved_tensors import CUDA_FP32_OPS, SavedBytes, measure_saved
 
 TOLERANCE = 0.15
 MODELS = {"gpt2": act_models.gpt2, "gpt2_fused": act_models.gpt2_fused, "llama": act_models.llama,

@@ -9,7 +9,7 @@ import pytest
 
 from sm_dist import cli
 
-TINY_GPT = "sm_dist.runtime.measure:tiny_gpt"  # ~12.8M parameters
+TINY_GPT = "sm_dist.tools.measure:tiny_gpt"  # ~12.8M parameters
 
 
 def _measure(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
@@ -88,7 +88,7 @@ def test_repeated_strategy_flags_accumulate_like_estimate_cost() -> None:
     """`--strategy a --strategy b,c` measures a, b and c (it used to keep only the last flag)."""
     import argparse
 
-    from sm_dist.runtime import measure_cli
+    from sm_dist.tools import measure_cli
     from sm_dist.vocab import Strategy
 
     parser = argparse.ArgumentParser()

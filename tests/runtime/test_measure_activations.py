@@ -31,7 +31,7 @@ def test_users_model_measured_per_layer_next_to_the_estimate(
 @pytest.mark.slow
 def test_table_and_full_checkpointing_of_a_model_without_config(capsys: pytest.CaptureFixture[str]) -> None:
     """The runtime's GPT has no Hugging Face config: its shape is read from the module."""
-    argv = ["measure-memory", "--model", "sm_dist.runtime.measure:tiny_gpt", "--activations", "--precision", "amp",
+    argv = ["measure-memory", "--model", "sm_dist.tools.measure:tiny_gpt", "--activations", "--precision", "amp",
             "--activation-checkpointing", "full"]
     assert cli.main(argv) == 0
     out = capsys.readouterr().out

@@ -20,7 +20,7 @@ from _harness import child_env
 import sm_dist
 from sm_dist.errors import ConfigError
 from sm_dist.estimator import hf_config
-from sm_dist.runtime.measure_cli import TOLERANCE
+from sm_dist.tools.measure_cli import TOLERANCE
 
 pytestmark = pytest.mark.slow  # starts processes (tests/_process_guard.py)
 

@@ -1,4 +1,4 @@
-"""The GPU check kit and `sm-dist calibrate`, torch side (`python -m sm_dist.runtime.selfcheck`).
+"""The GPU check kit and `sm-dist calibrate`, torch side (`python -m sm_dist.tools.selfcheck`).
 
 models.py: the LLaMA-shaped model built from the estimator's shape; checks.py: what one rank does
 (train with a strategy, sync BatchNorm, fp16 loss scaling); spawn.py: rank processes on a free

@@ -1,6 +1,6 @@
 """What one rank really holds in parameters, gradients and optimizer states (torch side).
 
-Run as `python -m sm_dist.runtime.measure ...` by `sm-dist measure-memory` in each of N gloo
+Run as `python -m sm_dist.tools.measure ...` by `sm-dist measure-memory` in each of N gloo
 processes: it builds the model, wraps it with the strategy, runs a few real steps and counts
 the bytes of the *unique storages* behind the local parameters, gradients and optimizer states
 (DTensors by their local shard). The count is taken after optimizer.step() and before
@@ -157,11 +157,11 @@ def measure_rank(model_spec: str, strategies: list[str], precision: str, steps: 
 
 
 def measure_activations(model_spec: str, precision: str, checkpointing: str, layers: int | None = None) -> dict[str, Any]:
-    """One process: saved-tensor bytes per layer of the model's forward (sm_dist.runtime.saved_tensors),
+    """One process: saved-tensor bytes per layer of the model's forward (sm_dist.tools.saved_tensors),
     with the shape the estimator reads from the same module and the batch it ran on."""
     from sm_dist.estimator.models import count_module_params
     from sm_dist.estimator.module_shape import shape_of_module
-    from sm_dist.runtime.saved_tensors import measure_saved
+    from sm_dist.tools.saved_tensors import measure_saved
 
     model, batch = build_model(model_spec, layers)
     shape, how = shape_of_module(model, count_module_params(model)[0])
@@ -178,7 +178,7 @@ def measure_activations(model_spec: str, precision: str, checkpointing: str, lay
 
 def main(argv: list[str] | None = None) -> None:
     """Worker entry point: measure this rank (or, with --activations, saved tensors) and write JSON to --out."""
-    parser = argparse.ArgumentParser(prog="python -m sm_dist.runtime.measure")
+    parser = argparse.ArgumentParser(prog="python -m sm_dist.tools.measure")
     parser.add_argument("--model", required=True)
     parser.add_argument("--strategy", default="ddp", help="one or a comma list")
     parser.add_argument("--precision", default="fp32")

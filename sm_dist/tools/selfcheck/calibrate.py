@@ -16,8 +16,8 @@ import torch
 
 from sm_dist.errors import ConfigError
 from sm_dist.estimator.calibration import Calibration, from_throughput
-from sm_dist.runtime.selfcheck.checks import LR, timed_steps
-from sm_dist.runtime.selfcheck.models import build, tokens
+from sm_dist.tools.selfcheck.checks import LR, timed_steps
+from sm_dist.tools.selfcheck.models import build, tokens
 
 #: Sequence length when neither the flag nor the model says less (one GPU's worth of a long context).
 DEFAULT_SEQ = 2048

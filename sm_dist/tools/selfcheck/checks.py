@@ -1,6 +1,6 @@
 """What one process of the check kit does: train with each strategy, sync BatchNorm, scale fp16.
 
-Run in rank processes started by `sm_dist.runtime.selfcheck.spawn` (torchrun-style variables,
+Run in rank processes started by `sm_dist.tools.selfcheck.spawn` (torchrun-style variables,
 a free port), each function returns a JSON-able dict the parent compares across ranks and with
 the estimator. Timing brackets every step with a device synchronisation, so it is wall time of
 whole steps (forward, backward, collectives, optimizer).
@@ -19,7 +19,7 @@ import torch.distributed as dist
 from torch import nn
 
 from sm_dist.estimator.shape import ModelShape
-from sm_dist.runtime.selfcheck.models import from_shape, loss_of, tokens
+from sm_dist.tools.selfcheck.models import from_shape, loss_of, tokens
 
 if TYPE_CHECKING:
     from sm_dist.runtime.context import RunContext
@@ -64,8 +64,8 @@ def timed_steps(ctx: RunContext, model: nn.Module, opt: torch.optim.Optimizer, b
 def strategy_run(ctx: RunContext, name: str, config: Mapping[str, Any]) -> dict[str, Any]:
     """Build the check model, wrap it with strategy `name`, train, and report what this rank saw."""
     from sm_dist.estimator.models import count_module_params
-    from sm_dist.runtime.measure import held_bytes
     from sm_dist.runtime.strategies import get_strategy
+    from sm_dist.tools.measure import held_bytes
 
     ctx.strategy = get_strategy(name)
     torch.manual_seed(0)  # every rank builds the same weights

@@ -1,10 +1,10 @@
 """`sm-dist measure-memory`: real per-rank memory on CPU next to the estimator's prediction.
 
 With `--activations` it measures activations instead: one worker process runs a forward of the
-model on CPU under saved-tensor hooks (sm_dist.runtime.saved_tensors) and the bytes per layer
+model on CPU under saved-tensor hooks (sm_dist.tools.saved_tensors) and the bytes per layer
 are printed next to `sm_dist.estimator.activations` for the shape read from the same module.
 
-It starts N gloo processes on this machine (`python -m sm_dist.runtime.measure`,
+It starts N gloo processes on this machine (`python -m sm_dist.tools.measure`,
 torchrun-style variables on a free port); each, for every strategy in turn, runs a few real
 steps and counts the bytes of parameters, gradients and optimizer states it holds. The largest
 rank is compared with `sm_dist.estimator.memory.memory_breakdown` for the same model size,
@@ -41,7 +41,7 @@ def register(command: str, parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True,
                         help="estimator preset (gpt2, llama2-7b, ...; built as a GPT-2-style module of that "
                              "depth, width and vocabulary) or module:function returning nn.Module or "
-                             "(nn.Module, input); e.g. sm_dist.runtime.measure:tiny_gpt")
+                             "(nn.Module, input); e.g. sm_dist.tools.measure:tiny_gpt")
     parser.add_argument("--strategy", action="append",
                         help=f"repeatable, like estimate-cost's; each may be a comma list (default {DEFAULT_STRATEGIES})")
     parser.add_argument("--world-size", type=int, default=2, help="gloo processes to start (default 2)")
@@ -114,7 +114,7 @@ def spawn_ranks(args: argparse.Namespace, strategies: list[Strategy], precision:
                        LOCAL_WORLD_SIZE=str(per_node), GROUP_RANK=str(rank // per_node),
                        GROUP_WORLD_SIZE=str(args.nodes), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                        OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"))
-            cmd = [sys.executable, "-m", "sm_dist.runtime.measure", "--model", args.model, "--strategy",
+            cmd = [sys.executable, "-m", "sm_dist.tools.measure", "--model", args.model, "--strategy",
                    ",".join(s.value for s in strategies), "--precision", precision.value, "--steps", str(args.steps),
                    "--out", str(Path(tmp) / f"{rank}.json")]
             if args.layers:
@@ -162,7 +162,7 @@ def _table(report: dict[str, Any]) -> str:
 def _spawn_activations(args: argparse.Namespace, precision: Precision, checkpointing: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="sm-dist-activations-") as tmp:
         out = Path(tmp) / "activations.json"
-        cmd = [sys.executable, "-m", "sm_dist.runtime.measure", "--model", args.model, "--precision", precision.value,
+        cmd = [sys.executable, "-m", "sm_dist.tools.measure", "--model", args.model, "--precision", precision.value,
                "--activations", checkpointing, "--out", str(out)]
         if args.layers:
             cmd += ["--layers", str(args.layers)]

@@ -1,6 +1,6 @@
 """Rank processes for the check kit: torchrun-style variables on a free port, results as JSON files.
 
-Each rank is `python -m sm_dist.runtime.selfcheck rank JOB --config FILE --out FILE` with RANK,
+Each rank is `python -m sm_dist.tools.selfcheck rank JOB --config FILE --out FILE` with RANK,
 WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/MASTER_PORT in its environment (never a fixed port: the
 operating system picks a free one), so `sm_dist.runtime.init()` joins the group as it would under
 torchrun: NCCL with GPUs, gloo without.
@@ -48,7 +48,7 @@ def run_ranks(job: str, config: Mapping[str, Any], world: int, *, cpu: bool) -> 
         cfg = Path(tmp) / "config.json"
         cfg.write_text(json.dumps(config), encoding="utf-8")
         procs = [
-            subprocess.Popen([sys.executable, "-m", "sm_dist.runtime.selfcheck", "rank", job, "--config", str(cfg),
+            subprocess.Popen([sys.executable, "-m", "sm_dist.tools.selfcheck", "rank", job, "--config", str(cfg),
                               "--out", str(Path(tmp) / f"{rank}.json")],
                              env=_environment(rank, world, port, cpu), stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)

@@ -27,8 +27,8 @@ from typing import Any
 import torch
 
 from sm_dist.estimator.shape import ModelShape
-from sm_dist.runtime.selfcheck import checks
-from sm_dist.runtime.selfcheck.spawn import run_ranks
+from sm_dist.tools.selfcheck import checks
+from sm_dist.tools.selfcheck.spawn import run_ranks
 from sm_dist.vocab import Precision, Strategy
 
 FORMAT = "sm_dist.selfcheck/1"
@@ -79,7 +79,7 @@ def _peak_estimate(shape: ModelShape, first: dict[str, Any], strategy: Strategy,
 def summarize(name: str, ranks: list[dict[str, Any]], plan: dict[str, Any]) -> dict[str, Any]:
     """One strategy's runs on every rank, checked and compared with the estimator."""
     from sm_dist.estimator.calibration import from_throughput
-    from sm_dist.runtime.measure_cli import compare
+    from sm_dist.tools.measure_cli import compare
 
     runs = [r["results"][name] for r in sorted(ranks, key=lambda r: r["rank"])]
     strategy, world, gpus = Strategy(name), plan["world"], plan["gpus"]

@@ -5,7 +5,7 @@ width, grouped-query attention through `scaled_dot_product_attention`, rotary po
 untied head) for gated shapes, sm_dist's GPT-2-style model (sm_dist.runtime.models.gpt) for
 the others, so that what runs is what the estimator's activation model describes. `build` takes
 what `calibrate --model` takes: a preset, a Hugging Face config.json (read by the estimator's
-stdlib parser, no transformers), or module:function (sm_dist.runtime.measure.build_model).
+stdlib parser, no transformers), or module:function (sm_dist.tools.measure.build_model).
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def build(spec: str, *, layers: int | None = None, seq_len: int | None = None) -
     if ":" in spec and not os.path.exists(spec):
         from sm_dist.estimator.models import count_module_params
         from sm_dist.estimator.module_shape import shape_of_module
-        from sm_dist.runtime.measure import build_model
+        from sm_dist.tools.measure import build_model
 
         module, batch = build_model(spec)
         shape, _ = shape_of_module(module, count_module_params(module)[0], seq_len)
@@ -156,7 +156,7 @@ def tokens(shape: ModelShape, micro_batch: int, seq_len: int, rank: int, device:
 def loss_of(output: object, batch: torch.Tensor) -> torch.Tensor:
     """Next-token-style cross-entropy of the logits against the batch's own tokens (a fixed batch:
     the loss must fall); a model whose output is not logits over the batch gets a mean square."""
-    from sm_dist.runtime.saved_tensors import default_loss
+    from sm_dist.tools.saved_tensors import default_loss
 
     return default_loss(output, batch)
 

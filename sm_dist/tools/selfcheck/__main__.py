@@ -1,4 +1,4 @@
-"""`python -m sm_dist.runtime.selfcheck [kit flags]`, `... calibrate ...`, `... rank JOB ...`.
+"""`python -m sm_dist.tools.selfcheck [kit flags]`, `... calibrate ...`, `... rank JOB ...`.
 
 Started by the stdlib entry sm_dist/selfcheck.py (the kit, `sm-dist calibrate`) and by the kit
 itself (`rank`: one process of a multi-process check, see spawn.py). A SmDistError is one line
@@ -18,9 +18,9 @@ from sm_dist.errors import SmDistError
 def _kit(argv: list[str]) -> int:
     import torch
 
-    from sm_dist.runtime.selfcheck.kit import run_kit
+    from sm_dist.tools.selfcheck.kit import run_kit
 
-    parser = argparse.ArgumentParser(prog="python -m sm_dist.runtime.selfcheck")
+    parser = argparse.ArgumentParser(prog="python -m sm_dist.tools.selfcheck")
     parser.add_argument("--out", required=True)
     parser.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
     for flag in ("--layers", "--seq-len", "--micro-batch", "--steps"):
@@ -34,9 +34,9 @@ def _kit(argv: list[str]) -> int:
 
 
 def _calibrate(argv: list[str]) -> int:
-    from sm_dist.runtime.selfcheck.calibrate import calibrate
+    from sm_dist.tools.selfcheck.calibrate import calibrate
 
-    parser = argparse.ArgumentParser(prog="python -m sm_dist.runtime.selfcheck calibrate")
+    parser = argparse.ArgumentParser(prog="python -m sm_dist.tools.selfcheck calibrate")
     parser.add_argument("--model", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
@@ -56,9 +56,9 @@ def _calibrate(argv: list[str]) -> int:
 
 
 def _rank(argv: list[str]) -> int:
-    from sm_dist.runtime.selfcheck import checks
+    from sm_dist.tools.selfcheck import checks
 
-    parser = argparse.ArgumentParser(prog="python -m sm_dist.runtime.selfcheck rank")
+    parser = argparse.ArgumentParser(prog="python -m sm_dist.tools.selfcheck rank")
     parser.add_argument("job", choices=("strategies", "syncbn"))
     parser.add_argument("--config", required=True)
     parser.add_argument("--out", required=True)

@@ -1,8 +1,8 @@
 """Compare the final weights two runs left in their model folders, tensor by tensor.
 
-`python -m sm_dist.runtime.weights_compare DIR_A DIR_B` prints one JSON object:
+`python -m sm_dist.tools.weights_compare DIR_A DIR_B` prints one JSON object:
 {"result": "identical" | "differs" | "cannot compare", "detail": "...", "files": [...]}.
-Local mode (launch world, no torch) runs it as a subprocess for `--verify` of scripts that do not
+Local mode (local world, no torch) runs it as a subprocess for `--verify` of scripts that do not
 print sm_dist's model hash. Weight files: `.safetensors` read from its documented layout (an
 8-byte little-endian header length, a JSON header of name -> dtype, shape, data_offsets, then the
 raw bytes; no package needed), `.pt`/`.pth`/`.bin`/`.ckpt` through `torch.load(weights_only=True)`;
@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt")
+from sm_dist.contract.container import WEIGHT_SUFFIXES as SUFFIXES
 
 
 class CannotCompare(Exception):
@@ -201,7 +201,7 @@ def compare(dir_a: Path, dir_b: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        print("usage: python -m sm_dist.runtime.weights_compare DIR_A DIR_B", file=sys.stderr)
+        print("usage: python -m sm_dist.tools.weights_compare DIR_A DIR_B", file=sys.stderr)
         return 2
     print(json.dumps(compare(Path(args[0]), Path(args[1]))))
     return 0
