@@ -1,6 +1,7 @@
 """The job spec: the launch configuration that travels inside the code bundle.
 
-`sm_dist.launch` writes it as `sm_dist_job.json` at the root of the code channel; inside the
+The plan puts it in the code bundle (`sm_dist.planning.bundle`) as `sm_dist_job.json`, at the root
+of the code channel (local mode writes its copy, `sm_dist.local.from_plan`); inside the
 job the launcher exports `SM_DIST_JOB_SPEC=<path>`, and `runtime.init()` and the checkpointer
 read it for their defaults (explicit arguments win). Strategy, precision, checkpoint mode and
 seed therefore never have to be squeezed into hyperparameters.

@@ -1,6 +1,6 @@
 """The cloud job's checkpoints: step folders in S3, newest first, read without torch.
 
-Layout (docs/ARCHITECTURE.md, checkpoint contract): `<uri>/step-000000120/` per step, and a
+Layout (`sm_dist.contract.checkpoint`): `<uri>/step-000000120/` per step, and a
 step is a checkpoint only once rank 0 wrote `manifest.json` into it last and that manifest parses
 (`sm_dist.contract.checkpoint.committed_manifest`, the loader's own rule). Folders without one are
 in-flight or abandoned saves and are listed as not committed.

@@ -4,8 +4,21 @@ A checkpoint is one folder ``step-000000120/``. Every rank writes and publishes 
 rank 0 writes ``manifest.json`` last. The manifest lists every file with its size and sha256,
 so a loader can prove that what it is about to read is exactly what was written, before it
 unpickles a single byte. A folder without a manifest, or whose files do not match it, is not a
-checkpoint — for the runtime's loader, the S3 listing of `launch` and local mode's listing alike
+checkpoint — for the runtime's loader, the cloud backend's S3 listing and local mode's listing alike
 (:func:`committed_manifest`). Standard library only: the launch side reads manifests without torch.
+
+Every file name is unique per rank, so all hosts can share one prefix:
+
+    <root>/step-000000120/
+      model/.metadata, model/*.distcp     sharded strategies: DCP, loads at any world size
+      model/*.distcp.blocks.json          sha256 of each fixed-size block of that data file
+      model/full.pt                       replicated strategies: one copy, rank 0
+      common.pt                           scheduler, grad scaler, extras (rank 0)
+      rng/rank-00003.pt                   each rank's python/numpy/torch RNG state
+      manifest.json                       THE COMMIT, written last by rank 0 (`Manifest`)
+
+The manifest is written with a temporary file, fsync and rename on a folder, `If-None-Match: *` on
+S3 (`sm_dist.runtime.checkpoint`).
 """
 
 from __future__ import annotations
@@ -29,7 +42,7 @@ _STEP_RE = re.compile(r"^step-(\d{9,})$")
 _HASH_CHUNK = 8 << 20  # read files in 8 MiB blocks: large enough to keep hashlib off the GIL
 
 
-#: File names inside a step folder (docs/ARCHITECTURE.md, "Contract: checkpoints").
+#: File names inside a step folder (the layout in this module's docstring).
 MODEL_DIR = "model"  # DCP files of a sharded checkpoint
 FULL_FILE = "model/full.pt"  # one full copy (replicated strategies), written by rank 0
 COMMON_FILE = "common.pt"  # scheduler, grad scaler, extras (same on every rank), rank 0

@@ -15,7 +15,7 @@ TAG_MAX_COST = "sm-dist:max-cost-usd"
 TAG_CHECKPOINT = "sm-dist:checkpoint-uri"
 TAG_VERSION = "sm-dist:version"
 TAG_STRATEGY = "sm-dist:strategy"
-#: What `sm-dist cost JOB` turns into a calibration (docs/ARCHITECTURE.md): the planned training
+#: What `sm-dist cost JOB` turns into a calibration (`estimator.calibration.from_job`): the planned training
 #: tokens and the parameters each token's FLOPs count.
 TAG_TOKENS = "sm-dist:tokens"
 TAG_FLOPS_PARAMS = "sm-dist:flops-params"

@@ -1,5 +1,26 @@
 """What runs inside the training job: environment, process group, strategies, data, metrics.
 
+    from sm_dist import runtime
+    with runtime.init(strategy=None, precision=None, seed=None) as ctx:  # None: the job spec's, else ddp/fp32/0
+        model = ctx.wrap_model(model)                      # per strategy; every rank starts from rank 0's weights
+        opt = ctx.build_optimizer(model, lambda params: torch.optim.AdamW(params, lr=1e-3))
+        loader = runtime.build_dataloader(dataset, batch_size=32, ctx=ctx, seed=0)  # resumable, this rank's shard
+        for step, (x, y) in enumerate(loader, 1):
+            with ctx.no_sync(model, enabled=not last_micro_step):  # skip the sync while accumulating
+                with ctx.autocast():
+                    loss = loss_fn(model(x), y)
+                ctx.backward(loss)                         # scaled for fp16 amp
+            ctx.clip_grad_norm_(model, 1.0, opt)           # the global norm over every shard
+            ctx.step(opt)
+            opt.zero_grad()
+            runtime.log_metrics(step, {"loss": loss.item()})  # rank 0 prints `[sm_dist] step=N loss=...`
+
+`ctx.state_dict(model, opt)` (collective) is `{"model", "optim"}` without `module.` prefixes, the
+layout every strategy shares (`sm_dist.runtime.strategies`); checkpoints are
+`sm_dist.runtime.checkpoint.Checkpointer`'s. The strategies, precisions and the environment a rank
+reads (`RunEnv`: torchrun, SageMaker, Slurm or alone) are documented where they live:
+`runtime.context`, `runtime.strategies`, `runtime.precision`, `sm_dist.container.env`.
+
 Nothing is imported eagerly (PEP 562). `detect_env`/`RunEnv` are re-exported from `sm_dist.container.env`
 (the PID-1 package, standard library only). Public names
 resolve on first access, e.g. `from sm_dist import runtime; runtime.init(...)`.

@@ -8,6 +8,24 @@
         ckpt.maybe_save(step + 1, model=model, optimizer=opt, scheduler=sched, sampler=sampler)
     ckpt.close()
 
+Every rank constructs the Checkpointer at the same point after the process group exists and calls
+`save`/`maybe_save`/`resume`/`close` in the same order (`checkpointer`). A checkpoint is a step
+folder whose `manifest.json`, written last by rank 0, is the commit; the layout, the manifest and
+what makes a step committed are `sm_dist.contract.checkpoint`'s, read by both backends' listings
+too. Where it goes (`mode`, "auto" resolved in `config`): "local" (a folder, `storage`), "s3"
+(boto3's managed transfers, `s3`), "sagemaker-sync" (the folder SageMaker's CheckpointConfig syncs,
+`sagemaker_sync`) or "off". Its other parts:
+
+- `signals`: SIGTERM on any rank is a flag the ranks agree on (MAX) in `maybe_save`, so every rank
+  stops after the same step; a last save is made if it fits in torchrun's shutdown grace; with a
+  checkpoint committed, each host's local rank 0 writes the file `$SM_DIST_INTERRUPT_MARKER` names
+  (so the launcher exits `sm_dist.jobspec.EXIT_INTERRUPTED`), and the rank raises
+  `SystemExit(EXIT_INTERRUPTED)`;
+- `save` (write, publish, commit; optionally in a background thread), `retention` (keep the newest
+  `keep` ≥ 2 committed steps), `load` (the newest good step; each rank fetches and verifies only what
+  it reads), `safe_load` (no code runs from a checkpoint), `payload`/`state`/`rng` (what a rank saves);
+- `faults`: the test-only `SM_DIST_FAULT` hook (crash-in-save, crash-in-commit).
+
 The manifest and storage modules need only the standard library (and boto3 for S3); the
 Checkpointer needs torch, so public names resolve on first access (PEP 562).
 """

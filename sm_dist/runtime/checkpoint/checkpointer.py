@@ -63,7 +63,7 @@ class SettingsChanges(TypedDict, total=False):
 
 
 class Checkpointer:
-    """Crash-safe checkpoints for one training run (docs/ARCHITECTURE.md, "Contract: checkpoints").
+    """Crash-safe checkpoints for one training run (the contract: `sm_dist.runtime.checkpoint`).
 
     env_or_ctx: a RunContext (its strategy saves and loads the state) or RunEnv; None reads the
     ranks from torch.distributed. settings: where, how often and how many (CheckpointSettings,

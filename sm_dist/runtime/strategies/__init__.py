@@ -3,6 +3,19 @@
 One module per strategy; each defines a subclass of :class:`base.Strategy` with a handful of
 methods (wrap model, build optimizer, state dict in/out, no_sync, clipping). The names are the
 ones of :class:`sm_dist.vocab.Strategy`, which the estimator uses for its formulas too.
+
+What a plug-in's state dict looks like (what the checkpointer saves and loads):
+
+- `sharded = True` (zero2, fsdp, hsdp: FSDP2): DTensor state from
+  `torch.distributed.checkpoint.state_dict`, saved by each rank with DCP;
+- `sharded = False` (dp, ddp, zero1): the state is full and identical on every rank (plain tensors,
+  FQN keys, the optimizer's `{"state": {fqn: ...}, "param_groups": [{"params": [fqn, ...]}]}`), so one
+  copy is saved; zero1 gathers its partitions to build it, transiently the whole optimizer state.
+
+Both are `{"model", "optim"}` without `module.` prefixes. Under `precision="mixed"`, dp/ddp/zero1's
+model state holds the fp32 master weights (`master_weights`), not the bf16 working copy.
+To add a strategy: a module here with a `base.Strategy` subclass, a line in `REGISTRY`, its name in
+`sm_dist.vocab.Strategy`, and its formulas in the estimator (`sm_dist.estimator.memory`, `timing`).
 """
 
 from __future__ import annotations
