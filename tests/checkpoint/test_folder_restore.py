@@ -1,4 +1,4 @@
-"""The checkpoint folder a restarted host gets (sm_dist.runtime.checkpoint.folder_restore), against
+"""The checkpoint folder a restarted host gets (sm_dist.container.restore.folder_restore), against
 a real S3 endpoint (moto's server over HTTP) and against a folder standing in for the URI."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from sm_dist.runtime.checkpoint import folder_restore as fr
+from sm_dist.container.restore import folder_restore as fr
 
 
 @pytest.fixture
