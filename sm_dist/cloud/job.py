@@ -148,6 +148,7 @@ class Job:
         return {t["Key"]: t["Value"] for t in response.get("Tags", [])}
 
     def checkpoint_uri(self) -> str | None:
+        """The job's checkpoint URI: from its plan, else its CheckpointConfig, else its sm-dist:checkpoint-uri tag."""
         if self.plan is not None:
             return self.plan.checkpoint_uri
         desc = self.describe()

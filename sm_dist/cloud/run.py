@@ -103,6 +103,7 @@ class Run(Job):
         return found
 
     def current(self) -> Job:
+        """The run's newest job."""
         return self.jobs()[-1]
 
     def describe(self) -> DescribeTrainingJobResponseTypeDef:
@@ -110,6 +111,7 @@ class Run(Job):
         return self.current().describe()
 
     def links(self) -> list[LinkInfo]:
+        """Each job of the run, oldest first: its status, spot interruptions, cost and what followed it."""
         out = []
         for job in self.jobs():
             desc, tags = job.describe(), job.tags()
@@ -120,9 +122,11 @@ class Run(Job):
         return out
 
     def status(self) -> JobStatus:
+        """The run's status: its newest job's while that runs; after it, what the supervisor decided."""
         return _run_status(self.name, self.links())
 
     def summary(self) -> RunSummary:  # type: ignore[override]
+        """The run's status and its jobs."""
         links = self.links()
         return RunSummary(_run_status(self.name, links), tuple(links))
 
@@ -159,9 +163,11 @@ class Run(Job):
         return self.current().checkpoints()
 
     def cost(self) -> RunCost:  # type: ignore[override]
+        """The sum of its jobs' costs."""
         return RunCost(tuple(link.cost for link in self.links()))
 
     def calibration(self) -> Calibration:
+        """Refused for a run: calibrate from one of its completed jobs (the error says how)."""
         raise ConfigError("run", self.name, "calibrate from one of its completed jobs: sm-dist cost "
                           f"{link_name(self.name, 1)} --calibration-out FILE")
 

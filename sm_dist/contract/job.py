@@ -33,9 +33,11 @@ class JobStatus:
 
     @property
     def done(self) -> bool:
+        """True once the status is terminal (Completed, Failed or Stopped)."""
         return self.status in TERMINAL
 
     def to_dict(self) -> dict[str, object]:
+        """The fields and `done`, for JSON."""
         return {**asdict(self), "done": self.done}
 
     def __str__(self) -> str:
@@ -60,6 +62,7 @@ class CheckpointInfo:
     created_unix: float | None = None
 
     def to_dict(self) -> dict[str, object]:
+        """The fields, for JSON."""
         return asdict(self)
 
 
@@ -131,9 +134,11 @@ class JobHandle(Protocol):
     """A training job, in the cloud or on this machine."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The job's name (a run's for a chain; the local job's own name)."""
 
-    def status(self) -> JobStatus: ...
+    def status(self) -> JobStatus:
+        """Its status now: TrainingJobStatus, SecondaryStatus and the latest message."""
 
     def wait(self) -> JobStatus:
         """Block until the job is done (a local job is done when its handle is returned)."""
@@ -143,15 +148,18 @@ class JobHandle(Protocol):
         """Every host's log lines, each prefixed "[algo-N] "."""
         ...
 
-    def stop(self) -> JobStatus: ...
+    def stop(self) -> JobStatus:
+        """Stop the job if it still runs (SageMaker: SIGTERM, then the grace period) and return its status."""
 
     def checkpoints(self) -> list[CheckpointInfo]:
         """Step folders at the checkpoint URI, newest first (a `CheckpointList`: a table in a notebook)."""
         ...
 
-    def cost(self) -> Cost: ...
+    def cost(self) -> Cost:
+        """What the job cost: billable seconds × instances × the price, next to the pre-launch estimate."""
 
-    def summary(self) -> Summary: ...
+    def summary(self) -> Summary:
+        """Status, steps, restarts, resume, chaos, verification and cost as one record (`to_dict()` for JSON)."""
 
 
 __all__ = ["CHECKPOINT_COLUMNS", "TERMINAL", "CheckpointInfo", "CheckpointList", "Cost", "JobHandle", "JobStatus", "Summary",

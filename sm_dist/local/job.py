@@ -82,6 +82,7 @@ class LocalJob:
 
     @property
     def name(self) -> str:
+        """The local job's name (a chain's run name)."""
         return self.run_name or self.config.job_name
 
     def status(self) -> JobStatus:
@@ -94,6 +95,7 @@ class LocalJob:
 
     @property
     def root(self) -> Path:
+        """The folder the run kept on this machine: hosts, logs, models, checkpoints."""
         return self.run.root
 
     def model_dir(self, host: str = "algo-1") -> Path:

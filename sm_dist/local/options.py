@@ -72,6 +72,7 @@ class LocalOptions:
             raise ConfigError("max_runtime_s", self.max_runtime_s, "use a positive number of seconds")
 
     def faults(self) -> tuple[Fault, ...]:
+        """The chaos specs, parsed."""
         return parse_faults(self.chaos)
 
     @classmethod

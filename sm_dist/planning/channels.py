@@ -87,6 +87,7 @@ class Channel:
 
     @property
     def kind(self) -> SourceKind:
+        """Where the data is: an S3 prefix, a local folder, FSx for Lustre or EFS."""
         if self.source.startswith("s3://"):
             return SourceKind.S3
         for prefix, kind in _FILE_SYSTEMS.items():
@@ -116,6 +117,7 @@ class Channel:
         return match.group("id"), match.group("path") or "/"
 
     def to_dict(self) -> dict[str, str]:
+        """Source, mode and distribution, for JSON."""
         return {"source": self.source, "mode": self.mode.value, "distribution": self.distribution.value}
 
     @classmethod

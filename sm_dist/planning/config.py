@@ -241,6 +241,7 @@ class LaunchConfig:
 
     @property
     def entry_is_function(self) -> bool:
+        """The entry is "pkg.module:function", not a script."""
         return entry_is_function(self.entry)
 
     @classmethod

@@ -67,14 +67,17 @@ class RunContext:
     # -- who am I ------------------------------------------------------------------------------
     @property
     def rank(self) -> int:
+        """This process's global rank."""
         return self.env.rank
 
     @property
     def world_size(self) -> int:
+        """The number of processes in the job."""
         return self.env.world_size
 
     @property
     def local_rank(self) -> int:
+        """This process's rank on its host (its GPU index)."""
         return self.env.local_rank
 
     @property
@@ -126,6 +129,7 @@ class RunContext:
 
     # -- collectives ---------------------------------------------------------------------------
     def barrier(self) -> None:
+        """Wait for every rank (nothing when no process group is joined)."""
         if dist.is_initialized():
             dist.barrier()
 
