@@ -23,11 +23,19 @@ import sys
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 import torch
 
 from sm_dist.contract.container import WEIGHT_SUFFIXES as SUFFIXES
+
+
+class Comparison(TypedDict):
+    """The verdict `python -m sm_dist.tools.weights_compare` prints as one JSON object."""
+
+    result: Literal["identical", "differs", "cannot compare"]
+    files: list[str]
+    detail: str
 
 
 class CannotCompare(Exception):
@@ -152,7 +160,7 @@ def first_difference(a: dict[str, Any], b: dict[str, Any]) -> tuple[str | None, 
     return None, other
 
 
-def compare(dir_a: Path, dir_b: Path) -> dict[str, Any]:
+def compare(dir_a: Path, dir_b: Path) -> Comparison:
     """The comparison of two model folders, as printed."""
     files_a, files_b = weight_files(dir_a), weight_files(dir_b)
     if not files_a or not files_b:
@@ -162,7 +170,9 @@ def compare(dir_a: Path, dir_b: Path) -> dict[str, Any]:
     if files_a != files_b:
         return {"result": "differs", "files": files_a,
                 "detail": f"different weight files: {files_a} vs {files_b}"}
-    tensors, skipped, others = 0, [], []
+    tensors = 0
+    skipped: list[str] = []  # pickles that hold no weights in either run
+    others: list[str] = []  # entries other than tensors that differ
     for name in files_a:
         try:
             a = load_flat(dir_a / name)

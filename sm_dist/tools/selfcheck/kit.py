@@ -21,8 +21,9 @@ import math
 import platform
 import shutil
 import subprocess
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 
@@ -44,6 +45,66 @@ CPU_WORLD, CPU_MICRO, CPU_STEPS, CPU_WARMUP = 2, 2, 3, 1
 SYNC_TOLERANCE = 1e-5
 
 
+class PlatformFacts(TypedDict):
+    """What the report's figures were measured on."""
+
+    python: str
+    torch: str
+    cuda: str | None
+    gpus: int
+    devices: list[str]
+    nccl: str | None
+    driver: str | None
+
+
+class PeakMemory(TypedDict):
+    measured_allocated_bytes: int
+    estimated_allocated_bytes: int
+    measured_reserved_bytes: int
+    relative_difference: float
+
+
+class _OnGPU(TypedDict, total=False):
+    """The parts of a strategy's result that need a CUDA GPU."""
+
+    peak_memory: PeakMemory
+    mfu_peak_tflops: float | None
+
+
+class StrategyResult(_OnGPU):
+    """One strategy's runs on every rank, as the report and its line show them."""
+
+    ok: bool
+    world_size: int
+    backend: str
+    finite: bool
+    loss_fell: bool
+    ranks_agree: bool
+    losses: list[float]
+    step_seconds: float
+    tokens_per_second_per_gpu: float
+    mfu: float | None
+    persistent_memory: dict[str, Any]  # measure_cli.compare's table
+
+
+@dataclass(frozen=True)
+class KitPlan:
+    """What the kit runs on this machine: model shape, batch, steps, world size."""
+
+    shape: ModelShape
+    model: str
+    micro_batch: int
+    warmup: int
+    steps: int
+    world: int
+    gpus: int
+    devices: tuple[str, ...] = ()
+
+    @property
+    def seq_len(self) -> int:
+        return self.shape.seq_len
+
+
 def _driver() -> str | None:
     if shutil.which("nvidia-smi") is None:
         return None
@@ -52,7 +113,7 @@ def _driver() -> str | None:
     return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
 
 
-def platform_facts(gpus: int) -> dict[str, Any]:
+def platform_facts(gpus: int) -> PlatformFacts:
     """Device, driver, CUDA, NCCL and torch: what the report's figures were measured on."""
     nccl = torch.cuda.nccl.version() if gpus else None
     return {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
@@ -76,21 +137,21 @@ def _peak_estimate(shape: ModelShape, first: dict[str, Any], strategy: Strategy,
     return est.total - CUDA_CONTEXT_BYTES - (NCCL_BUFFER_BYTES if world > 1 else 0)
 
 
-def summarize(name: str, ranks: list[dict[str, Any]], plan: dict[str, Any]) -> dict[str, Any]:
-    """One strategy's runs on every rank, checked and compared with the estimator."""
+def summarize(name: str, ranks: list[dict[str, Any]], plan: KitPlan) -> StrategyResult:
+    """One strategy's runs on every rank (their JSON reports), checked and compared with the estimator."""
     from sm_dist.estimator.calibration import from_throughput
     from sm_dist.tools.measure_cli import compare
 
     runs = [r["results"][name] for r in sorted(ranks, key=lambda r: r["rank"])]
-    strategy, world, gpus = Strategy(name), plan["world"], plan["gpus"]
+    strategy, world, gpus = Strategy(name), plan.world, plan.gpus
     losses = [run["losses"] for run in runs]
     finite = all(math.isfinite(v) for run in losses for v in run)
     fell = all(run[-1] < run[0] for run in losses)
     agree = len({run["checksum"] for run in runs}) == 1
     measure_format = [{"rank": i, **run, "held": {name: run["held"]}} for i, run in enumerate(runs)]
     step = max(run["step_seconds"] for run in runs)
-    tokens = plan["micro_batch"] * plan["seq_len"] / step / (gpus if name == "dp" else 1)
-    out: dict[str, Any] = {
+    tokens = plan.micro_batch * plan.seq_len / step / (gpus if name == "dp" else 1)
+    out: StrategyResult = {
         "ok": finite and fell and agree, "world_size": world, "backend": ranks[0]["backend"], "finite": finite,
         "loss_fell": fell, "ranks_agree": agree, "losses": losses[0], "step_seconds": step,
         "tokens_per_second_per_gpu": tokens, "mfu": None,
@@ -98,19 +159,19 @@ def summarize(name: str, ranks: list[dict[str, Any]], plan: dict[str, Any]) -> d
     }
     if gpus:
         measured = max(run["peak_allocated_bytes"] for run in runs)
-        estimated = _peak_estimate(plan["shape"], runs[0], strategy, world, gpus, plan["micro_batch"] // (
-            gpus if name == "dp" else 1), plan["seq_len"])
+        estimated = _peak_estimate(plan.shape, runs[0], strategy, world, gpus, plan.micro_batch // (
+            gpus if name == "dp" else 1), plan.seq_len)
         out["peak_memory"] = {"measured_allocated_bytes": measured, "estimated_allocated_bytes": estimated,
                               "measured_reserved_bytes": max(run["peak_reserved_bytes"] for run in runs),
                               "relative_difference": (measured - estimated) / estimated}
-        record = from_throughput(device_name=plan["devices"][0], tokens_per_second=tokens,
-                                 flops_per_token=6.0 * runs[0]["param_count"], model=plan["model"],
+        record = from_throughput(device_name=plan.devices[0], tokens_per_second=tokens,
+                                 flops_per_token=6.0 * runs[0]["param_count"], model=plan.model,
                                  params=runs[0]["param_count"], source="selfcheck", gpus=gpus)
         out["mfu"], out["mfu_peak_tflops"] = record.mfu, record.peak_tflops
     return out
 
 
-def _line(name: str, result: dict[str, Any]) -> str:
+def _line(name: str, result: StrategyResult) -> str:
     gib = 2**30
     loss = result["losses"]
     head = (f"{name:<6} {'ok  ' if result['ok'] else 'FAIL'} world {result['world_size']} {result['backend']}: loss "
@@ -119,20 +180,21 @@ def _line(name: str, result: dict[str, Any]) -> str:
     diff = result["persistent_memory"]["relative_difference"]
     memory = "persistent memory vs estimate " + " ".join(f"{k} {v:+.1%}" for k, v in diff.items())
     parts = [head, memory]
-    if "peak_memory" in result:
-        peak = result["peak_memory"]
+    peak = result.get("peak_memory")
+    if peak is not None:
         parts.append(f"peak CUDA memory {peak['measured_allocated_bytes'] / gib:.2f} GiB vs estimate "
                      f"{peak['estimated_allocated_bytes'] / gib:.2f} GiB ({peak['relative_difference']:+.1%})")
-    unit = "GPU" if "peak_memory" in result else "process"
+    unit = "GPU" if peak is not None else "process"
     speed = f"step {result['step_seconds']:.3f} s, {result['tokens_per_second_per_gpu']:,.0f} tokens/s per {unit}"
     if result["mfu"] is not None:
-        speed += f", bf16 MFU {result['mfu']:.3f} (peak {result['mfu_peak_tflops']:g} TFLOP/s)"
+        peak_tflops = result.get("mfu_peak_tflops")
+        speed += f", bf16 MFU {result['mfu']:.3f}" + (f" (peak {peak_tflops:g} TFLOP/s)" if peak_tflops else "")
     parts.append(speed)
     return " | ".join(parts)
 
 
-def _plan(gpus: int, layers: int | None, seq_len: int | None, micro_batch: int | None, steps: int | None) -> dict[str, Any]:
-    """What the kit runs on this machine: model shape, batch, steps, world size."""
+def _plan(gpus: int, layers: int | None, seq_len: int | None, micro_batch: int | None, steps: int | None) -> KitPlan:
+    """What the kit runs on this machine: the GPU model on GPUs, the tiny one with gloo on CPU."""
     if gpus:
         from sm_dist.estimator.models import preset
 
@@ -143,30 +205,29 @@ def _plan(gpus: int, layers: int | None, seq_len: int | None, micro_batch: int |
     else:
         shape = CPU_SHAPE._replace(seq_len=seq_len or CPU_SHAPE.seq_len, layers=layers or CPU_SHAPE.layers)
         name, micro, warmup, count, world = "llama-tiny", micro_batch or CPU_MICRO, CPU_WARMUP, steps or CPU_STEPS, CPU_WORLD
-    return {"shape": shape, "model": name, "seq_len": shape.seq_len, "micro_batch": micro, "warmup": warmup,
-            "steps": count, "world": world, "gpus": gpus}
+    return KitPlan(shape, name, micro, warmup, count, world, gpus)
 
 
-def _config(plan: dict[str, Any], strategies: list[str], micro: int) -> dict[str, Any]:
-    return {"shape": plan["shape"]._asdict(), "strategies": strategies, "precision": PRECISION.value,
-            "seq_len": plan["seq_len"], "micro_batch": micro, "warmup": plan["warmup"], "steps": plan["steps"]}
+def _config(plan: KitPlan, strategies: list[str], micro: int) -> dict[str, Any]:
+    """The ranks' settings, as JSON for the spawned processes."""
+    return {"shape": plan.shape._asdict(), "strategies": strategies, "precision": PRECISION.value,
+            "seq_len": plan.seq_len, "micro_batch": micro, "warmup": plan.warmup, "steps": plan.steps}
 
 
 def run_kit(out: str, gpus: int, *, layers: int | None = None, seq_len: int | None = None,
             micro_batch: int | None = None, steps: int | None = None) -> int:
     """Run every check, print one line each (and one per skipped part), write the report; 0 when
     every check passed."""
-    plan = _plan(gpus, layers, seq_len, micro_batch, steps)
     facts = platform_facts(gpus)
-    plan["devices"] = facts["devices"]
+    plan = replace(_plan(gpus, layers, seq_len, micro_batch, steps), devices=tuple(facts["devices"]))
     skipped: list[str] = []
-    print(f"selfcheck: {plan['model']} ({plan['shape'].hidden} hidden), {PRECISION.value} precision, world size "
-          f"{plan['world']} on {', '.join(facts['devices'])}; torch {facts['torch']}", flush=True)
-    ranks = run_ranks("strategies", _config(plan, list(STRATEGIES), plan["micro_batch"]), plan["world"], cpu=not gpus)
+    print(f"selfcheck: {plan.model} ({plan.shape.hidden} hidden), {PRECISION.value} precision, world size "
+          f"{plan.world} on {', '.join(facts['devices'])}; torch {facts['torch']}", flush=True)
+    ranks = run_ranks("strategies", _config(plan, list(STRATEGIES), plan.micro_batch), plan.world, cpu=not gpus)
     results = {name: summarize(name, ranks, plan) for name in STRATEGIES}
     if gpus > 1:
-        dp_plan = {**plan, "world": gpus, "micro_batch": plan["micro_batch"] * gpus}
-        dp = run_ranks("strategies", _config(plan, ["dp"], dp_plan["micro_batch"]), 1, cpu=False)
+        dp_plan = replace(plan, world=gpus, micro_batch=plan.micro_batch * gpus)
+        dp = run_ranks("strategies", _config(plan, ["dp"], dp_plan.micro_batch), 1, cpu=False)
         results["dp"] = summarize("dp", [{**dp[0], "world_size": gpus}], dp_plan)
     else:
         skipped.append("dp: needs two or more GPUs (nn.DataParallel splits one process's batch over them)")
@@ -196,13 +257,13 @@ def run_kit(out: str, gpus: int, *, layers: int | None = None, seq_len: int | No
         print(f"SKIP {line}", flush=True)
     ok = all(r["ok"] for r in results.values()) and syncbn.get("ok", True) and scaler["ok"]
     report = {"format": FORMAT, "date": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(), "ok": ok,
-              "platform": facts, "device": "cuda" if gpus else "cpu", "world_size": plan["world"],
-              "model": {"name": plan["model"], "shape": plan["shape"]._asdict(), "seq_len": plan["seq_len"],
-                        "micro_batch": plan["micro_batch"], "precision": PRECISION.value, "steps": plan["steps"]},
+              "platform": facts, "device": "cuda" if gpus else "cpu", "world_size": plan.world,
+              "model": {"name": plan.model, "shape": plan.shape._asdict(), "seq_len": plan.seq_len,
+                        "micro_batch": plan.micro_batch, "precision": PRECISION.value, "steps": plan.steps},
               "strategies": results, "sync_batchnorm": syncbn, "grad_scaler": scaler, "skipped": skipped}
     Path(out).write_text(json.dumps(report, indent=2), encoding="utf-8")
     print(f"selfcheck {'passed' if ok else 'FAILED'}; report: {out}", flush=True)
     return 0 if ok else 1
 
 
-__all__ = ["FORMAT", "STRATEGIES", "platform_facts", "run_kit", "summarize"]
+__all__ = ["FORMAT", "STRATEGIES", "KitPlan", "PlatformFacts", "StrategyResult", "platform_facts", "run_kit", "summarize"]
