@@ -114,7 +114,8 @@ def accepts(wide: Any, narrow: Any) -> bool:
 
 
 #: The settings whose type is wider than the field's: what the field's check takes and normalizes.
-WIDER = {"precision", "args", "metrics", "subnets", "security_group_ids", "ignore_patterns", "inputs"}
+WIDER = {"precision", "args", "metrics", "subnets", "security_group_ids", "ignore_patterns", "inputs",
+         "fallback_instance_types"}
 
 
 def test_launch_settings_are_launch_configs_fields() -> None:

@@ -79,7 +79,7 @@ def _price(instance_type: str, region: str | None) -> float | None:
 def job_cost(name: str, desc: Mapping[str, Any], tags: Mapping[str, str], region: str | None) -> JobCost:
     """A JobCost from a DescribeTrainingJob response and the job's tags."""
     resources = desc.get("ResourceConfig", {})
-    instance_type = resources.get("InstanceType", "?")
+    instance_type = resources.get("SelectedInstanceType") or resources.get("InstanceType", "?")  # Selected*: preferences
     return JobCost(
         name=name, instance_type=instance_type, instance_count=int(resources.get("InstanceCount", 1)),
         billable_s=desc.get("BillableTimeInSeconds"), training_s=desc.get("TrainingTimeInSeconds"),

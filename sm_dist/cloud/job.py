@@ -181,7 +181,8 @@ class Job:
         if not seconds:
             raise ConfigError("job", self.name, "reports no training time yet; try again once DescribeTrainingJob has it")
         resources = desc["ResourceConfig"]
-        return from_job(tokens=float(tokens), training_seconds=float(seconds), instance_type=resources["InstanceType"],
+        kind = resources.get("SelectedInstanceType") or resources["InstanceType"]  # Selected*: InstancePreferences
+        return from_job(tokens=float(tokens), training_seconds=float(seconds), instance_type=kind,
                         instance_count=int(resources.get("InstanceCount", 1)), params=int(params), model=self.name)
 
     def metrics(self) -> Metrics:

@@ -71,7 +71,7 @@ def next_request(desc: Mapping[str, Any], tags: Mapping[str, str], decision: Dec
     assert decision.next_name is not None and decision.max_runtime_s
     request: dict[str, Any] = {key: desc[key] for key in COPIED if desc.get(key) not in (None, {}, [])}
     request["TrainingJobName"] = decision.next_name
-    request["ResourceConfig"] = {k: v for k, v in request["ResourceConfig"].items() if k not in _SELECTED}
+    request["ResourceConfig"] = _resources(request["ResourceConfig"], decision.instance_type)
     stopping = {"MaxRuntimeInSeconds": decision.max_runtime_s}
     spot = bool(desc.get("EnableManagedSpotTraining")) and not decision.on_demand
     request["EnableManagedSpotTraining"] = spot
@@ -83,6 +83,21 @@ def next_request(desc: Mapping[str, Any], tags: Mapping[str, str], decision: Dec
             TAG_LINK: decision.next_name.rsplit("-", 1)[1], TAG_STATE: decision.state.to_tag()}
     request["Tags"] = [{"Key": k, "Value": v} for k, v in ours.items()]
     return request
+
+
+def _resources(config: Mapping[str, Any], instance_type: str | None) -> dict[str, Any]:
+    """The next link's ResourceConfig: the type the decision names (first of InstancePreferences, when the
+    request lets SageMaker choose), without what SageMaker answered (Selected*)."""
+    out = {k: v for k, v in config.items() if k not in _SELECTED}
+    if instance_type is None:
+        return out
+    if out.get("InstancePreferences"):
+        prefs = out["InstancePreferences"]
+        first = [p for p in prefs if p.get("InstanceType") == instance_type]
+        out["InstancePreferences"] = first + [p for p in prefs if p.get("InstanceType") != instance_type]
+    else:
+        out["InstanceType"] = instance_type
+    return out
 
 
 def _create(sagemaker: Any, request: Mapping[str, Any], policy: ChainPolicy, sleep: Callable[[float], None],

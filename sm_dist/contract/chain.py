@@ -96,6 +96,8 @@ class LinkOutcome:
     """Spot interruptions during the link (SecondaryStatusTransitions entries `Interrupted`)."""
     billable_s: float = 0.0
     """Seconds billed per instance (BillableTimeInSeconds; local mode: the wall-clock time)."""
+    instance_type: str = ""
+    """ResourceConfig's SelectedInstanceType (InstancePreferences chose it) or InstanceType."""
 
     @property
     def ending(self) -> Ending:
@@ -108,10 +110,12 @@ class LinkOutcome:
         billable = desc.get("BillableTimeInSeconds")
         if billable is None:  # not yet billed, or not reported (moto): the training time, else 0
             billable = desc.get("TrainingTimeInSeconds") or 0
+        resources = desc.get("ResourceConfig") or {}
         return cls(name=str(desc.get("TrainingJobName", "")), status=str(desc.get("TrainingJobStatus", "")),
                    secondary=str(desc.get("SecondaryStatus") or ""), failure_reason=str(desc.get("FailureReason") or ""),
                    interruptions=sum(1 for t in transitions if t.get("Status") == "Interrupted"),
-                   billable_s=float(billable))
+                   billable_s=float(billable),
+                   instance_type=str(resources.get("SelectedInstanceType") or resources.get("InstanceType") or ""))
 
     @classmethod
     def not_created(cls, name: str, code: str, message: str) -> LinkOutcome:
@@ -119,12 +123,13 @@ class LinkOutcome:
         return cls(name=name, status="Failed", secondary="Failed", failure_reason=f"{code}: {message}")
 
 
-def _to_text(record: Any) -> str:
-    """`key=value` pairs separated by spaces: what a tag value may hold (docs/PLATFORM.md §1.5)."""
+def _to_text(record: Any, brief: bool = False) -> str:
+    """`key=value` pairs separated by spaces: what a tag value may hold (docs/PLATFORM.md §1.5);
+    `brief`: without the fields at their defaults (what from_text gives anyway; a tag holds 256 characters)."""
     out = []
     for f in fields(record):
         value = getattr(record, f.name)
-        if value is not None:
+        if value is not None and not (brief and value == f.default):
             out.append(f"{f.name.replace('_', '-')}={int(value) if isinstance(value, bool) else value}")
     return " ".join(out)
 
@@ -160,9 +165,24 @@ class ChainPolicy:
     capacity_retries: int = DEFAULT_CAPACITY_RETRIES
     backoff_s: float = DEFAULT_BACKOFF_S
     backoff_max_s: float = DEFAULT_BACKOFF_MAX_S
+    types: str | None = None
+    """With fallback instance types: every type the run may use, in order, `/`-separated, each
+    fallback with the $/h of the link's instances of it: `ml.p5.48xlarge/ml.p4d.24xlarge@132`."""
 
     def to_tag(self) -> str:
-        return _to_text(self)
+        return _to_text(self, brief=True) or f"max-links={self.max_links}"  # a tag value the SDK keeps
+
+    def instance_types(self) -> tuple[str, ...]:
+        """The types a link may use, the first the plan's own; () without fallbacks."""
+        return tuple(item.partition("@")[0] for item in (self.types or "").split("/") if item)
+
+    def price(self, instance_type: str) -> float | None:
+        """$/h of a link's instances of `instance_type` (the plan's own type: usd_per_hour)."""
+        for item in (self.types or "").split("/")[1:]:
+            name, _, usd = item.partition("@")
+            if name == instance_type:
+                return float(usd) if usd else None
+        return self.usd_per_hour
 
     @classmethod
     def from_tag(cls, text: str) -> ChainPolicy:
@@ -196,6 +216,8 @@ class RunState:
     """Billed so far at on-demand prices (an upper bound for spot)."""
     on_demand: bool = False
     """Links run on demand from now on (after `on_demand_after` interruptions or a MaxWait)."""
+    type_index: int = 0
+    """The next link's instance type in `ChainPolicy.instance_types()` (capacity moves it on)."""
 
     def to_tag(self) -> str:
         return _to_text(replace(self, spent_usd=round(self.spent_usd, 4)))
@@ -219,6 +241,8 @@ class Decision:
     max_runtime_s: int | None = None
     on_demand: bool = False
     """The next link runs on demand (EnableManagedSpotTraining off, no MaxWait)."""
+    instance_type: str | None = None
+    """The next link's instance type when the run has fallback types (else the ended job's)."""
 
 
 def link_name(run: str, number: int) -> str:
@@ -247,7 +271,30 @@ def _continue(run: str, outcome: LinkOutcome, state: RunState, policy: ChainPoli
         state = replace(state, on_demand=True)
         why += f"; {state.interruptions} spot interruption(s) so far: the run goes on on demand"
     nxt = link_name(run, state.jobs + 1)
-    return Decision(Action.NEXT, f"{why}; next: {nxt}", state, nxt, max_runtime_s=runtime, on_demand=state.on_demand)
+    return Decision(Action.NEXT, f"{why}; next: {nxt}", state, nxt, max_runtime_s=runtime, on_demand=state.on_demand,
+                    instance_type=_type(policy, state))
+
+
+def _type(policy: ChainPolicy, state: RunState) -> str | None:
+    types = policy.instance_types()
+    return types[state.type_index % len(types)] if types else None
+
+
+def _no_capacity(run: str, outcome: LinkOutcome, state: RunState, policy: ChainPolicy) -> Decision:
+    """A capacity refusal: the next fallback type at once, or, after every type was refused in turn,
+    the first type again after a doubling wait; `capacity_retries` such rounds in a row end the run."""
+    types = max(1, len(policy.instance_types()))
+    state = replace(state, capacity_failures=state.capacity_failures + 1, type_index=(state.type_index + 1) % types)
+    rounds, within = divmod(state.capacity_failures, types)
+    if rounds > policy.capacity_retries:
+        return Decision(Action.STOP, f"{_why(outcome)}; the run stops: no capacity after "
+                        f"{state.capacity_failures} tries", state)
+    wait = 0.0 if within else capacity_wait(policy, rounds)
+    nxt, kind = link_name(run, state.jobs + 1), _type(policy, state)
+    on = f" on {kind}" if kind else ""
+    reason = f"{_why(outcome)}; next: {nxt}{on} at once" if within else f"{_why(outcome)}; waiting {wait:g} s, then {nxt}{on}"
+    return Decision(Action.RETRY, reason, state, nxt, wait_s=wait, max_runtime_s=policy.link_runtime(state.spent_usd)
+                    or None, on_demand=state.on_demand, instance_type=kind)
 
 
 def _why(outcome: LinkOutcome) -> str:
@@ -272,14 +319,7 @@ def decide(run: str, outcome: LinkOutcome, before: RunState, policy: ChainPolicy
     state = replace(before, jobs=before.jobs + 1, spent_usd=before.spent_usd + _cost(outcome, policy),
                     interruptions=before.interruptions + outcome.interruptions)
     if ending is Ending.CAPACITY:
-        state = replace(state, capacity_failures=state.capacity_failures + 1)
-        if state.capacity_failures > policy.capacity_retries:
-            return Decision(Action.STOP, f"{_why(outcome)}; the run stops: no capacity after "
-                            f"{state.capacity_failures} tries", state)
-        wait = capacity_wait(policy, state.capacity_failures)
-        nxt = link_name(run, state.jobs + 1)
-        return Decision(Action.RETRY, f"{_why(outcome)}; waiting {wait:g} s, then {nxt}", state, nxt, wait_s=wait,
-                        max_runtime_s=policy.link_runtime(state.spent_usd) or None, on_demand=state.on_demand)
+        return _no_capacity(run, outcome, state, policy)
     state = replace(state, links=state.links + 1, capacity_failures=0)
     if ending is Ending.COMPLETED:
         return Decision(Action.DONE, f"{outcome.name} completed: the run is done ({state.links} link(s))", state)
@@ -298,7 +338,7 @@ def capacity_wait(policy: ChainPolicy, failures: int) -> float:
 
 
 def _cost(outcome: LinkOutcome, policy: ChainPolicy) -> float:
-    return outcome.billable_s * (policy.usd_per_hour or 0.0) / 3600
+    return outcome.billable_s * (policy.price(outcome.instance_type) or 0.0) / 3600
 
 
 def replay(run: str, outcomes: Sequence[LinkOutcome], policy: ChainPolicy) -> list[Decision]:

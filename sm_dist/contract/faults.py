@@ -22,15 +22,17 @@ from sm_dist.errors import ConfigError
 #: The environment variable of the checkpointer's test-only fault hook.
 FAULT_ENV = "SM_DIST_FAULT"
 #: What local mode's --chaos takes.
-CHAOS_KINDS = ("kill", "sigterm", "hang", "crash-in-save", "s3-faults", "capacity")
+CHAOS_KINDS = ("kill", "sigterm", "hang", "crash-in-save", "s3-faults", "capacity", "max-wait")
 #: What the checkpointer's fault hook carries out (crash-in-save is a chaos kind too).
 HOOK_KINDS = ("crash-in-save", "crash-in-commit")
 #: Kinds that may be timed (`kill:20s`) instead of triggered by a step line.
 TIMED_KINDS = ("kill", "sigterm")
 #: Kinds whose argument is a duration in seconds, optional.
 DURATION_KINDS = ("s3-faults",)
-#: Kinds whose argument is a number of tries (`capacity:2`: a chain's next job gets no instances twice).
-COUNT_KINDS = ("capacity",)
+#: Kinds whose argument is a count, not a step: `capacity:2` (a chain's next job gets no instances
+#: twice), `max-wait:1` (a chain's first job that runs ends by its MaxWait); the count's name.
+COUNT_KINDS = ("capacity", "max-wait")
+_COUNT_NAMES = {"capacity": ("TRIES", "a number of tries"), "max-wait": ("LINK", "a link number")}
 #: How long s3-faults keeps the endpoint failing when no duration is given; long enough to
 #: span several sync passes and the first checkpoint uploads of a small job.
 DEFAULT_S3_FAULT_SECONDS = 5.0
@@ -68,7 +70,7 @@ def _expected(kinds: Iterable[str]) -> str:
         if kind in DURATION_KINDS:
             forms.append(f"{kind}[:SECONDS]")
         elif kind in COUNT_KINDS:
-            forms.append(f"{kind}:TRIES")
+            forms.append(f"{kind}:{_COUNT_NAMES[kind][0]}")
         elif kind in TIMED_KINDS:
             forms += [f"{kind}:STEP", f"{kind}:SECONDSs"]
         else:
@@ -99,7 +101,7 @@ def parse_fault(text: str, kinds: tuple[str, ...] = CHAOS_KINDS, field: str = "c
             raise ConfigError(field, text, f"give {kind} a positive number of seconds")
         return Fault(kind, seconds=seconds)
     if kind in COUNT_KINDS and (arg is None or not arg.isdigit() or int(arg) < 1):
-        raise ConfigError(field, text, f"give a number of tries >= 1, e.g. {kind}:2")
+        raise ConfigError(field, text, f"give {_COUNT_NAMES[kind][1]} >= 1, e.g. {kind}:2")
     if arg is None or not arg.isdigit() or int(arg) < 1:
         hint = f"{kind}:5 or {kind}:20s" if kind in TIMED_KINDS else f"{kind}:5"
         raise ConfigError(field, text, f"give a step number >= 1, e.g. {hint}")

@@ -34,12 +34,15 @@ _HELP = {
     "tags": "KEY=VALUE, repeatable",
     "output_compression": "gzip, none or auto (default: none when the model's weights reach 1 GiB, else gzip)",
     "infra_stack": "stack from `sm-dist infra deploy` for role and buckets ('' = the last one deployed)",
+    "fallback_instance_types": "with --chain: another instance type to use when --instance-type has no capacity, "
+                               "repeatable, in order (checked for memory like --instance-type)",
     "training_plan_arn": "run on a SageMaker training plan's reserved capacity (its ARN); checked against the "
                          "instance type and count instead of the account's quota",
 }
 _KV_FIELDS = ("hyperparameters", "environment", "inputs", "tags")
 _SINGULAR = {"hyperparameters": "hp", "environment": "env", "inputs": "input", "tags": "tag", "metrics": "metric",
-             "subnets": "subnet", "security_group_ids": "security-group-id", "ignore_patterns": "ignore"}
+             "subnets": "subnet", "security_group_ids": "security-group-id", "ignore_patterns": "ignore",
+             "fallback_instance_types": "fallback-instance-type"}
 _TERMINAL_EXIT = {"Completed": 0, "Stopped": 3, "Failed": 1}
 
 

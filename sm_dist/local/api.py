@@ -200,6 +200,10 @@ def run(plan: Plan, options: LocalOptions | Mapping[str, object] | None = None) 
     capacity = [str(f) for f in opts.faults() if f.kind == "capacity"]
     if capacity and plan.chain is None:
         raise ConfigError("chaos", capacity[0], "rehearses a chain's wait for capacity: add chain=True (--chain)")
+    max_wait = [str(f) for f in opts.faults() if f.kind == "max-wait"]
+    if max_wait and (plan.chain is None or not plan.request.get("EnableManagedSpotTraining")):
+        raise ConfigError("chaos", max_wait[0], "rehearses a spot job's MaxWait in a chain: add chain=True and "
+                          "spot=True (--chain --spot)")
     base = Path(opts.root).resolve() if opts.root is not None else Path(tempfile.gettempdir()) / "sm-dist-local" / plan.job_name
     if base.exists() and any(base.iterdir()):
         raise ConfigError("root", str(base), "expected a new or empty folder")

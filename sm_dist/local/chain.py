@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from sm_dist.contract.chain import Action, ChainPolicy, Decision, LinkOutcome, RunState, decide, link_name
+from sm_dist.contract.chain import Action, ChainPolicy, Decision, Ending, LinkOutcome, RunState, decide, link_name
 from sm_dist.contract.faults import Fault
 
 if TYPE_CHECKING:
@@ -53,10 +53,20 @@ class LinkRecord:
         steps = "" if progress.steps is None else f", steps to {progress.steps}"
         resumed = f", resumed from step {progress.resumed_from[0]}" if progress.resumed_from else ""
         how = {"Completed": "completed", "Failed": "failed"}.get(out.status, out.status)
-        if out.status != "Completed" and out.stopped_reason == "MaxRuntimeExceeded":
+        if self.outcome.ending is Ending.MAX_WAIT:
+            how = "stopped by its MaxWait (spot; SIGTERM, checkpoint, exit)"
+        elif out.status != "Completed" and out.stopped_reason == "MaxRuntimeExceeded":
             how = "stopped by its MaxRuntime (SIGTERM, checkpoint, exit)"
         spot = " (on demand)" if self.on_demand else ""
-        return f"{self.name}{spot}: {how} after {self.record.seconds:.0f} s{resumed}{steps} -> {self._next()}"
+        restarts, chaos = "", [f for f in self.record.fired if not f.startswith("max-wait")]
+        if self.record.in_job_restarts:  # inside this link (a kill, a hang): torchrun resumed it within the link
+            restarts = f", {self.record.in_job_restarts} in-job restart(s)"
+        if out.job_restarts:
+            restarts += f", {out.job_restarts} spot interruption(s)"
+        if restarts and chaos:
+            restarts += f" (chaos {', '.join(chaos)})"
+        return (f"{self.name}{spot}: {how} after {self.record.seconds:.0f} s{restarts}{resumed}{steps} -> "
+                f"{self._next()}")
 
     def _next(self) -> str:
         decision = self.decision
@@ -79,6 +89,14 @@ def outcome_of(name: str, record: RunRecord) -> LinkOutcome:
     return LinkOutcome(name, out.status, secondary, reason, interruptions=out.job_restarts, billable_s=record.seconds)
 
 
+def _by_max_wait(outcome: LinkOutcome, record: RunRecord, spec: str) -> LinkOutcome:
+    """chaos max-wait: a spot link stopped at its time limit reads as SageMaker's MaxWait stop
+    (Stopped / MaxWaitTimeExceeded, docs/PLATFORM.md §1.12): its spot waits and run time reached MaxWait."""
+    record.fired.append(spec)
+    record.events.append(f"{spec}: {outcome.name} ends by its MaxWait (Stopped / MaxWaitTimeExceeded)")
+    return replace(outcome, secondary="MaxWaitTimeExceeded")
+
+
 def local_policy(policy: ChainPolicy) -> ChainPolicy:
     """The run's policy with local mode's short capacity waits."""
     return replace(policy, backoff_s=LOCAL_BACKOFF_S, backoff_max_s=LOCAL_BACKOFF_MAX_S)
@@ -89,7 +107,8 @@ def run_chain(run: str, policy: ChainPolicy, start: StartLink, faults: Sequence[
     """Run the links of `run` until the decision ends it; the links in order."""
     capacity = next((f for f in faults if f.kind == "capacity"), None)
     refusals = capacity.step if capacity is not None else 0
-    left = tuple(f for f in faults if f.kind != "capacity")
+    max_wait = next((f for f in faults if f.kind == "max-wait"), None)
+    left = tuple(f for f in faults if f.kind not in ("capacity", "max-wait"))
     links: list[LinkRecord] = []
     state, number, runtime = RunState(), 1, policy.link_runtime(0)
     while True:
@@ -102,6 +121,8 @@ def run_chain(run: str, policy: ChainPolicy, start: StartLink, faults: Sequence[
             record = start(name, number, runtime, left)
             outcome = outcome_of(name, record)
             left = tuple(f for f in left if str(f) not in record.fired)  # each fault fires once per run
+            if max_wait is not None and state.links + 1 == max_wait.step and outcome.ending is Ending.MAX_RUNTIME:
+                outcome, max_wait = _by_max_wait(outcome, record, str(max_wait)), None
         decision = decide(run, outcome, state, policy)
         links.append(LinkRecord(name, outcome, decision, record, on_demand=state.on_demand))
         _log.warning("chain %s: %s", run, decision.reason)

@@ -14,6 +14,9 @@
                       hang watch must find it, name it and restart the workers (--hang-timeout-s)
   capacity:TRIES      a chain's next job gets no instances TRIES times (CapacityError), so the
                       run's wait and retry are rehearsed (with --chain; sm_dist.local.chain)
+  max-wait:LINK       a spot chain's LINK-th job that runs ends by its MaxWait, not its MaxRuntime
+                      (Stopped / MaxWaitTimeExceeded), so the next job's move to on demand
+                      (on_demand_after) is rehearsed (with --chain --spot)
 
 Each fault fires once per job (not again after the restart it causes). Several may be given.
 The grammar and the `Fault` record are the contract's (sm_dist.contract.faults), shared with the
@@ -33,8 +36,9 @@ def parse_faults(specs: Iterable[str | Fault]) -> tuple[Fault, ...]:
     faults = tuple(s if isinstance(s, Fault) else parse_fault(s) for s in specs)
     if len(set(faults)) != len(faults):
         raise ConfigError("chaos", [str(f) for f in faults], "each chaos spec may be given once")
-    if sum(f.kind == "capacity" for f in faults) > 1:
-        raise ConfigError("chaos", [str(f) for f in faults], "give capacity once (the tries of the next job)")
+    for kind, what in (("capacity", "the tries of the next job"), ("max-wait", "the link that ends by it")):
+        if sum(f.kind == kind for f in faults) > 1:
+            raise ConfigError("chaos", [str(f) for f in faults], f"give {kind} once ({what})")
     if sum(f.kind == "crash-in-save" for f in faults) > 1:
         raise ConfigError("chaos", [str(f) for f in faults], "give crash-in-save once (one SM_DIST_FAULT hook)")
     return faults

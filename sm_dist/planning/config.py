@@ -105,6 +105,10 @@ class LaunchConfig:
     """With chain: the most jobs that run (default 10; a job refused capacity does not count)."""
     on_demand_after: int | None = None
     """With chain and spot: after this many spot interruptions (or a MaxWait) the next jobs run on demand."""
+    fallback_instance_types: tuple[str, ...] = ()
+    """With chain: other instance types the run may use when instance_type has no capacity (at most 4,
+    each checked for memory like instance_type): on demand, the job asks for them in order
+    (ResourceConfig.InstancePreferences); on spot, the next job after a capacity error uses the next."""
     hyperparameters: Mapping[str, Any] = field(default_factory=dict)
     """Reach the script as `--key value`; an empty value gives a bare `--key` (a store_true flag)."""
     args: tuple[str, ...] = ()
@@ -209,9 +213,23 @@ class LaunchConfig:
                     raise ConfigError(name, value, "applies to a chain of jobs: add chain=True (--chain)")
         if self.on_demand_after is not None and not self.spot:
             raise ConfigError("on_demand_after", self.on_demand_after, "counts spot interruptions: add spot=True (--spot)")
+        self._check_fallbacks()
         if self.chain and str(self.checkpoint_mode).lower() == CheckpointMode.OFF:
             raise ConfigError("checkpoint_mode", "off", "each job of a chain resumes from the checkpoints: "
                               "use another mode")
+
+    def _check_fallbacks(self) -> None:
+        kinds: Any = self.fallback_instance_types  # what the caller gave: a list, a tuple, or a wrong type
+        if isinstance(kinds, str) or not all(isinstance(k, str) and k.strip() for k in kinds):
+            raise ConfigError("fallback_instance_types", kinds, "expected a list of instance types, e.g. "
+                              "['ml.p4de.24xlarge'] (--fallback-instance-type, repeatable)")
+        object.__setattr__(self, "fallback_instance_types", kinds := tuple(kinds))
+        if kinds and not self.chain:
+            raise ConfigError("fallback_instance_types", list(kinds), "applies to a chain of jobs: add chain=True "
+                              "(--chain)")
+        if len(kinds) > 4 or len(set(kinds)) != len(kinds) or self.instance_type in kinds:
+            raise ConfigError("fallback_instance_types", list(kinds), "give at most 4 types, each once, other than "
+                              "instance_type (InstancePreferences holds 5 in all)")
 
     def _check_s3(self) -> None:
         for name in ("checkpoint_s3_uri", "output_s3_uri"):

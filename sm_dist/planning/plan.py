@@ -30,7 +30,7 @@ from sm_dist.errors import ConfigError
 from sm_dist.jobspec import CheckpointSpec, JobSpec
 from sm_dist.metric_format import metric_definitions
 from sm_dist.planning import bundle as bundle_mod
-from sm_dist.planning import preflight, wheels
+from sm_dist.planning import fallbacks, preflight, wheels
 from sm_dist.planning import request as request_mod
 from sm_dist.planning.budget import Limits, chain_policy, stopping_limits
 from sm_dist.planning.channels import Channel, DataUpload, channel_warnings, plan_uploads
@@ -279,7 +279,8 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
     code = plan_code(config, region, job_name, where.checkpoint_base, None if local else where.output_s3_uri, run)
     usd_per_hour = code.instance.sagemaker_usd_per_hour * config.instance_count if code.instance else None
     limits, limit_warnings = stopping_limits(config, usd_per_hour, code.sizing.expected_hours)
-    policy = chain_policy(config, usd_per_hour) if run else None
+    fallback_prices = fallbacks.check_fallbacks(config, region, code.sizing.strategy, code.sizing.row is not None)
+    policy = chain_policy(config, usd_per_hour, fallbacks.types_text(config.instance_type, fallback_prices)) if run else None
     if run and not local and code.spec.checkpoint.uri is None:
         raise ConfigError("checkpoint_s3_uri", None, "each job of a chain resumes from the checkpoints at a URI: pass "
                           "checkpoint_s3_uri= (--checkpoint-s3-uri) or infra_stack=")
@@ -295,6 +296,9 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
     with without_missing_profile():
         request = request_mod.build_request(settings)
     request, request_warnings = check_request(request, hardware(config.instance_type))
+    if config.fallback_instance_types:  # on demand: InstancePreferences (planning.fallbacks)
+        request = fallbacks.with_preferences(request, config.fallback_instance_types)
+        request_mod.validate_request(request)
     reach_warnings = check_reach(request, where.reach, where.infra_stack) if where.reach and where.infra_stack else []
     return Plan(
         job_name=job_name, region=region, request_json=json.dumps(request), job_spec=code.spec, bundle=code.bundle,

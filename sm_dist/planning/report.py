@@ -37,6 +37,10 @@ def _cost_lines(plan: Plan) -> list[str]:
         lines.append(f"  chain        run {plan.run}: jobs {plan.run}-1 ... at most {chain.max_links} that run, each "
                      f"resuming from the checkpoints; {budget}, each job's MaxRuntime what is left of it (≤ "
                      f"{chain.link_runtime_s} s){spot}")
+        if chain.types:
+            how = ("the next job after a capacity error uses the next" if plan.request.get("EnableManagedSpotTraining")
+                   else "each job asks for them in order (InstancePreferences)")
+            lines.append(f"  fallbacks    {' then '.join(chain.instance_types())}: {how}; each checked as instance_type")
     row = plan.sizing.row
     if row is not None and row.cost is not None and row.hours is not None:
         cost = row.cost
@@ -63,7 +67,7 @@ def render_plan(plan: Plan) -> str:
         f"job          {plan.job_name}  ({plan.region})",
         *(["local        runs on this machine (sm_dist.local): region, role and S3 URIs below only label "
            "the request"] if plan.local else []),
-        f"instances    {res['InstanceCount']} × {res['InstanceType']}{'  (spot)' if req.get('EnableManagedSpotTraining') else ''}",
+        f"instances    {res['InstanceCount']} × {plan.instance_type}{'  (spot)' if req.get('EnableManagedSpotTraining') else ''}",
         f"strategy     {spec.strategy.value} ({plan.sizing.reason}), precision {spec.precision.value}, "
         f"max_restarts {spec.max_restarts}",
         f"entry        {script_command(spec)}",

@@ -52,6 +52,7 @@ class LaunchSettings(TypedDict, total=False):
     chain: bool
     max_links: int | None
     on_demand_after: int | None
+    fallback_instance_types: tuple[str, ...] | list[str]
     hyperparameters: Mapping[str, Any]
     args: tuple[str, ...] | list[str]  # a list where the config holds a tuple (a bare str is refused)
     environment: Mapping[str, str]

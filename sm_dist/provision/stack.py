@@ -132,6 +132,8 @@ def deploy(
     existing = outputs.describe_stack(cfn, name)
     if existing is not None:
         _check_updatable(existing)
+    else:
+        values = {**_base_role(declared, values, aws.region_of(cfn), environ, on_event), **values}
     after = events.latest_event_id(cfn, name) if existing is not None else None
     operation = "create" if existing is None else "update"
     stack_id = _submit(cfn, name, body, values, existing, template_name)
@@ -152,6 +154,34 @@ def deploy(
         path = config.record(name, {**resolved, "region": region, "stack_name": name}, environ)
         _log.debug("recorded stack %s in %s", name, path)
     return _info(final, region, changed=changed)
+
+
+#: The chain stack's parameter naming the role its supervisor may pass: the base stack's RoleArn output.
+ROLE_PARAMETER = "ExecutionRoleArn"
+
+
+def _base_role(declared: Mapping[str, Any], given: Mapping[str, str], region: str,
+               environ: Mapping[str, str] | None, on_event: events.EventSink | None) -> dict[str, str]:
+    """A new chain stack's ExecutionRoleArn when not given: the role of the base stack deploy recorded
+    (its RoleArn output, in this region), so the two stacks need no copy-paste between them."""
+    if ROLE_PARAMETER not in declared or ROLE_PARAMETER in given:
+        return {}
+    data = config.read(environ)
+    base = data.get("default")
+    entry = data["stacks"].get(base) if base else None
+    fix = (f"deploy the base stack first (sm-dist infra deploy --region {region}) or pass --param "
+           f"{ROLE_PARAMETER}=arn:aws:iam::ACCOUNT:role/NAME")
+    if not entry or not entry.get("role_arn"):
+        raise ConfigError(f"--param {ROLE_PARAMETER}", None, f"no sm_dist base stack recorded in "
+                          f"{config.config_path(environ)} to take the role from: {fix}")
+    if entry.get("region") != region:
+        raise ConfigError(f"--param {ROLE_PARAMETER}", None, f"the recorded base stack {base} is in "
+                          f"{entry.get('region')}, not {region}: {fix}")
+    role = str(entry["role_arn"])
+    params.check_value(ROLE_PARAMETER, role, declared[ROLE_PARAMETER])
+    if on_event is not None:
+        on_event(f"{ROLE_PARAMETER}={role}: the role of base stack {base} (its RoleArn output)")
+    return {ROLE_PARAMETER: role}
 
 
 def records_outputs(template_name: str) -> bool:

@@ -38,7 +38,7 @@ def description(name: str, status: str, secondary: str, reason: str | None = Non
         "TrainingJobStatus": status, "SecondaryStatus": secondary,
         "AlgorithmSpecification": {"TrainingImage": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch:2.13",
                                    "TrainingInputMode": "File",
-                                   "ContainerEntrypoint": ["python3", "-m", "sm_dist.container.launcher"]},
+                                   "ContainerEntrypoint": ["python3", "-m", "sm_dist.container.pid1"]},
         "RoleArn": ROLE, "HyperParameters": {"steps": "1000000"},
         "InputDataConfig": [{"ChannelName": "code", "DataSource": {"S3DataSource": {
             "S3DataType": "S3Prefix", "S3Uri": "s3://team-bucket/run-1/input/code/",
@@ -139,6 +139,34 @@ def test_the_next_job_copies_the_request_and_carries_the_runs_state() -> None:
     assert new_tags["sm-dist:link"] == "4" and new_tags["team"] == "llm" and "aws:cloudformation:stack-name" not in new_tags
     state = RunState.from_tag(new_tags["sm-dist:chain-state"])
     assert state == RunState(links=3, jobs=3, interruptions=2, spent_usd=110.0, on_demand=True)
+
+
+def test_after_a_capacity_error_the_next_job_asks_for_the_next_type() -> None:
+    """The decision's type: the next request's InstanceType, or the first of its InstancePreferences (an
+    on-demand plan with fallbacks lets SageMaker choose; SelectedInstanceType is an answer, never sent)."""
+    from sm_dist.contract.chain import LinkOutcome, decide
+
+    policy = ChainPolicy(usd_per_hour=10.0, types="ml.p4d.24xlarge/ml.p4de.24xlarge@14/ml.p5.48xlarge@30")
+    desc = description("run-1", "Failed", "Failed", CAPACITY, spot=True, billable=0)
+    decision = decide("run", LinkOutcome.from_description(desc), RunState(), policy)
+    request = supervisor.next_request(desc, {t["Key"]: t["Value"] for t in link_tags(1, policy=policy)}, decision)
+    assert request["ResourceConfig"]["InstanceType"] == "ml.p4de.24xlarge" and request["EnableManagedSpotTraining"]
+    assert RunState.from_tag({t["Key"]: t["Value"] for t in request["Tags"]}["sm-dist:chain-state"]).type_index == 1
+    prefs = [{"InstanceType": t} for t in policy.instance_types()]
+    on_demand = {**description("run-1", "Stopped", "MaxRuntimeExceeded", spot=False),
+                 "ResourceConfig": {"InstanceCount": 2, "VolumeSizeInGB": 30, "InstancePreferences": prefs,
+                                    "SelectedInstanceType": "ml.p4d.24xlarge", "SelectedInstanceCount": 2}}
+    moved = decide("run", LinkOutcome("run-1", "Failed", "Failed", CAPACITY), RunState(type_index=1), policy)
+    resources = supervisor.next_request(on_demand, {}, moved)["ResourceConfig"]
+    assert [p["InstanceType"] for p in resources["InstancePreferences"]] == [
+        "ml.p5.48xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge"]
+    assert "InstanceType" not in resources and "SelectedInstanceType" not in resources
+    shape = boto3.client("sagemaker", region_name="us-east-1").meta.service_model.operation_model(
+        "CreateTrainingJob").input_shape
+    from botocore.validate import ParamValidator
+
+    report = ParamValidator().validate(supervisor.next_request(on_demand, {}, moved), shape)
+    assert not report.has_errors(), report.generate_report()  # botocore's own check of the request
 
 
 @pytest.mark.parametrize(("desc", "action", "words"), [

@@ -133,6 +133,56 @@ def test_max_wait_moves_the_run_on_demand_when_asked() -> None:
     assert not decide("run", LinkOutcome.from_description(desc), RunState(), ChainPolicy()).on_demand
 
 
+TYPES = ChainPolicy(usd_per_hour=250.0, capacity_retries=1, backoff_s=60,
+                    types="ml.p5.48xlarge/ml.p4de.24xlarge@126/ml.p4d.24xlarge")
+# (the link ran on, how it ended, the run's action, the wait, the next link's type): one run, in order
+FALLBACK_RUN = [
+    ("ml.p5.48xlarge", describe("Failed", "Failed", CAPACITY, billable=0), Action.RETRY, 0, "ml.p4de.24xlarge"),
+    ("ml.p4de.24xlarge", describe("Failed", "Failed", CAPACITY, billable=0), Action.RETRY, 0, "ml.p4d.24xlarge"),
+    ("ml.p4d.24xlarge", describe("Failed", "Failed", QUOTA, billable=0), Action.RETRY, 60, "ml.p5.48xlarge"),
+    ("ml.p5.48xlarge", describe("Failed", "Failed", CAPACITY, billable=0), Action.RETRY, 0, "ml.p4de.24xlarge"),
+    ("ml.p4de.24xlarge", describe("Stopped", "MaxRuntimeExceeded"), Action.NEXT, 0, "ml.p4de.24xlarge"),
+    ("ml.p4de.24xlarge", describe("Failed", "Failed", CAPACITY, billable=0), Action.RETRY, 0, "ml.p4d.24xlarge"),
+    ("ml.p4d.24xlarge", describe("Failed", "Failed", CAPACITY, billable=0), Action.RETRY, 0, "ml.p5.48xlarge"),
+    ("ml.p5.48xlarge", describe("Failed", "Failed", CAPACITY, billable=0), Action.RETRY, 60, "ml.p4de.24xlarge"),
+    ("ml.p4de.24xlarge", describe("Failed", "Failed", CAPACITY, billable=0), Action.RETRY, 0, "ml.p4d.24xlarge"),
+    ("ml.p4d.24xlarge", describe("Failed", "Failed", CAPACITY, billable=0), Action.RETRY, 0, "ml.p5.48xlarge"),
+    ("ml.p5.48xlarge", describe("Failed", "Failed", CAPACITY, billable=0), Action.STOP, 0, None),
+]
+
+
+def test_capacity_moves_the_next_link_to_the_next_fallback_type() -> None:
+    """After a capacity error the next link uses the next type at once; once every type was refused in
+    turn, the round's first type again after the doubling wait; a link that ran keeps its type (it had
+    capacity), and the run's 2 rounds (capacity_retries=1) without capacity end it."""
+    state = RunState()
+    for number, (ran_on, desc, action, wait, next_type) in enumerate(FALLBACK_RUN, start=1):
+        desc = {**desc, "TrainingJobName": f"run-{number}", "ResourceConfig": {"InstanceType": ran_on}}
+        assert chain._type(TYPES, state) == ran_on  # the type this link was created with
+        decision = decide("run", LinkOutcome.from_description(desc), state, TYPES)
+        assert (decision.action, decision.wait_s, decision.instance_type) == (action, wait, next_type), decision.reason
+        state = decision.state
+    assert "no capacity after 6 tries" in decision.reason
+    assert state.spent_usd == pytest.approx(126.0)  # the one link that ran: 1 h of p4de at its own price
+
+
+def test_a_link_that_ran_on_a_type_preferences_chose_is_priced_at_that_type() -> None:
+    desc = {**describe("Stopped", "MaxRuntimeExceeded"),
+            "ResourceConfig": {"InstanceCount": 2, "InstancePreferences": [{"InstanceType": "ml.p5.48xlarge"},
+                                                                           {"InstanceType": "ml.p4de.24xlarge"}],
+                               "SelectedInstanceType": "ml.p4de.24xlarge", "SelectedInstanceCount": 2}}
+    outcome = LinkOutcome.from_description(desc)
+    assert outcome.instance_type == "ml.p4de.24xlarge"
+    assert decide("run", outcome, RunState(), TYPES).state.spent_usd == pytest.approx(126.0)
+    assert TYPES.instance_types() == ("ml.p5.48xlarge", "ml.p4de.24xlarge", "ml.p4d.24xlarge")
+    assert TYPES.price("ml.p5.48xlarge") == 250.0 and TYPES.price("ml.p4d.24xlarge") is None
+
+
+def test_without_fallback_types_the_decision_names_no_type() -> None:
+    decision = decide("run", LinkOutcome("run-1", "Failed", "Failed", CAPACITY), RunState(), POLICY)
+    assert decision.instance_type is None and decision.wait_s == chain.DEFAULT_BACKOFF_S
+
+
 def test_an_eventbridge_detail_reads_like_a_description() -> None:
     # the "SageMaker Training Job State Change" event's detail: DescribeTrainingJob's fields, times in ms
     detail = {"TrainingJobName": "run-3", "TrainingJobStatus": "Stopped", "SecondaryStatus": "MaxRuntimeExceeded",
@@ -142,10 +192,16 @@ def test_an_eventbridge_detail_reads_like_a_description() -> None:
 
 
 def test_policy_and_state_travel_as_tag_values() -> None:
-    policy = ChainPolicy(max_links=7, budget_usd=500.0, usd_per_hour=98.32, on_demand_after=2, link_runtime_s=3600)
-    state = RunState(links=2, jobs=3, capacity_failures=1, interruptions=4, spent_usd=12.345678, on_demand=True)
+    types = "/".join(["ml.p5.48xlarge", *(f"{t}@{p}" for t, p in (("ml.p4de.24xlarge", 126.26), ("ml.p4d.24xlarge",
+                      98.32), ("ml.g6e.48xlarge", 120.17), ("ml.p5e.48xlarge", 300.55)))])  # InstancePreferences' 5
+    policy = ChainPolicy(max_links=7, budget_usd=500.0, usd_per_hour=98.32, on_demand_after=2, link_runtime_s=3600,
+                         capacity_retries=3, backoff_s=30.5, backoff_max_s=301.0, types=types)
+    state = RunState(links=2, jobs=3, capacity_failures=1, interruptions=4, spent_usd=12.345678, on_demand=True,
+                     type_index=2)
     assert ChainPolicy.from_tag(policy.to_tag()) == policy
-    assert RunState.from_tag(state.to_tag()) == RunState(2, 3, 1, 4, 12.3457, True)
+    assert RunState.from_tag(state.to_tag()) == RunState(2, 3, 1, 4, 12.3457, True, 2)
+    assert ChainPolicy.from_tag(ChainPolicy().to_tag()) == ChainPolicy() and ChainPolicy().to_tag()  # never empty
+    assert RunState.from_tag(RunState().to_tag()) == RunState() and RunState().to_tag()
     # what CreateTrainingJob's TagValue pattern and length allow (docs/PLATFORM.md §1.5)
     for text in (policy.to_tag(), state.to_tag()):
         assert len(text) <= 256 and all(c.isalnum() or c in " _.:/=+-@" for c in text)

@@ -6,6 +6,7 @@ that work, it deploys to moto, and the deployed code acts on moto's training job
 
 from __future__ import annotations
 
+import json
 import sys
 import types
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from sm_dist.errors import ConfigError
 from sm_dist.provision import chain_stack, config, stack, template
 
 pytest.importorskip("yaml")
@@ -73,6 +75,25 @@ def test_the_stack_deploys_to_moto_and_records_no_default(aws_session: Any, conf
     rules = aws_session.client("events").list_rules()["Rules"]
     assert len(rules) == 1 and "SageMaker Training Job State Change" in rules[0]["EventPattern"]
     assert not config.config_path().exists()  # fit --infra-stack never picks the chain stack
+
+
+def test_the_chain_stack_takes_the_role_from_the_base_stack(aws_session: Any, config_home: Path) -> None:
+    """No --param ExecutionRoleArn by hand: deploy reads the recorded base stack's RoleArn output; with no
+    base stack, or one in another region, one line says so and nothing is created."""
+    cfn = aws_session.client("cloudformation")
+    with pytest.raises(ConfigError, match=r"--param ExecutionRoleArn=None: no sm_dist base stack recorded"):
+        stack.deploy("sm-dist-chain", session=aws_session, template_name=NAME, poll_seconds=0)
+    base = stack.deploy("sm-dist", session=aws_session, poll_seconds=0)
+    elsewhere = {**config.read(), "stacks": {"sm-dist": {**config.read()["stacks"]["sm-dist"], "region": "eu-west-1"}}}
+    config.config_path().write_text(json.dumps(elsewhere))
+    with pytest.raises(ConfigError, match=r"base stack sm-dist is in eu-west-1, not us-east-1"):
+        stack.deploy("sm-dist-chain", session=aws_session, template_name=NAME, poll_seconds=0)
+    assert [s["StackName"] for s in cfn.describe_stacks()["Stacks"]] == ["sm-dist"]
+    stack.deploy("sm-dist", session=aws_session, poll_seconds=0)  # records it again, in this region
+    lines: list[str] = []
+    info = stack.deploy("sm-dist-chain", session=aws_session, template_name=NAME, poll_seconds=0, on_event=lines.append)
+    assert info.parameters["ExecutionRoleArn"] == base.outputs["role_arn"] and info.status == "CREATE_COMPLETE"
+    assert any("the role of base stack sm-dist (its RoleArn output)" in line for line in lines)
 
 
 @pytest.fixture

@@ -89,7 +89,28 @@ def test_capacity_chaos_needs_a_chain(tmp_path: Path) -> None:
     plan = sm_dist.plan("cnn.py", source_dir=str(ENTRYPOINTS), local=True, instance_count=2)
     with pytest.raises(ConfigError, match="add chain=True"):
         sm_dist.local.run(plan, {"chaos": ["capacity:2"], "root": str(tmp_path / "root")})
+    chain = sm_dist.plan("cnn.py", source_dir=str(ENTRYPOINTS), local=True, instance_count=2, chain=True)
+    with pytest.raises(ConfigError, match=r"chaos='max-wait:1'.*--chain --spot"):
+        sm_dist.local.run(chain, {"chaos": ["max-wait:1"], "root": str(tmp_path / "root")})
     assert not (tmp_path / "root").exists()
+
+
+def test_a_spot_link_ended_by_max_wait_is_followed_by_an_on_demand_link(tmp_path: Path) -> None:
+    """chaos max-wait:2: the second link that runs ends as SageMaker reports a MaxWait (Stopped /
+    MaxWaitTimeExceeded); with on_demand_after the decision runs the next links on demand."""
+    links = _Links(tmp_path, [("Stopped", "MaxRuntimeExceeded")] * 3 + [("Completed", None)])
+    policy = local_policy(ChainPolicy(link_runtime_s=20, on_demand_after=5))
+    out = run_chain("run", policy, links, (parse_fault("max-wait:2"),), sleep=lambda s: None)
+    assert [link.outcome.secondary for link in out] == ["MaxRuntimeExceeded", "MaxWaitTimeExceeded",
+                                                        "MaxRuntimeExceeded", "Completed"]
+    assert [link.on_demand for link in out] == [False, False, True, True]
+    assert "stopped by its MaxWait (spot" in out[1].line() and "(on demand)" in out[2].line()
+    assert "reached its MaxWait (spot)" in out[1].decision.reason and "on demand" in out[1].decision.reason
+    assert all(call[3] == () for call in links.calls)  # the hosts never see it: the chain reads the link's end
+    assert chain_record(out).fired == ["max-wait:2"]
+    without = run_chain("run", local_policy(ChainPolicy(link_runtime_s=20)), _Links(tmp_path, [
+        ("Stopped", "MaxRuntimeExceeded"), ("Completed", None)]), (parse_fault("max-wait:1"),))
+    assert without[0].decision.action is Action.NEXT and not without[1].on_demand  # no on_demand_after: spot again
 
 
 @pytest.mark.slow

@@ -82,3 +82,41 @@ def test_a_single_instance_cloud_chain_needs_a_checkpoint_uri() -> None:
                                   "role": "arn:aws:iam::123456789012:role/sm", "region": "us-east-1",
                                   "output_s3_uri": "s3://team-bucket/out"})
     assert info.value.field == "checkpoint_s3_uri"
+
+
+def test_fallback_types_are_checked_like_instance_type() -> None:
+    """Each fallback is a usable training type the model fits (the estimate re-run on it with the plan's
+    strategy); a wrong one is refused in one line naming it."""
+    model = dict(model="llama2-7b", strategy="fsdp", micro_batch=1, instance_type="ml.p4de.24xlarge", instance_count=4)
+    with pytest.raises(ConfigError, match=r"fallback_instance_types='ml.p4d.24xlarge': does not fit: .*per GPU"):
+        _plan(**model, fallback_instance_types=["ml.p4d.24xlarge"])
+    with pytest.raises(ConfigError, match=r"fallback_instance_types='ml.p9.huge': not a SageMaker training instance"):
+        _plan(fallback_instance_types=["ml.p9.huge"])
+    with pytest.raises(ConfigError, match=r"applies to a chain of jobs: add chain=True"):
+        _plan(chain=False, fallback_instance_types=["ml.p4de.24xlarge"])
+    for wrong in (["ml.p4d.24xlarge"], ["ml.g5.xlarge"] * 2, [f"ml.g5.{n}xlarge" for n in (2, 4, 8, 12, 16)]):
+        with pytest.raises(ConfigError, match=r"at most 4 types, each once, other than instance_type"):
+            _plan(fallback_instance_types=wrong)
+    with pytest.raises(ConfigError, match=r"expected a list of instance types"):
+        _plan(fallback_instance_types="ml.p4de.24xlarge")
+
+
+def test_on_demand_asks_for_the_fallbacks_in_order_and_spot_moves_the_next_job() -> None:
+    """On demand: ResourceConfig.InstancePreferences (SageMaker takes the first with capacity); spot, where the
+    API refuses that list: InstanceType, and the policy's types for the decision's next link."""
+    on_demand = _plan(instance_type="ml.p5.48xlarge", fallback_instance_types=["ml.p4de.24xlarge", "ml.p4d.24xlarge"])
+    resources = on_demand.request["ResourceConfig"]
+    assert [p["InstanceType"] for p in resources["InstancePreferences"]] == [
+        "ml.p5.48xlarge", "ml.p4de.24xlarge", "ml.p4d.24xlarge"]
+    assert "InstanceType" not in resources and resources["InstanceCount"] == 2
+    assert on_demand.chain is not None and on_demand.chain.instance_types() == (
+        "ml.p5.48xlarge", "ml.p4de.24xlarge", "ml.p4d.24xlarge")
+    p4de = on_demand.chain.price("ml.p4de.24xlarge")
+    assert p4de is not None and 0 < p4de < (on_demand.chain.usd_per_hour or 0)  # 2 × its own $/h, below p5's
+    assert "fallbacks    ml.p5.48xlarge then ml.p4de.24xlarge then ml.p4d.24xlarge: each job asks" in str(on_demand)
+    tags = {t["Key"]: t["Value"] for t in on_demand.request["Tags"]}
+    assert ChainPolicy.from_tag(tags["sm-dist:chain"]) == on_demand.chain
+    spot = _plan(instance_type="ml.p5.48xlarge", spot=True, fallback_instance_types=["ml.p4de.24xlarge"])
+    assert spot.request["ResourceConfig"]["InstanceType"] == "ml.p5.48xlarge"
+    assert "InstancePreferences" not in spot.request["ResourceConfig"]
+    assert "the next job after a capacity error uses the next" in str(spot)
