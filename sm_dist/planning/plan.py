@@ -294,7 +294,7 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
                              where.output_s3_uri, channels,
                              chain_tags(run, 1, policy, RunState()) if run and policy else {})
     with without_missing_profile():
-        request = request_mod.build_request(settings)
+        request = request_mod.build_request(settings, memo=local)
     request, request_warnings = check_request(request, hardware(config.instance_type))
     if config.fallback_instance_types:  # on demand: InstancePreferences (planning.fallbacks)
         request = fallbacks.with_preferences(request, config.fallback_instance_types)

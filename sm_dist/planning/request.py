@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from sm_dist.contract.container import CHECKPOINT_LOCAL_PATH, CODE_CHANNEL, CODE_DIR
 from sm_dist.errors import ConfigError, LaunchError, SdkError
+from sm_dist.planning import request_memo
 from sm_dist.planning.channels import Channel, SourceKind
 from sm_dist.planning.preflight import sagemaker_service_model
 
@@ -169,13 +170,18 @@ def _trainer(spec: RequestSpec, session: SageMakerSession | None, training_mode:
     return trainer.with_metric_definitions(metrics) if metrics else trainer
 
 
-def build_request(spec: RequestSpec, session: SageMakerSession | None = None) -> dict[str, Any]:
-    """CreateTrainingJob parameters for `spec`; no AWS call."""
-    try:
-        trainer = _trainer(spec, session)
-        request: dict[str, Any] = trainer._create_training_job_args(boto3=True)  # the SDK's own serializer
-    except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
-        raise SdkError(f"the SageMaker SDK rejected the launch settings ({type(exc).__name__}): {exc}") from None
+def build_request(spec: RequestSpec, session: SageMakerSession | None = None, *, memo: bool = False) -> dict[str, Any]:
+    """CreateTrainingJob parameters for `spec`; no AWS call. `memo=True` (local plans): the SDK's
+    answer for the same settings is read back from `request_memo` instead of importing the SDK."""
+    request = request_memo.recall(spec) if memo and session is None else None
+    if request is None:
+        try:
+            trainer = _trainer(spec, session)
+            request = trainer._create_training_job_args(boto3=True)  # the SDK's own serializer
+        except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
+            raise SdkError(f"the SageMaker SDK rejected the launch settings ({type(exc).__name__}): {exc}") from None
+        if memo and session is None:
+            request_memo.keep(spec, request)
     request["TrainingJobName"] = spec.job_name  # ModelTrainer appends a timestamp to a base name
     algo = request["AlgorithmSpecification"]
     algo["ContainerEntrypoint"] = list(LAUNCHER_COMMAND)
