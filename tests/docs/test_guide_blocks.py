@@ -1,5 +1,5 @@
-"""The site's code blocks against the code: every block in docs/ (but the two reference pages) says how it is
-checked, on the line before it, and is checked so:
+"""The site's code blocks against the code: every block of the landing page, Getting started and the guides says
+how it is checked, on the line before it, and is checked so:
 
     <!-- check: run -->                  executed here, in-process (python: exec; bash: each `sm-dist` command
                                          through sm_dist.cli.main); exit 0
@@ -29,8 +29,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
-#: Reference pages kept as they are (platform facts, the maintainers' architecture): not guides.
-REFERENCE = {"PLATFORM.md", "ARCHITECTURE.md"}
+#: The pages a user follows: the landing page, getting started and the guides (the reference pages, platform
+#: facts and the maintainers' architecture, are not examples to run).
+PAGES = [DOCS / "index.md", DOCS / "getting-started.md", *sorted((DOCS / "guides").glob("*.md"))]
 KINDS = {"run", "dry-run", "parse", "compile", "same-as-readme", "slow", "skip"}
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w-]*)\s*$")
 CHECK = re.compile(r"^\s*<!-- check: (?P<kind>[\w-]+)(?::\s*(?P<why>.*?))?\s*-->\s*$")
@@ -52,9 +53,7 @@ class Block:
 
 def blocks() -> list[Block]:
     found: list[Block] = []
-    for path in sorted(DOCS.rglob("*.md")):
-        if path.name in REFERENCE:
-            continue
+    for path in PAGES:
         lines = path.read_text(encoding="utf-8").split("\n")
         i = 0
         while i < len(lines):

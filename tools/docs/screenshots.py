@@ -3,7 +3,8 @@
     .venv/bin/mkdocs build --strict && .venv/bin/python tools/docs/screenshots.py --out /tmp/sm-dist-shots
 
 writes landing.png, guide.png (Rehearse locally) and api.png (fit, plan and their settings), and prints what each
-page logged to the browser console and every request the server answered with an error. Needs Debian's chromium
+page logged to the browser console and every request the server answered with an error. The README's picture of
+the site is its guide.png (docs/assets/site-guide.png). Needs Debian's chromium
 (`apt-get install -y chromium`). tests/docs/test_site_pages.py loads the pages the same way and fails on a
 console message or a failed request.
 """
@@ -74,8 +75,17 @@ def console_messages(url: str) -> list[str]:
 
 
 def screenshot(url: str, png: Path, width: int = 1280, height: int = 900) -> list[str]:
-    """A PNG of the page's first `height` pixels at `width`; returns its console messages."""
-    return chromium(url, f"--window-size={width},{height}", f"--screenshot={png}")
+    """A PNG of the page's first `height` pixels at `width` (256 colours: a tenth of the bytes, for the
+    repository); returns its console messages."""
+    messages = chromium(url, f"--window-size={width},{height}", f"--screenshot={png}")
+    try:
+        from PIL import Image
+    except ImportError:  # matplotlib brings Pillow with the dev extra; without it the PNG stays as Chromium wrote it
+        return messages
+    with Image.open(png) as image:
+        small = image.convert("RGB").quantize(colors=256)
+    small.save(png, optimize=True)
+    return messages
 
 
 def main(argv: list[str] | None = None) -> int:
