@@ -1,5 +1,5 @@
-"""The site's code blocks against the code: every block of the landing page, Getting started and the guides says
-how it is checked, on the line before it, and is checked so:
+"""The site's code blocks against the code: every block of the README, the landing page, Getting started and the
+guides says how it is checked, on a comment line right above it, and is checked so:
 
     <!-- check: run -->                  executed here, in-process (python: exec; bash: each `sm-dist` command
                                          through sm_dist.cli.main); exit 0
@@ -68,10 +68,20 @@ def blocks() -> list[Block]:
                 body.append(lines[i][indent:])
                 i += 1
             i += 1
-            check = CHECK.match(lines[start - 1]) if start else None
-            found.append(Block(path.relative_to(DOCS).as_posix(), start + 1, fence["lang"], "\n".join(body),
+            check = _check(lines, start)
+            found.append(Block(path.relative_to(REPO).as_posix().removeprefix("docs/"), start + 1, fence["lang"], "\n".join(body),
                                check["kind"] if check else None, (check["why"] or "") if check else "", ""))
     return [_with_output(b, found) for b in found]
+
+
+def _check(lines: list[str], fence: int) -> re.Match[str] | None:
+    """The check among the comment lines right above a fence (a README marker may stand between them)."""
+    at = fence - 1
+    while at >= 0 and lines[at].lstrip().startswith("<!--"):
+        if match := CHECK.match(lines[at]):
+            return match
+        at -= 1
+    return None
 
 
 def _with_output(block: Block, found: list[Block]) -> Block:
@@ -108,9 +118,11 @@ def _without_subshells(code: str) -> str:
 
 
 def readme_command(mark: str) -> str:
+    """The command under the README's `<!-- MARK` line, as .ci/run finds it: the first line of the next block."""
     lines = (REPO / "README.md").read_text(encoding="utf-8").split("\n")
     at = next(i for i, line in enumerate(lines) if line.startswith(f"<!-- {mark}"))
-    return lines[at + 2]
+    fence = next(i for i in range(at, len(lines)) if lines[i].startswith("```"))
+    return lines[fence + 1]
 
 
 @pytest.fixture
@@ -178,10 +190,23 @@ def test_python_compiles(block: Block) -> None:
 
 
 @pytest.mark.parametrize("block", _ids({"run"}), ids=str)
-def test_runnable_blocks_run(block: Block, scratch: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_runnable_blocks_run(block: Block, scratch: Path, capsys: pytest.CaptureFixture[str],
+                             aws_credentials: str) -> None:
     if block.lang == "python":
-        namespace: dict[str, object] = {"__name__": "__docs__", "my_module": _tiny_module()}
-        exec(compile(block.code, str(block), "exec"), namespace)
+        namespace: dict[str, object] = {"__name__": "__docs__", **_yours(block)}
+        if "moto" not in block.why:
+            exec(compile(block.code, str(block), "exec"), namespace)
+            return
+        import boto3
+        from moto import mock_aws
+
+        with mock_aws():
+            for bucket in re.findall(r"s3://([a-z0-9.-]+)/", block.code):
+                boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=bucket)
+            exec(compile(block.code, str(block), "exec"), namespace)
+            keys = [o["Key"] for o in boto3.client("s3", region_name="us-east-1").list_objects_v2(
+                Bucket=bucket)["Contents"]]
+        assert any(key.endswith("manifest.json") for key in keys), f"{block}: no checkpoint was committed: {keys}"
         return
     from sm_dist.cli import main
 
@@ -192,10 +217,37 @@ def test_runnable_blocks_run(block: Block, scratch: Path, capsys: pytest.Capture
             assert expected in shown, f"{block}: the page says\n{expected}\nthe command printed\n{shown}"
 
 
-def _tiny_module() -> object:
-    """`my_module` of the estimate guide: any nn.Module."""
+def _yours(block: Block) -> dict[str, object]:
+    """What a block leaves to the reader ("... are yours"): a small stand-in for each name it uses."""
     torch = pytest.importorskip("torch")
-    return torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    from sm_dist.runtime import ResumableDistributedSampler
+
+    class Schedule:  # a scheduler's part the checkpointer uses: its state
+        def __init__(self) -> None:
+            self.steps = 0
+
+        def step(self) -> None:
+            self.steps += 1
+
+        def state_dict(self) -> dict[str, int]:
+            return {"steps": self.steps}
+
+        def load_state_dict(self, state: dict[str, int]) -> None:
+            self.steps = state["steps"]
+
+    def train_step(model: object, opt: object, sched: Schedule) -> None:
+        opt.step()  # type: ignore[attr-defined]
+        sched.step()
+
+    names: dict[str, object] = {
+        "my_module": torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10)),
+        "build_model": lambda: torch.nn.Linear(8, 2),
+        "sampler": ResumableDistributedSampler(16),
+        "sched": Schedule(),
+        "total_steps": 400,  # two checkpoints at the guide's interval_steps=200
+        "train_step": train_step,
+    }
+    return {name: value for name, value in names.items() if re.search(rf"\b{name}\b", block.code)}
 
 
 @pytest.mark.slow

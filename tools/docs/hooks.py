@@ -29,8 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # document the checkout the site is built from, whatever sm_dist is installed
     sys.path.insert(0, str(ROOT))
 NOTEBOOK = "notebooks/quickstart.ipynb"
-#: Terminal width argparse formats the help with (it reads $COLUMNS), so the page is the same everywhere.
-HELP_COLUMNS = "100"
+#: Terminal width argparse formats the help with (it reads $COLUMNS): the same page everywhere, as wide as the
+#: page's code blocks (no horizontal scrolling at 1280 px).
+HELP_COLUMNS = "76"
 
 
 # --- the CLI reference -------------------------------------------------------------------------------------------
