@@ -279,6 +279,11 @@ def channel_warnings(channels: Mapping[str, Channel], uploads: tuple[DataUpload,
         if sharded and len(upload.data.files) < instance_count:
             warnings.append(f"channel {upload.channel}: {len(upload.data.files)} files for {instance_count} instances "
                             "under ShardedByS3Key: some instances get no data (and are billed); split it into more files")
+        elif sharded and len(upload.data.files) % instance_count:
+            warnings.append(f"channel {upload.channel}: {len(upload.data.files)} files under ShardedByS3Key on "
+                            f"{instance_count} instances: the hosts get different numbers of files, which "
+                            f"runtime.channel_files refuses at start-up (a loader per host would hang at the epoch's "
+                            f"end); give it a multiple of {instance_count} files")
         if channel.mode is InputMode.FILE:
             per_instance += upload.data.total_bytes / (instance_count if sharded else 1)
     if not local_nvme and per_instance > volume_gb * 2**30:

@@ -39,7 +39,8 @@ def _cost_lines(plan: Plan) -> list[str]:
                      f"{chain.link_runtime_s} s){spot}")
         if chain.types:
             how = ("the next job after a capacity error uses the next" if plan.request.get("EnableManagedSpotTraining")
-                   else "each job asks for them in order (InstancePreferences)")
+                   else "each job asks for them in order (InstancePreferences: the quota of every one must "
+                   "cover the job)")
             lines.append(f"  fallbacks    {' then '.join(chain.instance_types())}: {how}; each checked as instance_type")
     row = plan.sizing.row
     if row is not None and row.cost is not None and row.hours is not None:

@@ -17,6 +17,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from sm_dist.errors import ConfigError
 from sm_dist.runtime.sampler import ResumableDistributedSampler
+from sm_dist.runtime.shards import check_shares
 
 if TYPE_CHECKING:
     from sm_dist.container.env import RunEnv
@@ -88,7 +89,9 @@ def channel_files(name: str, env: RunEnv | None = None, pattern: str = "**/*") -
     indexed over them resumes exactly through the resumable sampler.
 
     Under `ShardedByS3Key` each host holds its own share: the files (and a dataset of them) differ per
-    host; shard such data per host (`num_replicas=ctx.local_world_size`, `rank=ctx.local_rank`).
+    host; shard such data per host (`num_replicas=ctx.local_world_size`, `rank=ctx.local_rank`). Hosts
+    given different numbers of files are refused here, in one line, rather than left to hang at the
+    first epoch's end (`sm_dist.runtime.shards`; with a process group).
     """
     from sm_dist.container.env import detect_env
 
@@ -99,7 +102,9 @@ def channel_files(name: str, env: RunEnv | None = None, pattern: str = "**/*") -
         raise ConfigError("channel", name, f"no such data channel in this job (channels: {known}); pass it with "
                           f"inputs={{{name!r}: ...}} (--input {name}=...)")
     root = Path(folder)
-    return sorted((p for p in root.glob(pattern) if p.is_file()), key=lambda p: p.relative_to(root).as_posix())
+    files = sorted((p for p in root.glob(pattern) if p.is_file()), key=lambda p: p.relative_to(root).as_posix())
+    check_shares(name, len(files), run_env.current_host, run_env.hosts)
+    return files
 
 
 __all__ = ["ResumableLoader", "build_dataloader", "channel_files"]

@@ -114,6 +114,7 @@ def test_on_demand_asks_for_the_fallbacks_in_order_and_spot_moves_the_next_job()
     p4de = on_demand.chain.price("ml.p4de.24xlarge")
     assert p4de is not None and 0 < p4de < (on_demand.chain.usd_per_hour or 0)  # 2 × its own $/h, below p5's
     assert "fallbacks    ml.p5.48xlarge then ml.p4de.24xlarge then ml.p4d.24xlarge: each job asks" in str(on_demand)
+    assert "the quota of every one must cover the job" in str(on_demand)
     tags = {t["Key"]: t["Value"] for t in on_demand.request["Tags"]}
     assert ChainPolicy.from_tag(tags["sm-dist:chain"]) == on_demand.chain
     spot = _plan(instance_type="ml.p5.48xlarge", spot=True, fallback_instance_types=["ml.p4de.24xlarge"])
