@@ -46,7 +46,7 @@ from typing import cast
 from sm_dist.container import reaper, requirements, worker
 from sm_dist.container.end_watch import Action, EndWatch, live_children
 from sm_dist.container.failure_text import FAILURE_MAX_CHARS, compose, where_logs_are
-from sm_dist.container.failure_watch import FailureWatch
+from sm_dist.container.failure_watch import FailureWatch, shared_view
 from sm_dist.container.hang_watch import HangWatch
 from sm_dist.container.launcher_env import (
     check_torch,
@@ -319,7 +319,8 @@ def launch(env: Mapping[str, str] | None = None) -> int:
     (state_dir / worker.STARTED_FILE).write_text(repr(time.time()), encoding="utf-8")
     try:
         watch = FailureWatch(topo.current_host, checkpoint_folder(root, spec), work_dir=code_dir,
-                             max_restarts=spec.max_restarts)
+                             max_restarts=spec.max_restarts, shared=shared_view(root, env, topo.nnodes),
+                             deciding=state_dir / worker.DECIDING_FILE)
         ends = EndWatch(state_dir, topo.nproc_per_node)
         hangs = HangWatch(state_dir, topo.current_host, spec.hang_timeout_s)
         sup = Supervisor(argv, worker_env(env, topo, root, code_dir, marker, state_dir, spec), code_dir, watch,

@@ -54,6 +54,11 @@ RESTORE_ENV = "SM_DIST_RESTORE_CHECKPOINT_FOLDER"
 HOST_ADDR_ENV = "SM_DIST_HOST_ADDR"
 #: Written by the launcher into STATE_ENV's folder when it stops torchrun instead of letting it restart.
 STOP_FILE = "stop"
+#: In STATE_ENV's folder while the launcher asks whether a restart can help (the run's checkpoint URI, seconds):
+#: a worker torchrun restarts meanwhile waits for the answer (STOP_FILE or not) before it runs the script.
+DECIDING_FILE = "deciding"
+#: The longest a worker waits for that answer (the launcher's question gives up after 60 s).
+DECIDING_WAIT_S = 90.0
 #: Written by the launcher into STATE_ENV's folder when it starts: files older than it are not the script's.
 STARTED_FILE = "started"
 #: In STATE_ENV's folder: `finished/<local rank>` once that rank's script finished and
@@ -171,10 +176,7 @@ def prepare(env: Mapping[str, str]) -> dict[str, str]:
     state = env.get(STATE_ENV)
     if not state:
         return {}
-    stop = Path(state) / STOP_FILE
-    if stop.is_file():
-        say(f"not starting the script again: {stop.read_text(encoding='utf-8', errors='replace')}")
-        raise SystemExit(1)
+    _exit_if_stopped(Path(state))
     if env.get(RESTORE_ENV) != "1":
         return {}
     rounds = Path(state) / "rounds"
@@ -206,8 +208,20 @@ def prepare(env: Mapping[str, str]) -> dict[str, str]:
                 "checkpoint folder (SM_CHECKPOINT_DIR)")
         _restore([*command, "--outside", json.dumps([f.key() for f in outside])], env)
         _name_restored(command, env)
+        _exit_if_stopped(Path(state))  # the launcher may have decided while this host restored
     ready.touch()
     return {}
+
+
+def _exit_if_stopped(state: Path) -> None:
+    """Exit 1 when the launcher gave up (STOP_FILE), once it is no longer deciding whether to."""
+    stop = state / STOP_FILE
+    deadline = time.monotonic() + DECIDING_WAIT_S
+    while (state / DECIDING_FILE).exists() and not stop.exists() and time.monotonic() < deadline:
+        time.sleep(_POLL_S)
+    if stop.is_file():
+        say(f"not starting the script again: {stop.read_text(encoding='utf-8', errors='replace')}")
+        raise SystemExit(1)
 
 
 def _name_restored(command: list[str], env: Mapping[str, str]) -> None:

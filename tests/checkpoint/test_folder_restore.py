@@ -153,3 +153,18 @@ def test_run_reports_and_never_raises(tmp_path: Path, caplog: pytest.LogCaptureF
     assert fr.main(["--folder", str(host), "--uri", "s3://", "--host", "algo-2", "--reason-file", str(reason)]) == 1
     assert "checkpoint folder restore failed: ConfigError" in caplog.text
     assert reason.read_text().startswith("ConfigError: ") and "\n" not in reason.read_text()  # the worker's one line
+
+
+def test_the_uri_says_whether_any_host_saved_since_a_moment(s3, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The failure watch's question on a job of several hosts (sm_dist.container.restore.written_since):
+    keys written at the URI since the start, SageMaker's markers left out; 4 when the URI cannot be read."""
+    from sm_dist.container.restore import written_since as ws
+
+    s3.put_object(Bucket="ckpt", Key="run/state.pt.sagemaker-uploaded", Body=b"")
+    start = time.time() - 1  # S3's LastModified has whole seconds
+    assert ws.main(["--uri", "s3://ckpt/run", "--since", repr(start + 3600)]) == ws.NONE  # nothing since then
+    s3.put_object(Bucket="ckpt", Key="run/state.pt", Body=b"rank 0 on algo-1")
+    assert ws.main(["--uri", "s3://ckpt/run", "--since", repr(start)]) == ws.FOUND
+    assert capsys.readouterr().out.splitlines()[-1] == "state.pt"
+    assert ws.main(["--uri", "s3://no-such-bucket/run", "--since", repr(start)]) == ws.CANNOT_TELL
+    assert "cannot read s3://no-such-bucket/run" in capsys.readouterr().err

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sm_dist.container import launcher
+from sm_dist.container import failure_watch, launcher
 from sm_dist.container.failure_watch import FailureWatch
 
 FAILED = "E1124 14:41:13.491000 8114 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: {code}) local_rank: 0 (pid: 8119) of binary: /usr/bin/python3"
@@ -182,3 +182,75 @@ def test_a_program_error_before_any_checkpoint_is_not_restarted(tmp_path: Path, 
                        FAILED.format(code=1)]) == []
     unknown = FailureWatch("algo-2", None, work_dir=code)  # checkpoints straight to S3: nothing to look at
     assert feed(unknown, [*USERS_OWN, FAILED.format(code=1)]) == []
+
+
+def test_a_checkpoint_another_host_wrote_counts_before_calling_an_error_a_replay(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rank 0 saves on algo-1 only (the common DDP pattern): algo-2's own folder stays as it started, but
+    the run's checkpoint URI, which every host's folder syncs to and a restart restores from, holds
+    algo-1's state.pt written since the start. algo-2's ValueError is restarted, as torchrun would; only
+    a run whose URI holds nothing new since the start is a replay; one whose URI cannot be read is not
+    called one (restarted: the same-error rule decides at the next failure)."""
+    ckpt, code, tmp, uri = tmp_path / "checkpoints", tmp_path / "code", tmp_path / "tmp", tmp_path / "uri"
+    for folder in (ckpt, code, tmp, uri):
+        folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    (uri / "restored-at-start.pt").write_bytes(b"x")  # an earlier job's: older than this host's start
+    os.utime(uri / "restored-at-start.pt", (time.time() - 60, time.time() - 60))
+    watch = FailureWatch("algo-2", ckpt, work_dir=code, shared=failure_watch.uri_view(str(uri), {}, wait=0))
+    (uri / "state.pt").write_bytes(b"step 2")  # uploaded from algo-1's folder
+    (uri / "state.pt.sagemaker-uploading").write_bytes(b"")
+    assert feed(watch, [*USERS_OWN, FAILED.format(code=1)]) == []
+    assert watch.restarts == ["rank 1 — ValueError: shape mismatch in batch 3 on rank 1 at raises.py:22 in check_batch"]
+    (uri / "state.pt").unlink()  # nothing new at the URI (a marker is not a checkpoint): a replay
+    [verdict] = feed(FailureWatch("algo-2", ckpt, work_dir=code, shared=failure_watch.uri_view(str(uri), {}, wait=0)),
+                     [*USERS_OWN, FAILED.format(code=1)])
+    assert verdict.endswith("(no checkpoint was written since the job started, on any host)"), verdict
+    for cannot_tell in (failure_watch.uri_view(str(uri), {"SM_DIST_NETWORK_ISOLATION": "1"}),  # no S3 in the container
+                        failure_watch.uri_view(None, {}), failure_watch.shared_view(tmp_path, {}, hosts=2)):  # no URI
+        watch = FailureWatch("algo-2", ckpt, work_dir=code, shared=cannot_tell)
+        assert feed(watch, [*USERS_OWN, FAILED.format(code=1)]) == [] and watch.restarts
+    assert failure_watch.shared_view(tmp_path, {}, hosts=1) is None  # one host: its folder is the run's
+
+
+def test_a_restarted_worker_waits_while_the_launcher_asks_the_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The URI's answer takes seconds (a subprocess, a second look): torchrun may start the workers again
+    meanwhile. `deciding` exists while the watch asks; a worker waits for it to go (restart) or for the
+    stop file the launcher writes after a replay's verdict, and does not run the script then."""
+    import threading
+
+    from sm_dist.container import worker
+
+    ckpt, code, state = tmp_path / "checkpoints", tmp_path / "code", tmp_path / "state"
+    for folder in (ckpt, code, state):
+        folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    deciding, seen = state / worker.DECIDING_FILE, []
+
+    def asked(answer: bool) -> failure_watch.SharedView:
+        return lambda _since: seen.append(deciding.exists()) or answer  # type: ignore[func-returns-value]
+
+    restarted = FailureWatch("algo-2", ckpt, work_dir=code, shared=asked(True), deciding=deciding)
+    assert feed(restarted, [*USERS_OWN, FAILED.format(code=1)]) == [] and not deciding.exists()
+    replayed = FailureWatch("algo-2", ckpt, work_dir=code, shared=asked(False), deciding=deciding)
+    assert len(feed(replayed, [*USERS_OWN, FAILED.format(code=1)])) == 1 and deciding.exists() and seen == [True, True]
+    threading.Timer(0.2, (state / worker.STOP_FILE).write_text, ["ValueError ...; not restarted"]).start()
+    with pytest.raises(SystemExit) as stopped:
+        worker._exit_if_stopped(state)  # waits for the launcher's answer: the stop file
+    assert stopped.value.code == 1
+
+
+def test_a_checkpoint_saved_again_at_the_same_step_is_no_progress(tmp_path: Path) -> None:
+    """Rank 0 saves state.pt of step 2 in every attempt and rank 1 raises at step 4: the file changes, the
+    point a restart resumes from does not. The second failure from the same checkpoint stops."""
+    torch = pytest.importorskip("torch")
+    ckpt = tmp_path / "checkpoints"
+    ckpt.mkdir()
+    watch = FailureWatch("algo-2", ckpt)
+    error = traceback("ValueError: label out of range at step 4")
+    torch.save({"step": 2}, ckpt / "state.pt")  # the first attempt's (restored here before the second)
+    assert feed(watch, [*error, FAILED.format(code=1)]) == []
+    torch.save({"step": 2}, ckpt / "state.pt")
+    os.utime(ckpt / "state.pt", (time.time() + 5, time.time() + 5))  # written again: a newer file, the same step
+    [verdict] = feed(watch, [*error, FAILED.format(code=1)])
+    assert verdict.endswith("not restarted: the same error again, with no new checkpoint since (1 restart spent on it)")
