@@ -1,12 +1,12 @@
 """The job itself, under the stack's role with IAM enforced: nothing it needs is denied.
 
-`sm-dist infra deploy` into moto's server, then the README job planned with that stack (2 hosts, sagemaker-sync
-checkpoints) and started as SageMaker starts it: each host's PID 1 (`python3 -m sm_dist.container.launcher`)
-in a folder laid out as /opt/ml, with the role's own STS credentials and moto's S3 as its endpoint, and moto's
-IAM enforcement switched on (every request signed by a known key and allowed by that key's policies, moto's
-evaluator). The platform's checkpoint upload (SageMaker's, done with the same role) is local mode's sync over a
-client with those credentials. A rank is killed while it saves; the restarted hosts restore their folders from
-S3 (the container lists and reads the checkpoint prefix itself) and the job completes on both hosts.
+`sm-dist infra deploy` into moto's server, then the README's cnn.py planned with that stack (2 hosts of one process
+each, sagemaker-sync checkpoints) and started as SageMaker starts it: each host's PID 1 (`python3 -m
+sm_dist.container.launcher`) in a folder laid out as /opt/ml, with the role's own STS credentials and moto's S3 as its
+endpoint, and moto's IAM enforcement switched on (every request signed by a known key and allowed by that key's
+policies, moto's evaluator). The platform's checkpoint upload (SageMaker's, done with the same role) is local mode's
+sync over a client with those credentials. A rank is killed while it saves; the restarted hosts restore their
+folders from S3 (the container lists and reads the checkpoint prefix itself) and the job completes on both hosts.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def test_the_job_under_its_role_with_iam_enforced_completes_after_a_kill(
     session = boto3.Session(region_name="us-east-1")
     out = stack.deploy("enforced", {"Prefix": "team"}, session=session, poll_seconds=0).outputs
     plan = sm_dist.plan("cnn.py", source_dir=str(ENTRYPOINTS), instance_type="ml.g5.xlarge", instance_count=2,
-                        nproc_per_node=2, hyperparameters={"steps": "12"}, checkpoint_interval_steps=4,
+                        nproc_per_node=1, hyperparameters={"steps": "12"}, checkpoint_interval_steps=4,
                         checkpoint_mode="sagemaker-sync", infra_stack="enforced", session=session, max_runtime_s=900)
     assert plan.checkpoint_uri.startswith(out["checkpoint_uri"] + "/")
     store_as_iam_does(out["role_arn"])

@@ -1,15 +1,19 @@
 """Local mode end to end: the real plan, launcher, torchrun, runtime and checkpoints (CPU, gloo).
 
 Kept small for 2 shared cores: the CNN at 16 steps on 1024 synthetic samples (8 steps an
-epoch, a checkpoint every 4 steps, so resumes land mid-epoch and runs cross an epoch). The kill and
-spot runs use 2 hosts × 2 processes, as the README's main job does (4 gloo ranks: the case where DDP's
-bucket rebuild used to break bit-identical resume). The uninterrupted run both must match is the
-`--verify` run of the kill test, whose job also serves the checks every local job must pass.
+epoch, a checkpoint every 4 steps, so resumes land mid-epoch and runs cross an epoch), with dropout and
+a cosine schedule after a warm-up, so a resume is bit-identical only if the RNG streams, the schedule
+and the sampler's place all come back. The kill and spot runs use 2 hosts × 2 processes, as the README's
+main job does (4 gloo ranks: the case where DDP's bucket rebuild used to break bit-identical resume).
+The uninterrupted run both must match is the `--verify` run of the kill test, whose job also serves the
+checks every local job must pass; it runs under network isolation (no S3 in the containers: the restarted
+hosts restore from each other, docs/PLATFORM.md §1.7.1), while the spot test's hosts restore from S3.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +27,7 @@ from sm_dist.local import run as run_local
 from sm_dist.planning.plan import Plan
 
 pytestmark = pytest.mark.slow
-CNN_HPS = {"steps": "16", "dataset-size": "1024"}
+CNN_HPS = {"steps": "16", "dataset-size": "1024", "dropout": "0.2", "lr-schedule": "cosine", "warmup-steps": "5"}
 #: Short grace in tests: the runtime commits its SIGTERM checkpoint within a second or two.
 GRACE = 60.0
 
@@ -51,9 +55,9 @@ def text(job: LocalJob, host: str | None = None) -> str:
 
 @pytest.fixture(scope="module")
 def kill_job(tmp_path_factory: pytest.TempPathFactory) -> LocalJob:
-    """kill:6 with --verify: the chaos run and the uninterrupted run of the same plan."""
+    """kill:6 with --verify on two isolated hosts: the chaos run and the uninterrupted run of the same plan."""
     tmp = tmp_path_factory.mktemp("kill")
-    return run(tmp, make_plan(tmp / "src"), chaos=["kill:6"], verify=True)
+    return run(tmp, make_plan(tmp / "src", network_isolation=True), chaos=["kill:6"], verify=True)
 
 
 def test_kill_survives_with_identical_model(kill_job: LocalJob) -> None:
@@ -67,6 +71,12 @@ def test_kill_survives_with_identical_model(kill_job: LocalJob) -> None:
     assert s.verified is True, explain(kill_job)
     assert s.model_sha256 == s.verify_model_sha256
     assert kill_job.verify_run is not None and kill_job.verify_run.progress.resumed_from == []
+    # without S3 in the containers, both restarted hosts restored their folders from the other host
+    logs = text(kill_job)
+    restored = re.findall(r"(algo-\d): checkpoint folder restored from the other hosts .*: (\d+) file\(s\) fetched", logs)
+    assert {host for host, _ in restored} == {"algo-1", "algo-2"}, explain(kill_job)
+    assert any(host == "algo-2" and int(n) > 0 for host, n in restored)  # rank 0's checkpoint, from algo-1
+    assert "credentials" not in logs.lower()  # nothing in the containers asked S3
 
 
 def test_spot_interruption_with_s3_faults(kill_job: LocalJob, tmp_path: Path) -> None:
@@ -117,27 +127,22 @@ def test_two_hosts_two_processes(kill_job: LocalJob) -> None:
     assert s.cost.local_usd == 0.0 and s.cost.sagemaker_usd > 0 and job.cost().usd == 0.0
 
 
-def test_a_sharded_strategy_reaches_every_host(tmp_path: Path) -> None:
-    """The plan's strategy is in every host's job spec and the runtime trains with it. Each workload
-    under each sharded strategy is tests/workloads/test_entrypoints.py's (torchrun, no local mode)."""
-    small = {"steps": "2", "dataset-tokens": "8192", "seq-len": "32"}
-    job = run(tmp_path, make_plan(tmp_path / "src", entry="gpt.py", strategy="fsdp", hyperparameters=small))
-    s = job.summary()
-    assert s.status == "Completed", explain(job)
-    assert s.steps == 2 and s.model_sha256, explain(job)
-    spec = json.loads((job.root / "hosts" / "algo-2" / "input" / "data" / "code" / "sm_dist_job.json").read_text())
-    assert spec["strategy"] == "fsdp"  # what every host's launcher and runtime read
-
-
-def test_cli_fit_local_json(tmp_path: Path) -> None:
-    """`sm-dist fit --local --json --logs`: one JSON object on stdout, the hosts' logs on stderr."""
+def test_cli_fit_local_json_with_a_sharded_strategy(tmp_path: Path) -> None:
+    """`sm-dist fit --local --json --logs`: one JSON object on stdout, the hosts' logs on stderr. The job
+    is gpt.py under fsdp on 2 hosts: the plan's strategy is in every host's job spec and the runtime
+    trains with it (each workload under each sharded strategy is tests/workloads/test_entrypoints.py's)."""
     src = tmp_path / "src"
     src.mkdir()
-    argv = [sys.executable, "-m", "sm_dist.cli", "fit", "cnn.py", "--local", "--json", "--source-dir", str(src),
-            "--instance-type", "ml.g5.xlarge", "--instance-count", "2", "--nproc-per-node", "1",
-            "--hp", "steps=2", "--hp", "dataset-size=128", "--local-root", str(tmp_path / "root"), "--logs"]
+    argv = [sys.executable, "-m", "sm_dist.cli", "fit", "gpt.py", "--local", "--json", "--source-dir", str(src),
+            "--instance-type", "ml.g5.xlarge", "--instance-count", "2", "--nproc-per-node", "1", "--strategy", "fsdp",
+            "--hp", "steps=2", "--hp", "dataset-tokens=8192", "--hp", "seq-len=32",
+            "--local-root", str(tmp_path / "root"), "--logs"]
     out = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-4000:]
     summary = json.loads(out.stdout)
     assert (summary["status"], summary["steps"], summary["restarts"], summary["verified"]) == ("Completed", 2, 0, None)
+    assert summary["model_sha256"], summary
     assert "[algo-2] " in out.stderr
+    spec = json.loads((tmp_path / "root" / "run" / "hosts" / "algo-2" / "input" / "data" / "code" /
+                       "sm_dist_job.json").read_text())
+    assert spec["strategy"] == "fsdp"  # what every host's launcher and runtime read

@@ -22,8 +22,9 @@ import pytest
 
 pytestmark = pytest.mark.slow
 BYO = Path(__file__).with_name("byo")
-#: The watch's timeout in these tests, and what the issue allows on top of it before the job moves on.
-TIMEOUT_S = 15
+#: The watch's timeout in these tests (each hang sits through it; the steps they time are 0.3-0.5 s apart,
+#: and start-up, restore and resume are not timed), and what the issue allows on top of it before the job moves on.
+TIMEOUT_S = 8
 ALLOWED_S = TIMEOUT_S + 60
 
 
@@ -67,41 +68,32 @@ def _marked(mark: str) -> list[int]:
     return found
 
 
-def test_a_rank_that_stops_is_named_and_the_job_recovers_from_its_checkpoint(tmp_path: Path) -> None:
+def test_a_rank_that_stops_is_named_restarted_and_fails_the_job_when_it_stops_there_again(tmp_path: Path) -> None:
     """The issue's script: rank 1 (algo-2) stops at step 5. The watch dumps the stacks, names rank 1 and
-    its line, kills the ranks; torchrun restarts them, they resume after step 4 and finish."""
-    code, s, _ = _fit(tmp_path, "hangs_at_step.py", "--hang-timeout-s", str(TIMEOUT_S), "--", "--once")
-    assert code == 0, s
-    assert s["status"] == "Completed" and s["in_job_restarts"] >= 1
-    assert any(w.startswith("hang: rank 1 on algo-2 made no progress for 1") and
-               "(rank 1 at hangs_at_step.py, line 19, in wait_forever)" in w for w in s["warnings"]), s["warnings"]
+    its line, kills the ranks; torchrun restarts them and they resume after step 4, where rank 1 stops
+    again: the same place, so the job fails with its stack. One job serves both hangs; that a restarted
+    job runs on to the end is the chaos hang test's (the same watch, the same restart)."""
+    code, s, ended = _fit(tmp_path, "hangs_at_step.py", "--hang-timeout-s", str(TIMEOUT_S))
+    assert code != 0 and s["status"] == "Failed", s
+    [first] = [w for w in s["warnings"] if w.startswith("hang: ")]  # the first, restarted; the second is the error
+    assert re.match(r"hang: rank 1 on algo-2 made no progress for \d+ s", first), s["warnings"]
+    assert "(rank 1 at hangs_at_step.py, line 19, in wait_forever)" in first and "restarting the workers" in first
+    assert re.match(r"hang: rank 1 on algo-2 made no progress for \d+ s", s["error"]), s["error"]
+    assert "the same place as the hang before it: not restarted" in s["error"]
+    assert "Stack, most recent call first: rank 1: hangs_at_step.py, line 19, in wait_forever" in s["error"]
+    assert s["failures"]["algo-2"].startswith("hang: rank 1 on algo-2")  # output/failure: FailureReason
     algo1, algo2 = _log(tmp_path, "algo-1"), _log(tmp_path, "algo-2")
     assert '[sm_dist launcher]     File "' in algo2 and "in wait_forever" in algo2  # every rank's stack
     # algo-1's watch fires within a second of algo-2's: rank 0 waits in the all-reduce, or is already gone
     # (algo-2's kill closed its connection); never is it named as the rank that stopped
-    assert "[sm_dist] hang: " not in algo1
-    hung, = _times(algo2, "rank 1 stops at step 5")
-    resumed = [t for t in _times(algo1, "rank 0 resumed after step 4")]
-    next_step = [t for t in _times(algo1, "step 5") if t > hung]
-    assert resumed and next_step, algo1[-3000:]
-    print(f"hang -> resumed {resumed[0] - hung:.1f} s, hang -> step 5 done {next_step[0] - hung:.1f} s "
+    until_resumed = algo1.split("rank 0 resumed after step 4")[0]
+    assert "[sm_dist] hang: " not in until_resumed, until_resumed[-3000:]
+    hangs = _times(algo2, "rank 1 stops at step 5")
+    resumed = [t for t in _times(algo1, "rank 0 resumed after step 4") if t > hangs[0]]
+    assert len(hangs) == 2 and resumed, (hangs, algo1[-3000:])
+    print(f"hang -> resumed {resumed[0] - hangs[0]:.1f} s, second hang -> job ended {ended - hangs[1]:.1f} s "
           f"(hang_timeout_s {TIMEOUT_S})")
-    assert next_step[0] - hung <= ALLOWED_S
-
-
-def test_a_rank_that_stops_at_the_same_place_again_fails_the_job_with_its_stack(tmp_path: Path) -> None:
-    code, s, ended = _fit(tmp_path, "hangs_at_step.py", "--hang-timeout-s", str(TIMEOUT_S))
-    assert code != 0 and s["status"] == "Failed", s
-    assert s["error"].startswith("hang: rank 1 on algo-2 made no progress for 1"), s["error"]
-    assert "the same place as the hang before it: not restarted" in s["error"]
-    assert "Stack, most recent call first: rank 1: hangs_at_step.py, line 19, in wait_forever" in s["error"]
-    assert s["failures"]["algo-2"].startswith("hang: rank 1 on algo-2")  # output/failure: FailureReason
-    assert [w for w in s["warnings"] if w.startswith("hang: ")] == [  # the first, restarted; the second is the error
-        next(w for w in s["warnings"] if "restarting the workers" in w)]
-    hangs = _times(_log(tmp_path, "algo-2"), "rank 1 stops at step 5")
-    assert len(hangs) == 2, hangs
-    print(f"second hang -> job ended {ended - hangs[1]:.1f} s (hang_timeout_s {TIMEOUT_S})")
-    assert ended - hangs[1] <= ALLOWED_S
+    assert resumed[0] - hangs[0] <= ALLOWED_S and ended - hangs[1] <= ALLOWED_S
 
 
 def test_chaos_hang_stops_a_rank_and_the_watch_recovers_the_job(tmp_path: Path) -> None:

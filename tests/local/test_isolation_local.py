@@ -3,8 +3,9 @@
 A probe script (tests/local/byo/probe_s3.py) lists the local S3 endpoint's buckets with boto3, as a
 script in the container would. Without isolation it does (local mode's endpoint and fake keys are in
 its environment); with `network_isolation=True` it is refused — no endpoint, no credentials — while
-the emulated CheckpointConfig sync, which is the platform's, still runs. And the README's job on two
-isolated hosts survives a killed rank: the restarted hosts restore from each other (§1.7.1).
+the emulated CheckpointConfig sync, which is the platform's, still runs. That the README's job on two
+isolated hosts survives a killed rank, the restarted hosts restoring from each other (§1.7.1), is
+tests/local/test_cnn_local.py's kill test (its job runs isolated).
 """
 
 from __future__ import annotations
@@ -65,25 +66,3 @@ def test_a_script_lists_the_local_endpoint_only_without_isolation(tmp_path: Path
     assert said.startswith("refused: NoCredentialsError"), said
     assert "AWS_ENDPOINT_URL_S3" not in names and "AWS_ACCESS_KEY_ID" not in names
 
-
-@pytest.mark.slow
-def test_the_readme_job_on_two_isolated_hosts_resumes_after_a_kill(tmp_path: Path) -> None:
-    """`sm-dist fit cnn.py --local --instance-count 2 --nproc-per-node 2 --network-isolation --chaos kill:6
-    --verify` (16 steps of 1024 samples, a checkpoint every 4): without S3 in the containers the restart
-    resumes from the other host's checkpoint and ends with the uninterrupted run's weights."""
-    src = tmp_path / "src"
-    src.mkdir()  # an empty source dir: the bundle is sm_dist and its entrypoint
-    job = sm_dist.fit("cnn.py", source_dir=str(src), local=True, instance_type="ml.g5.xlarge", instance_count=2,
-                      nproc_per_node=2, checkpoint_interval_steps=4, network_isolation=True,
-                      hyperparameters={"steps": "16", "dataset-size": "1024"},
-                      local_options=LocalOptions(root=tmp_path / "root", chaos=["kill:6"], verify=True, echo=False,
-                                                 grace_seconds=60.0))
-    s = job.summary()
-    logs = "\n".join(job.logs())
-    assert s.status == "Completed" and s.chaos_fired == ("kill:6",), f"{s}\n{logs[-6000:]}"
-    assert s.in_job_restarts >= 1 and s.resumed_from and s.resumed_from[0] >= 4, s
-    assert s.verified is True, s
-    restored = re.findall(r"(algo-\d): checkpoint folder restored from the other hosts .*: (\d+) file\(s\) fetched", logs)
-    assert {host for host, _ in restored} == {"algo-1", "algo-2"}, logs[-6000:]
-    assert any(host == "algo-2" and int(n) > 0 for host, n in restored)  # rank 0's checkpoint, from algo-1
-    assert "credentials" not in logs.lower()  # nothing in the containers asked S3

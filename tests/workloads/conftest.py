@@ -1,7 +1,7 @@
 """Fixtures for the workload tests: run an entrypoint under torchrun (real processes, gloo, CPU).
 
 Ports, child environments and launching come from the suite's harness (tests/_harness.py);
-`worker_env`, `torchrun_argv` and `HANG_GUARD_S` are re-exported for the test modules here.
+`worker_env` is re-exported for the test modules here.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from _harness import HANG_GUARD_S, free_port, start, torchrun_argv
 from _harness import child_env as worker_env
+from _harness import start, torchrun_argv
 
 from sm_dist._resources import resource_dir
 from sm_dist.contract.log_lines import FinalLine, read_line
 
-__all__ = ["ENTRYPOINTS", "HANG_GUARD_S", "Run", "final_lines", "parse_run", "torchrun_argv", "worker_env"]
+__all__ = ["ENTRYPOINTS", "Run", "final_lines", "parse_run", "worker_env"]
 
 ENTRYPOINTS = resource_dir("entrypoints")
 
@@ -54,8 +54,3 @@ def torchrun(port_factory) -> Iterator[object]:
 
     yield run
 
-
-@pytest.fixture(scope="module")
-def port_factory_module() -> Iterator[object]:
-    """Like the root port_factory, for module-scoped fixtures (which cannot use function fixtures)."""
-    yield free_port
