@@ -242,9 +242,13 @@ def _yours(block: Block) -> dict[str, object]:
     names: dict[str, object] = {
         "my_module": torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10)),
         "build_model": lambda: torch.nn.Linear(8, 2),
+        "MyModel": lambda: torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)),
+        "dataset": torch.utils.data.TensorDataset(torch.randn(64, 8), torch.randint(0, 3, (64,))),
+        "epochs": 1,
+        "accum": 2,
         "sampler": ResumableDistributedSampler(16),
         "sched": Schedule(),
-        "total_steps": 400,  # two checkpoints at the guide's interval_steps=200
+        "total_steps": 200,  # one checkpoint at the guide's interval_steps=200
         "train_step": train_step,
     }
     return {name: value for name, value in names.items() if re.search(rf"\b{name}\b", block.code)}
