@@ -6,7 +6,6 @@ and names the checkpoint a script resuming from "the newest in my folder" takes,
 comes from the checkpoint's own name where its community puts one there:
 
     checkpoint-860              Hugging Face Trainer (its global step)
-    checkpoint_2                Accelerate's automatic naming (the number of saves so far)
     step-00000008, step_8       sm_dist's step folders, DCP scripts
     epoch=19-step=20.ckpt       Lightning's ModelCheckpoint (its global step)
     global_step20               DeepSpeed
@@ -15,6 +14,11 @@ else from the checkpoint's metadata: a `torch.save` file's top-level `global_ste
 last.ckpt), `step`, or `EPOCHS_RUN` (pytorch/examples' snapshot.pt, whose bar counts epochs), read
 from the pickle's opcodes, never by unpickling (nothing in the file is run). Neither: the step is
 None, unknown, never guessed.
+
+Accelerate's automatic naming, `checkpoints/checkpoint_2`, numbers its saves from 0, not steps
+(`save_number`): the newest is the highest number, and its step is known only where the script
+registered an object whose state holds one (`custom_checkpoint_0.pkl`'s top-level `step`);
+`random_states_0.pkl`'s `step` is Accelerate's gradient-accumulation counter, never read.
 """
 
 from __future__ import annotations
@@ -27,8 +31,12 @@ from pathlib import Path
 
 #: A step in a name: "step-8", "step_00000008", "step=20" (Lightning), "global_step20" (DeepSpeed).
 _STEP_RE = re.compile(r"(?:^|[^a-z])step[-_=]?(\d+)", re.IGNORECASE)
-#: Hugging Face's checkpoint-N, Accelerate's checkpoint_N.
-_CHECKPOINT_RE = re.compile(r"^checkpoint[-_](\d+)$", re.IGNORECASE)
+#: Hugging Face's checkpoint-N (its global step).
+_CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$", re.IGNORECASE)
+#: Accelerate's checkpoint_N (ProjectConfiguration(automatic_checkpoint_naming=True)): the Nth save, from 0.
+_SAVE_RE = re.compile(r"^checkpoint_(\d+)$")
+#: What Accelerate names the state of an object the script registered for checkpointing.
+_CUSTOM_RE = re.compile(r"^custom_checkpoint_\d+\.pkl$")
 #: Top-level keys of a torch.save dict that hold the step, in order of preference.
 META_KEYS = ("global_step", "step", "EPOCHS_RUN")
 #: Names that are sync markers or partial writes, never a checkpoint.
@@ -45,6 +53,21 @@ def name_step(name: str) -> int | None:
     stem = name.rstrip("/")
     match = _STEP_RE.search(stem) or _CHECKPOINT_RE.match(stem)
     return int(match.group(1)) if match else None
+
+
+def save_number(name: str) -> int | None:
+    """N of Accelerate's `checkpoint_N` (its saves counted from 0, not a step), else None."""
+    match = _SAVE_RE.match(name.rstrip("/"))
+    return int(match.group(1)) if match else None
+
+
+def _registered_step(folder: Path) -> int | None:
+    """The step an Accelerate save's registered objects record (`custom_checkpoint_N.pkl`), else None."""
+    for path in sorted(p for p in _entries(folder) if _CUSTOM_RE.match(p.name)):
+        step = metadata_step(path)
+        if step is not None:
+            return step
+    return None
 
 
 def _pickle_of(path: Path) -> bytes | None:
@@ -134,6 +157,10 @@ def newest_checkpoint(folder: Path, depth: int = 3) -> tuple[str, int | None] | 
     if named:
         step, name = max(named)
         return name, step
+    saves = [(n, p.name) for p in entries if (n := save_number(p.name)) is not None and p.is_dir()]
+    if saves:
+        name = max(saves)[1]
+        return name, _registered_step(folder / name)
     newest = max(entries, key=lambda p: (_mtime(p), p.name))
     if newest.is_dir() and depth > 1 and not re.search(r"\d", newest.name):
         inner = newest_checkpoint(newest, depth - 1)
@@ -142,4 +169,4 @@ def newest_checkpoint(folder: Path, depth: int = 3) -> tuple[str, int | None] | 
     return newest.name, metadata_step(newest) if newest.is_file() else None
 
 
-__all__ = ["META_KEYS", "metadata_step", "name_step", "newest_checkpoint"]
+__all__ = ["META_KEYS", "metadata_step", "name_step", "newest_checkpoint", "save_number"]

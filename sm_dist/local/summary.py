@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
+from sm_dist.contract.checkpoint_names import save_number
 from sm_dist.local.cost import LocalCost
 
 UNKNOWN = "unknown"
@@ -144,6 +145,9 @@ def _resumed(s: LocalSummary) -> str:
     if s.resumed_from:
         return ", ".join(f"step {n}" for n in s.resumed_from) + where
     if s.resumed_checkpoints:
+        save = save_number(s.resumed_checkpoints[-1].rsplit("/", 1)[-1])
+        if save is not None:  # Accelerate's checkpoint_N counts saves (from 0), not steps
+            return f"save {save}, its step unknown (Accelerate numbers its saves from 0){where}"
         return f"{s.resumed_checkpoints[-1]}  (its step unknown: neither its name nor its metadata holds one)"
     if s.steps_went_back:
         return ", ".join(f"steps went back on {b.host}: {b.from_step} → {b.to_step}" for b in s.steps_went_back[:3])

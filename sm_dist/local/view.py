@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from sm_dist.contract.checkpoint import parse_step
+from sm_dist.contract.checkpoint_names import name_step, save_number
 from sm_dist.notebook.live import PRINT_EVERY, LiveDisplay, in_notebook
 from sm_dist.notebook.markup import escape, table
 
@@ -28,28 +29,40 @@ if TYPE_CHECKING:
     from sm_dist.local.runner import LocalRunner
 
 _NUMBER = re.compile(r"\d")
+#: SageMaker's sync markers beside a checkpoint: never one themselves.
+_MARKERS = (".sagemaker-uploaded", ".sagemaker-uploading", ".sagemaker-ignore")
 #: The last restart's cause is cut to this many characters in the live line (the summary has it whole).
 CAUSE_CHARS = 120
 
 
 def newest_entry(folder: Path, depth: int = 3) -> str | None:
-    """The newest entry of a checkpoint folder (ignoring sync markers): the highest step folder of
-    sm_dist's layout, else the most recently modified entry (a restored folder is newer than the
+    """The newest entry of a checkpoint folder (ignoring sync markers): the highest step or save number
+    in a name (sm_dist's step folders, checkpoint-860, step_8, Accelerate's checkpoint_2: see
+    sm_dist.contract.checkpoint_names), else the most recently modified entry (a restored folder is newer than the
     step it holds: modification times alone would show an older step). A folder whose name holds no
     number only groups checkpoints (Accelerate's `checkpoints/`): its own newest entry is named,
     "checkpoints/checkpoint_3", down to `depth` levels."""
     try:
-        entries = [p for p in folder.iterdir() if not p.name.endswith((".sagemaker-uploaded", ".sagemaker-ignore"))]
+        entries = [p for p in folder.iterdir() if not p.name.endswith(_MARKERS)]
     except OSError:
         return None
     if not entries:
         return None
-    steps = [(step, p.name) for p in entries if (step := parse_step(p.name)) is not None]
+    steps = [(number, p.name) for p in entries if (number := _number(p.name)) is not None]
     if steps:
         return max(steps)[1]
     newest = max(entries, key=lambda p: (p.stat().st_mtime if p.exists() else 0.0, p.name))
     inner = newest_entry(newest, depth - 1) if depth > 1 and newest.is_dir() and not _NUMBER.search(newest.name) else None
     return f"{newest.name}/{inner}" if inner else newest.name
+
+
+def _number(name: str) -> int | None:
+    """The step (sm_dist's step folders, another community's name) or Accelerate's save number in a name."""
+    for read in (parse_step, name_step, save_number):
+        number = read(name)
+        if number is not None:
+            return number
+    return None
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from sm_dist.contract.checkpoint_names import metadata_step, name_step, newest_checkpoint
+from sm_dist.contract.checkpoint_names import metadata_step, name_step, newest_checkpoint, save_number
 from sm_dist.contract.log_lines import RestoredLine, read_line, restored_line
 from sm_dist.local.progress import Progress
 
 
 @pytest.mark.parametrize(("name", "step"), [
     ("checkpoint-860", 860),  # Hugging Face Trainer
-    ("checkpoint_2", 2),  # Accelerate's automatic naming
+    ("checkpoint_2", None),  # Accelerate's automatic naming: its third save, not a step (save_number)
     ("step-00000008", 8),  # sm_dist's step folders
     ("step_8", 8),  # a DCP script's
     ("epoch=19-step=20.ckpt", 20),  # Lightning's ModelCheckpoint: the step, not the epoch
@@ -48,6 +48,20 @@ def _touch(path: Path, when: float, folder: bool = True) -> None:
     os.utime(path, (when, when))
 
 
+def test_accelerates_checkpoint_n_counts_saves_and_a_registered_step_is_read(tmp_path: Path) -> None:
+    """checkpoint_10 is newer than checkpoint_9 whatever the times; its step is known only from an object
+    the script registered (custom_checkpoint_0.pkl), never from random_states_0.pkl's accumulation counter."""
+    torch = pytest.importorskip("torch")
+    assert [save_number(n) for n in ("checkpoint_0", "checkpoint_12", "checkpoint-12", "checkpoints")] == [0, 12, None, None]
+    acc = tmp_path / "checkpoints"
+    for index in (9, 10):
+        _touch(acc / f"checkpoint_{index}", 200 - index)
+        torch.save({"step": 1, "random_state": 3}, acc / f"checkpoint_{index}" / "random_states_0.pkl")
+    assert newest_checkpoint(tmp_path) == ("checkpoints/checkpoint_10", None)
+    torch.save({"step": 33}, acc / "checkpoint_10" / "custom_checkpoint_0.pkl")
+    assert newest_checkpoint(tmp_path) == ("checkpoints/checkpoint_10", 33)
+
+
 def test_the_newest_checkpoint_of_each_kind_of_folder(tmp_path: Path) -> None:
     """The highest step by name, whatever the times (a restored folder is newer than the step it
     holds); Accelerate's checkpoints/ is opened; a file without a step in its name: the newest."""
@@ -64,7 +78,7 @@ def test_the_newest_checkpoint_of_each_kind_of_folder(tmp_path: Path) -> None:
     _touch(dcp / "step_8.sagemaker-uploading", 300, folder=False)
     empty.mkdir()
     assert newest_checkpoint(hf) == ("checkpoint-860", 860)
-    assert newest_checkpoint(acc) == ("checkpoints/checkpoint_2", 2)
+    assert newest_checkpoint(acc) == ("checkpoints/checkpoint_2", None)  # a save number, not a step
     assert newest_checkpoint(light) == ("epoch=1-step=8.ckpt", 8)
     assert newest_checkpoint(dcp) == ("step_4", 4)
     assert newest_checkpoint(empty) is None and newest_checkpoint(tmp_path / "missing") is None
@@ -126,5 +140,8 @@ def test_the_summary_names_the_checkpoint_resumed_from() -> None:
     known = LocalSummary(**base, resumed_from=(20,), resumed_checkpoints=("/opt/ml/checkpoints/checkpoint-20",))
     assert "resumed from    step 20  (/opt/ml/checkpoints/checkpoint-20)" in str(known)
     assert known.to_dict()["resumed_checkpoints"] == ["/opt/ml/checkpoints/checkpoint-20"]
+    accelerate = LocalSummary(**base, resumed_checkpoints=("/opt/ml/checkpoints/checkpoints/checkpoint_2",))
+    assert ("resumed from    save 2, its step unknown (Accelerate numbers its saves from 0)  "
+            "(/opt/ml/checkpoints/checkpoints/checkpoint_2)") in str(accelerate)
     unknown = LocalSummary(**base, resumed_checkpoints=("/opt/ml/checkpoints/model.bin",))
     assert "resumed from    /opt/ml/checkpoints/model.bin  (its step unknown" in str(unknown)

@@ -281,15 +281,18 @@ def test_progress_view_prints_on_change_only(tmp_path: Path) -> None:
 
 def test_the_checkpoint_column_names_a_checkpoint(tmp_path: Path) -> None:
     """Accelerate saves under checkpoints/checkpoint_N: the column named the subfolder ("ckpt checkpoints"),
-    it names the newest checkpoint in it; a step folder or a file is named as it is."""
+    it names the newest checkpoint in it, by its save number (a restored folder's times are the restore's);
+    a step folder or a file is named as it is, a sync marker never."""
     import os
 
     from sm_dist.local.view import newest_entry
 
-    for index in range(3):
+    for index in (0, 1, 2, 10):
         (tmp_path / "checkpoints" / f"checkpoint_{index}").mkdir(parents=True)
-        os.utime(tmp_path / "checkpoints" / f"checkpoint_{index}", (1000 + index, 1000 + index))
-    assert newest_entry(tmp_path) == "checkpoints/checkpoint_2"
+        os.utime(tmp_path / "checkpoints" / f"checkpoint_{index}", (1000 - index, 1000 - index))
+    assert newest_entry(tmp_path) == "checkpoints/checkpoint_10"
+    (tmp_path / "checkpoints" / "checkpoint_11.sagemaker-uploading").write_bytes(b"")
+    assert newest_entry(tmp_path) == "checkpoints/checkpoint_10"
     (tmp_path / "snapshot.pt").write_bytes(b"x")
     assert newest_entry(tmp_path) == "snapshot.pt"
     (tmp_path / "step-000008").mkdir()
