@@ -7,7 +7,7 @@ plus the two free ports this shared machine needs instead of SageMaker's fixed o
 itself provides around the container — /opt/ml and resolvable `algo-N` names — comes from a private
 mount namespace per host (`unshare`). Every worker must see ModelTrainer's variables and
 `SM_CURRENT_HOST_RANK == GROUP_RANK`, exactly as in local mode. The host order past algo-9 (names
-sorted as text) is checked on twelve hosts by tests/local/test_rehearsal.py: the same container code
+sorted as text) is checked on ten hosts by tests/local/test_rehearsal.py: the same container code
 reads the same resourceconfig.json there, so two hosts are enough here.
 """
 

@@ -45,8 +45,11 @@ if __name__ == "__main__":
 '''
 
 
-@pytest.mark.parametrize("hosts", [2, 3])
-def test_a_scripts_error_reads_as_its_own_on_every_host(tmp_path: Path, hosts: int) -> None:
+def test_a_scripts_error_reads_as_its_own_on_every_host(tmp_path: Path) -> None:
+    """On 3 hosts, which covers the 2 of the issue: the hosts that raised first, each with its own exit code
+    and error, and any host local mode stopped after them (a 3-host run once showed exit 143 for a host that
+    raised)."""
+    hosts = 3
     src, tmp = tmp_path / "src", tmp_path / "tmp"
     src.mkdir()
     tmp.mkdir()
