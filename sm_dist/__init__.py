@@ -22,6 +22,7 @@ from sm_dist.errors import (
     CatalogError,
     CheckpointError,
     ConfigError,
+    ContainerStartError,
     DoesNotFitError,
     InfraError,
     LaunchError,
@@ -82,5 +83,6 @@ __all__ = [
     "InfraError",
     "CheckpointError",
     "RuntimeEnvError",
+    "ContainerStartError",
     "LaunchFailure",
 ]

@@ -1,4 +1,4 @@
-"""The one error hierarchy of sm_dist (standard library only: the PID-1 launcher imports it too).
+"""The one error hierarchy of sm_dist (standard library only: PID 1, sm_dist.container.pid1, imports it too).
 
 Every error sm_dist raises on purpose derives from :class:`SmDistError`. A message names the
 value received, what was expected, and the fix. The CLI turns these into one line and the
@@ -13,8 +13,8 @@ class's `exit_code`.
     │   └── SdkError             the SageMaker SDK refused or failed a request sm_dist built
     ├── InfraError               the infra stack (CloudFormation, S3) failed or is unusable
     ├── CheckpointError          a checkpoint could not be written, committed or loaded
-    └── RuntimeEnvError          the launcher environment is inconsistent (exit 2)
-        └── LaunchFailure        the container launcher (PID 1) cannot start the job
+    └── RuntimeEnvError          the run environment is inconsistent (exit 2)
+        └── ContainerStartError  PID 1 (sm_dist.container.pid1) cannot start the job (old name: LaunchFailure)
 """
 
 from __future__ import annotations
@@ -76,13 +76,18 @@ class CheckpointError(SmDistError):
 
 
 class RuntimeEnvError(SmDistError):
-    """The launcher environment (torchrun, SageMaker, Slurm, an existing process group) is inconsistent."""
+    """The run environment (torchrun, SageMaker, Slurm, an existing process group) is inconsistent."""
 
     exit_code = 2
 
 
-class LaunchFailure(RuntimeEnvError):
-    """The container launcher (PID 1) cannot start the job: topology files, entry script, rendezvous."""
+class ContainerStartError(RuntimeEnvError):
+    """PID 1 of the training container (sm_dist.container.pid1) cannot start the job: topology files,
+    entry script, rendezvous."""
+
+
+#: The name ContainerStartError had until 2026-11-26 ("launch" now means sm_dist.plan/fit only).
+LaunchFailure = ContainerStartError
 
 
 __all__ = [
@@ -96,5 +101,6 @@ __all__ = [
     "InfraError",
     "CheckpointError",
     "RuntimeEnvError",
+    "ContainerStartError",
     "LaunchFailure",
 ]

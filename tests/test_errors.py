@@ -23,12 +23,13 @@ def _error_classes() -> list[type[errors.SmDistError]]:
 
 
 def test_every_public_error_is_in_the_tree_and_exported() -> None:
-    from sm_dist.container import launcher_env
+    from sm_dist.container import pid1_env
     from sm_dist.provision import aws
 
     assert all(issubclass(cls, errors.SmDistError) for cls in _error_classes())
-    assert aws.InfraError is errors.InfraError and launcher_env.LaunchFailure is errors.LaunchFailure
-    assert issubclass(errors.SdkError, errors.LaunchError) and issubclass(errors.LaunchFailure, errors.RuntimeEnvError)
+    assert aws.InfraError is errors.InfraError and pid1_env.ContainerStartError is errors.ContainerStartError
+    assert issubclass(errors.SdkError, errors.LaunchError) and issubclass(errors.ContainerStartError, errors.RuntimeEnvError)
+    assert errors.LaunchFailure is errors.ContainerStartError and sm_dist.LaunchFailure is errors.ContainerStartError  # the old name
     assert {name for name in errors.__all__} <= set(sm_dist.__all__)
 
 

@@ -333,17 +333,17 @@ def test_the_backends_are_peers() -> None:
 
 def test_the_container_world() -> None:
     """The PID-1 code is stdlib + core; the runtime may use it, the user's machine may not."""
-    modules = {"sm_dist.container.launcher": "import torch\nfrom sm_dist.errors import LaunchFailure\n",
+    modules = {"sm_dist.container.pid1": "import torch\nfrom sm_dist.errors import ContainerStartError\n",
                "sm_dist.container.env": "from sm_dist.runtime import context\nimport json\n",
                "sm_dist.runtime.context": "import torch\nfrom sm_dist.container import env\n",
-               "sm_dist.local.local_run": "def f():\n    from sm_dist.container import launcher\n",
+               "sm_dist.local.local_run": "def f():\n    from sm_dist.container import pid1\n",
                "sm_dist.runtime": "", "sm_dist.container": ""}
     assert sorted(violations(modules)) == [
         ("sm_dist.container.env:1: container module imports sm_dist.runtime.context (runtime world); container may "
          "import container, core"),
-        ("sm_dist.container.launcher:1: container module imports third-party torch at import time; not allowed for "
+        ("sm_dist.container.pid1:1: container module imports third-party torch at import time; not allowed for "
          "the container world"),
-        ("sm_dist.local.local_run:2: local module imports sm_dist.container.launcher (container world); local may "
+        ("sm_dist.local.local_run:2: local module imports sm_dist.container.pid1 (container world); local may "
          "import core, local, plan"),
     ]
 

@@ -34,7 +34,7 @@ _log = logging.getLogger(__name__)
 #: Private addresses SageMaker asks a subnet to have per training instance (docs/PLATFORM.md §1.11).
 IPS_PER_INSTANCE = 2
 IPS_PER_EFA_INSTANCE = 5
-#: The rendezvous port of the job's torchrun (sm_dist.container.launcher_env.DEFAULT_RDZV_PORT), named in the fix.
+#: The rendezvous port of the job's torchrun (sm_dist.container.pid1_env.DEFAULT_RDZV_PORT), named in the fix.
 RDZV_PORT = 29400
 
 

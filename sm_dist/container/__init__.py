@@ -1,21 +1,21 @@
 """What runs as PID 1 inside the training container, before torch is loaded (standard library only).
 
-The container command. `Plan.container_command` is ``python3 -m sm_dist.container.launcher`` with
+The container command. `Plan.container_command` is ``python3 -m sm_dist.container.pid1`` with
 the code channel on PYTHONPATH (`Plan.environment`); the cloud job runs it as PID 1 and every host
 of local mode runs it as its first process. Every path it reads is a container path under /opt/ml,
 moved under `$SM_DIST_OPT_ML` where local mode cannot mount the host's folder there
 (`sm_dist.contract.container`). On each host, in order:
 
-- `launcher` reads ``input/config/resourceconfig.json`` (hosts in SageMaker's order) and the job
+- `pid1` reads ``input/config/resourceconfig.json`` (hosts in SageMaker's order) and the job
   spec (`sm_dist.jobspec`), computes the script's `SM_*` variables (`script_env`), pip-installs
   requirements.txt (`requirements`; local mode turns it off), then starts ``python -m
-  torch.distributed.run`` (`launcher_env`: c10d rendezvous on the first host, port 29400,
+  torch.distributed.run`` (`pid1_env`: c10d rendezvous on the first host, port 29400,
   `--local-addr` this host's name, TORCH_ELASTIC_SHUTDOWN_TIMEOUT 100 s unless set: SageMaker
   SIGKILLs 120 s after SIGTERM) and forwards SIGTERM/SIGINT to it;
 - torchrun starts each worker as ``python -u -m sm_dist.container.worker SCRIPT ARGS`` (`worker`:
   the stop file, a restarted host's checkpoint folder restore), which execs
   ``python -u -m sm_dist.runtime.run_script SCRIPT ARGS`` (the script, then the rank's end);
-- while torchrun runs, the launcher reads its output and watches: `failure_watch` (restart or stop
+- while torchrun runs, PID 1 reads its output and watches: `failure_watch` (restart or stop
   after a worker failed), `hang_watch` + `stacks` (no progress: the ranks' stacks, restart or
   stop), `end_watch` (every rank finished, or a lost stop signal), `stop_noise` (torchrun's own
   traceback after a stop left out), `reaper` (orphans waited for), `outside_files` (checkpoints

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sm_dist.contract.container import INSTALL_REQUIREMENTS_ENV, REQUIREMENTS_FILE, WHEELS_DIR
-from sm_dist.errors import LaunchFailure
+from sm_dist.errors import ContainerStartError
 
 _log = logging.getLogger("sm_dist.launcher")
 
@@ -36,7 +36,7 @@ def pip_command(code_dir: Path) -> list[str] | None:
 
 
 def install(code_dir: Path, env: Mapping[str, str]) -> None:
-    """pip-install requirements.txt; LaunchFailure naming pip's own error when it fails."""
+    """pip-install requirements.txt; ContainerStartError naming pip's own error when it fails."""
     cmd = pip_command(code_dir)
     if cmd is None or env.get(INSTALL_REQUIREMENTS_ENV) == "0":
         return
@@ -46,7 +46,7 @@ def install(code_dir: Path, env: Mapping[str, str]) -> None:
     if done.returncode != 0:
         errors = [line.strip() for line in done.stderr.splitlines() if line.strip().startswith("ERROR")]
         why = errors[0] if errors else f"pip exited with code {done.returncode}"
-        raise LaunchFailure(
+        raise ContainerStartError(
             f"{REQUIREMENTS_FILE}: {why}. Without internet access (network isolation, a VPC without NAT) put the "
             f"wheels in the source dir, for this image's Python and platform: pip download -r {REQUIREMENTS_FILE} "
             f"-d {WHEELS_DIR} --only-binary=:all: --python-version {sys.version_info[0]}.{sys.version_info[1]} "

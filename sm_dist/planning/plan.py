@@ -80,7 +80,7 @@ class Plan:
     sizing: Sizing
     default_bucket: str | None
     """The SDK default bucket fit creates if missing (None: an explicit or infra bucket)."""
-    container_command: tuple[str, ...] = request_mod.LAUNCHER_COMMAND
+    container_command: tuple[str, ...] = request_mod.PID1_COMMAND
     environment: Mapping[str, str] = field(default_factory=dict)
     hyperparameters: Mapping[str, str] = field(default_factory=dict)
     channels: Mapping[str, Channel] = field(default_factory=dict)

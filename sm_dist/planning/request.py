@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 _log = logging.getLogger(__name__)
 
 #: PID 1 of the job (docs/ARCHITECTURE.md "container command"); the code channel is on PYTHONPATH.
-LAUNCHER_COMMAND = ("python3", "-m", "sm_dist.container.launcher")
+PID1_COMMAND = ("python3", "-m", "sm_dist.container.pid1")
 
 
 def default_image(region: str, torch_version: str | None, py_version: str | None, instance_type: str) -> str:
@@ -184,7 +184,7 @@ def build_request(spec: RequestSpec, session: SageMakerSession | None = None, *,
             request_memo.keep(spec, request)
     request["TrainingJobName"] = spec.job_name  # ModelTrainer appends a timestamp to a base name
     algo = request["AlgorithmSpecification"]
-    algo["ContainerEntrypoint"] = list(LAUNCHER_COMMAND)
+    algo["ContainerEntrypoint"] = list(PID1_COMMAND)
     algo.pop("ContainerArguments", None)
     validate_request(request)
     return request
@@ -231,5 +231,5 @@ def s3_join(base: str, *parts: str) -> str:
     return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts if p)])
 
 
-__all__ = ["LAUNCHER_COMMAND", "CODE_DIR", "CODE_CHANNEL", "CHECKPOINT_LOCAL_PATH", "UNCOMPRESSED_FROM_BYTES", "RequestSpec", "compression_type", "build_request", "validate_request", "default_image",
+__all__ = ["PID1_COMMAND", "CODE_DIR", "CODE_CHANNEL", "CHECKPOINT_LOCAL_PATH", "UNCOMPRESSED_FROM_BYTES", "RequestSpec", "compression_type", "build_request", "validate_request", "default_image",
            "choose_image", "channel_sources", "s3_join"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sm_dist.container import launcher_env, worker
+from sm_dist.container import pid1_env, worker
 from sm_dist.container.restore import folder_restore as fr
 from sm_dist.container.restore import peer_restore as pr
 from sm_dist.container.restore.peer_restore import COPY, RESTORED, WRITTEN, Held
@@ -153,7 +153,7 @@ def test_the_worker_asks_for_the_peer_restore_under_isolation(tmp_path: Path, is
         assert command[command.index("--state") + 1] == str(tmp_path / "state")
     spec = JobSpec.from_dict({"entry": "pkg.train:main", "strategy": "ddp", "precision": "fp32",
                               "checkpoint": {"mode": "sagemaker-sync", "uri": "s3://b/ckpt"}})
-    assert launcher_env.restores_folder(spec, isolated) is isolated
+    assert pid1_env.restores_folder(spec, isolated) is isolated
 
 
 def test_the_isolated_checkpointer_never_asks_s3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

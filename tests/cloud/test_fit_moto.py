@@ -36,7 +36,7 @@ def test_job_as_sagemaker_sees_it(aws: str, source_dir: Path) -> None:
     # grace + upload); spot waits twice as long
     runtime = int(101 * 3600 / (2 * job.plan.limits.usd_per_hour / 2)) - 180
     assert desc["StoppingCondition"] == {"MaxRuntimeInSeconds": runtime, "MaxWaitTimeInSeconds": 2 * runtime}
-    assert desc["AlgorithmSpecification"]["ContainerEntrypoint"] == ["python3", "-m", "sm_dist.container.launcher"]
+    assert desc["AlgorithmSpecification"]["ContainerEntrypoint"] == ["python3", "-m", "sm_dist.container.pid1"]
     assert desc["HyperParameters"] == {"lr": "0.001", "epochs": "3"}
     # moto drops Environment from the description; the submitted request is the plan's
     assert job.plan.request["Environment"] == {"PYTHONPATH": "/opt/ml/input/data/code", "PYTHONUNBUFFERED": "1",
@@ -53,7 +53,7 @@ def test_code_channel_in_s3(aws: str, source_dir: Path) -> None:
     assert job.plan.code_s3_uri == f"s3://{DEFAULT_BUCKET}/{prefix}"
     keys = {o["Key"][len(prefix):] for o in s3.list_objects_v2(Bucket=DEFAULT_BUCKET, Prefix=prefix)["Contents"]}
     assert {"train.py", "pkg/mod.py", "configs/base.yaml", JOB_SPEC_FILENAME} <= keys
-    assert {"sm_dist/container/launcher.py", "sm_dist/jobspec.py", "sm_dist/_entrypoints/cnn.py"} <= keys
+    assert {"sm_dist/container/pid1.py", "sm_dist/jobspec.py", "sm_dist/_entrypoints/cnn.py"} <= keys
     assert keys == {f.path for f in job.plan.bundle.files}
     for junk in (".git", "__pycache__", ".venv", "myenv", "weights", "data", "notes", ".ipynb_checkpoints"):
         assert not any(k.split("/")[0] == junk for k in keys), junk

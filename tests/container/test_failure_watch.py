@@ -1,5 +1,5 @@
 """The launcher's decision whether a restart can help (sm_dist.container.failure_watch) and the
-failure message SageMaker shows (launcher.outcome), on torchrun's output as it prints it."""
+failure message SageMaker shows (pid1.outcome), on torchrun's output as it prints it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sm_dist.container import failure_watch, launcher
+from sm_dist.container import failure_watch, pid1
 from sm_dist.container.failure_watch import FailureWatch
 
 FAILED = "E1124 14:41:13.491000 8114 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: {code}) local_rank: 0 (pid: 8119) of binary: /usr/bin/python3"
@@ -87,8 +87,8 @@ def test_the_failure_reason_starts_with_the_workers_error(tmp_path: Path) -> Non
     watch = FailureWatch("algo-2")
     lines = [*USERS_OWN, FAILED.format(code=1), *TORCHRUN_STOPPED, "x" * 3000]
     feed(watch, lines)
-    code, text = launcher.outcome(1, [], tmp_path / "marker", "algo-2", lines, watch.error(), None, "job-7")
-    assert code == 1 and text is not None and len(text) <= launcher.FAILURE_MAX_CHARS
+    code, text = pid1.outcome(1, [], tmp_path / "marker", "algo-2", lines, watch.error(), None, "job-7")
+    assert code == 1 and text is not None and len(text) <= pid1.FAILURE_MAX_CHARS
     assert text.splitlines()[:3] == [
         "ValueError: shape mismatch in batch 3 on rank 1  at raises.py:22 in check_batch  (algo-2, rank 1)",
         "torchrun exited with code 1", "logs: CloudWatch /aws/sagemaker/TrainingJobs, stream job-7/algo-2-*"]
@@ -97,7 +97,7 @@ def test_the_failure_reason_starts_with_the_workers_error(tmp_path: Path) -> Non
                                      '    raise ValueError(f"shape mismatch in batch {step} on rank {rank}")',
                                      "ValueError: shape mismatch in batch 3 on rank 1"]
     # the launcher gave up and SIGTERMed torchrun, which died of it (-15): the host's code is its error's, 1
-    stopped = launcher.outcome(-15, [], tmp_path / "marker", "algo-2", lines, watch.error(),
+    stopped = pid1.outcome(-15, [], tmp_path / "marker", "algo-2", lines, watch.error(),
                                f"{watch.error().line()}; not restarted: a restart cannot fix it", "job-7",
                                local_log="/tmp/root/run/logs/algo-2.log")
     assert stopped[0] == 1 and stopped[1].splitlines()[1:3] == ["not restarted: a restart cannot fix it",
@@ -109,19 +109,19 @@ def test_a_host_stopped_from_outside_after_its_own_error_shows_that_error(tmp_pa
     watch = FailureWatch("algo-3")
     lines = [*USERS_OWN, FAILED.format(code=1), *TORCHRUN_STOPPED]
     feed(watch, lines)
-    code, text = launcher.outcome(1, [15], tmp_path / "marker", "algo-3", lines, watch.error(), None, "job-7")
+    code, text = pid1.outcome(1, [15], tmp_path / "marker", "algo-3", lines, watch.error(), None, "job-7")
     assert text is not None and text.splitlines()[:2] == [
         "ValueError: shape mismatch in batch 3 on rank 1  at raises.py:22 in check_batch  (algo-3, rank 1)",
         "then stopped by SIGTERM before a checkpoint was committed"]
     quiet = FailureWatch("algo-1")  # no error of its own: what stopped it, and torchrun's traceback left out
-    code, text = launcher.outcome(1, [15], tmp_path / "marker", "algo-1", TORCHRUN_STOPPED, quiet.error(), None)
+    code, text = pid1.outcome(1, [15], tmp_path / "marker", "algo-1", TORCHRUN_STOPPED, quiet.error(), None)
     assert text is not None and text.startswith("stopped by SIGTERM before a checkpoint was committed\n")
     assert "SignalException" not in text and "inspect.py" not in text
     peer = FailureWatch("algo-1")  # its rank saw the peer go, then torchrun was stopped: the rank's error, not torchrun's
     lines = [*traceback("RuntimeError: [pair.cc:553] Connection closed by peer [127.0.0.1]:37015", rank=0),
              FAILED.format(code=1), *TORCHRUN_STOPPED]
     feed(peer, lines)
-    code, text = launcher.outcome(1, [15], tmp_path / "marker", "algo-1", lines, peer.error(), None)
+    code, text = pid1.outcome(1, [15], tmp_path / "marker", "algo-1", lines, peer.error(), None)
     assert text is not None and text.startswith("stopped by SIGTERM before a checkpoint was committed\n")
     assert text.splitlines()[-1].startswith("RuntimeError: [pair.cc:553] Connection closed by peer")
     assert "SignalException" not in text
@@ -134,7 +134,7 @@ def test_without_a_traceback_the_end_of_the_output_has_none_of_torchruns(tmp_pat
     lines = ["usage: train.py [-h]", "train.py: error: unrecognized arguments: --bogus 1", FAILED.format(code=2),
              *TORCHRUN_STOPPED[3:]]
     feed(watch, lines)
-    code, text = launcher.outcome(-15, [], tmp_path / "marker", "algo-2", lines, watch.error(),
+    code, text = pid1.outcome(-15, [], tmp_path / "marker", "algo-2", lines, watch.error(),
                                   f"{watch.error().line()}; not restarted: a restart cannot fix it")
     assert code == 1 and text is not None
     assert text.splitlines()[3:] == ["sm_dist launcher on algo-2; last output:", "usage: train.py [-h]",
@@ -150,7 +150,7 @@ def test_torchruns_child_failed_error_never_stands_in_for_the_scripts_output(tmp
              "    raise ChildFailedError(", "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
              "Root Cause (first observed failure):"]
     feed(watch, lines)
-    code, text = launcher.outcome(1, [], tmp_path / "marker", "algo-1", lines, watch.error(), None, "job-7")
+    code, text = pid1.outcome(1, [], tmp_path / "marker", "algo-1", lines, watch.error(), None, "job-7")
     assert code == 1 and text is not None
     assert text.splitlines() == ["torchrun exited with code 1", "logs: CloudWatch /aws/sagemaker/TrainingJobs, stream "
                                  "job-7/algo-1-*", "sm_dist launcher on algo-1; last output:",

@@ -51,7 +51,7 @@ def test_an_orphan_is_adopted_and_reaped_and_torchruns_exit_code_still_counts(tm
     JobSpec(entry="train.py", max_restarts=0).write(code)
     env = child_env({"SM_DIST_OPT_ML": str(root), "SM_DIST_RDZV_HOST": "127.0.0.1", "SM_NUM_GPUS": "0",
                      "SM_DIST_RDZV_PORT": str(port_factory()), "OUT_DIR": str(out), "PYTHONPATH": str(REPO)})
-    group = start([sys.executable, "-m", "sm_dist.container.launcher"], env)
+    group = start([sys.executable, "-m", "sm_dist.container.pid1"], env)
     launcher_pid = group.procs[0].pid
     wait_until((out / "orphan.json").exists, group, what="the orphan to be adopted")
     orphan = json.loads((out / "orphan.json").read_text())

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from _harness import HANG_GUARD_S, child_env
 
-from sm_dist.container import launcher_env, worker
+from sm_dist.container import pid1_env, worker
 from sm_dist.contract.worker_errors import cannot_recover, errors_in
 from sm_dist.jobspec import CheckpointSpec, JobSpec
 
@@ -89,18 +89,18 @@ def test_every_worker_starts_through_the_worker_step_restore_only_for_synced_scr
     (tmp_path / "train.py").write_text("")
     (tmp_path / "input" / "config").mkdir(parents=True)
     (tmp_path / "input" / "config" / "resourceconfig.json").write_text('{"current_host": "algo-1", "hosts": ["algo-1"]}')
-    topo = launcher_env.Topology(hosts=("algo-1",), current_host="algo-1", node_rank=0, rdzv_host="algo-1",
+    topo = pid1_env.Topology(hosts=("algo-1",), current_host="algo-1", node_rank=0, rdzv_host="algo-1",
                                  rdzv_port=29400, nproc_per_node=1, num_gpus=0, local_addr="algo-1")
     synced = JobSpec(entry="train.py", checkpoint=CheckpointSpec(mode="sagemaker-sync", uri="s3://b/c"))
     direct = JobSpec(entry="train.py", checkpoint=CheckpointSpec(mode="s3", uri="s3://b/c"))
     function = JobSpec(entry="pkg.mod:main", checkpoint=CheckpointSpec(mode="sagemaker-sync", uri="s3://b/c"))
     for spec in (synced, direct, function):
-        argv = launcher_env.torchrun_argv(topo, spec, tmp_path, "job")
+        argv = pid1_env.torchrun_argv(topo, spec, tmp_path, "job")
         assert argv[argv.index("--module") + 1] == "sm_dist.container.worker"
-    assert launcher_env.torchrun_argv(topo, synced, tmp_path, "job")[-1] == str(tmp_path / "train.py")
+    assert pid1_env.torchrun_argv(topo, synced, tmp_path, "job")[-1] == str(tmp_path / "train.py")
 
     def restores(spec: JobSpec) -> bool:
-        env = launcher_env.worker_env({}, topo, tmp_path, tmp_path, tmp_path / "m", tmp_path / "state", spec)
+        env = pid1_env.worker_env({}, topo, tmp_path, tmp_path, tmp_path / "m", tmp_path / "state", spec)
         return env.get(worker.RESTORE_ENV) == "1"
 
     assert restores(synced) and not restores(direct) and not restores(function)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sm_dist import catalog
-from sm_dist.container import launcher_env, script_env
+from sm_dist.container import pid1_env, script_env
 from sm_dist.container.env import detect_env
 from sm_dist.contract import container
 from sm_dist.contract.container import (
@@ -20,7 +20,7 @@ from sm_dist.contract.container import (
     read_resource_config,
     remap,
 )
-from sm_dist.errors import LaunchFailure, RuntimeEnvError
+from sm_dist.errors import ContainerStartError, RuntimeEnvError
 from sm_dist.jobspec import JobSpec
 from sm_dist.local import hostenv, layout
 from sm_dist.runtime.checkpoint import config as ckpt_config
@@ -50,7 +50,7 @@ def test_launcher_and_detect_env_read_one_host_order(tmp_path: Path) -> None:
     root = _root(tmp_path, current_instance_type="ml.p5.48xlarge", network_interface_name="eth1")
     as_text = ["algo-1", "algo-10", "algo-2", "algo-9"]
     assert list(host_order(HOSTS)) == as_text
-    topo = launcher_env.read_topology(root, {}, JobSpec(entry="t.py"), num_gpus=0)
+    topo = pid1_env.read_topology(root, {}, JobSpec(entry="t.py"), num_gpus=0)
     env = detect_env({"SM_DIST_OPT_ML": str(root), "SM_NUM_GPUS": "0"})
     assert list(topo.hosts) == list(env.hosts) == as_text
     assert topo.node_rank == env.node_rank == 2
@@ -63,8 +63,8 @@ def test_one_resourceconfig_reader_refuses_the_same_files(tmp_path: Path) -> Non
         read_resource_config(root)
     with pytest.raises(RuntimeEnvError, match="algo-3"):
         detect_env({"SM_DIST_OPT_ML": str(root)})
-    with pytest.raises(LaunchFailure, match="algo-3"):
-        launcher_env.read_topology(root, {}, JobSpec(entry="t.py"), 0)
+    with pytest.raises(ContainerStartError, match="algo-3"):
+        pid1_env.read_topology(root, {}, JobSpec(entry="t.py"), 0)
     assert read_resource_config(tmp_path / "nothing") is None
 
 
@@ -94,9 +94,9 @@ def test_efa_types_follow_the_catalog() -> None:
 
 @pytest.mark.parametrize("instance_type", sorted(EFA_RDMA_TYPES))
 def test_launcher_sets_the_rdma_variables_for_every_rdma_type(tmp_path: Path, instance_type: str) -> None:
-    topo = launcher_env.read_topology(_root(tmp_path, current_instance_type=instance_type), {},
+    topo = pid1_env.read_topology(_root(tmp_path, current_instance_type=instance_type), {},
                                       JobSpec(entry="t.py"), 0)
-    env = launcher_env.worker_env({}, topo, tmp_path, tmp_path / "code", tmp_path / "m")
+    env = pid1_env.worker_env({}, topo, tmp_path, tmp_path / "code", tmp_path / "m")
     assert (env.get("FI_PROVIDER"), env.get("FI_EFA_USE_DEVICE_RDMA")) == ("efa", "1")
 
 

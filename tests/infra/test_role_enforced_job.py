@@ -2,7 +2,7 @@
 
 `sm-dist infra deploy` into moto's server, then the README's cnn.py planned with that stack (2 hosts of one process
 each, sagemaker-sync checkpoints) and started as SageMaker starts it: each host's PID 1 (`python3 -m
-sm_dist.container.launcher`) in a folder laid out as /opt/ml, with the role's own STS credentials and moto's S3 as its
+sm_dist.container.pid1`) in a folder laid out as /opt/ml, with the role's own STS credentials and moto's S3 as its
 endpoint, and moto's IAM enforcement switched on (every request signed by a known key and allowed by that key's
 policies, moto's evaluator). The platform's checkpoint upload (SageMaker's, done with the same role) is local mode's
 sync over a client with those credentials. A rank is killed while it saves; the restarted hosts restore their

@@ -24,7 +24,7 @@ def test_user_files_in_junk_out(source_dir: Path) -> None:
 
 def test_package_entrypoints_and_spec_are_bundled(source_dir: Path) -> None:
     paths = {f.path for f in collect_bundle(source_dir, SPEC).files}
-    assert {"sm_dist/container/launcher.py", "sm_dist/jobspec.py", JOB_SPEC_FILENAME} <= paths
+    assert {"sm_dist/container/pid1.py", "sm_dist/jobspec.py", JOB_SPEC_FILENAME} <= paths
     assert "sm_dist/_entrypoints/cnn.py" in paths
     assert not any("__pycache__" in p or p.endswith(".pyc") or "_infra" in p for p in paths)
 

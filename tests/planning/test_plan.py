@@ -27,7 +27,7 @@ def test_dry_run_leaves_moto_empty(aws: str, source_dir: Path, capsys) -> None:
                        instance_count=2, spot=True, checkpoint_s3_uri=f"s3://{CKPT_BUCKET}/r", max_cost_usd=300,
                        role=ROLE_ARN)
     assert isinstance(plan, Plan)
-    assert "python3 -m sm_dist.container.launcher" in capsys.readouterr().out
+    assert "python3 -m sm_dist.container.pid1" in capsys.readouterr().out
     s3 = boto3.client("s3")
     assert [b["Name"] for b in s3.list_buckets()["Buckets"]] == [CKPT_BUCKET]  # no default bucket made
     assert s3.list_objects_v2(Bucket=CKPT_BUCKET).get("KeyCount", 0) == 0
@@ -55,9 +55,9 @@ def test_plan_is_a_frozen_value(source_dir: Path) -> None:
     plan.request["HyperParameters"]["lr"] = "9"
     assert plan.request["HyperParameters"]["lr"] == "0.1"
     data = json.loads(json.dumps(plan.to_dict()))
-    assert data["container_command"] == ["python3", "-m", "sm_dist.container.launcher"]
+    assert data["container_command"] == ["python3", "-m", "sm_dist.container.pid1"]
     assert data["environment"]["PYTHONPATH"] == "/opt/ml/input/data/code"
-    assert {f["path"] for f in data["bundle"]["files"]} >= {"train.py", "sm_dist/container/launcher.py"}
+    assert {f["path"] for f in data["bundle"]["files"]} >= {"train.py", "sm_dist/container/pid1.py"}
     assert data["request"]["StoppingCondition"] == {"MaxRuntimeInSeconds": 3600}
 
 

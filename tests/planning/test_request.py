@@ -30,7 +30,7 @@ SPEC = request_mod.RequestSpec(
 def test_request_has_every_setting(aws: str) -> None:
     req = request_mod.build_request(SPEC)
     algo = req["AlgorithmSpecification"]
-    assert algo["ContainerEntrypoint"] == ["python3", "-m", "sm_dist.container.launcher"]
+    assert algo["ContainerEntrypoint"] == ["python3", "-m", "sm_dist.container.pid1"]
     assert "ContainerArguments" not in algo
     assert req["TrainingJobName"] == "sm-dist-test-1"
     assert req["ResourceConfig"] == {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "VolumeSizeInGB": 50,

@@ -13,7 +13,7 @@ from _project import ROLE_ARN
 
 import sm_dist
 from sm_dist.container import requirements
-from sm_dist.errors import ConfigError, LaunchFailure
+from sm_dist.errors import ConfigError, ContainerStartError
 from sm_dist.local import requirements_check
 from sm_dist.planning.report import render_plan
 
@@ -56,7 +56,7 @@ def test_a_failed_install_names_pips_error_and_the_fix(tmp_path: Path) -> None:
     code = tmp_path / "code"
     (code / "wheels").mkdir(parents=True)  # no index, no wheel: pip cannot find it
     (code / "requirements.txt").write_text("smdist-no-such-package==9.9\n")
-    with pytest.raises(LaunchFailure, match=r"requirements.txt: ERROR: .*smdist-no-such-package.*pip download"):
+    with pytest.raises(ContainerStartError, match=r"requirements.txt: ERROR: .*smdist-no-such-package.*pip download"):
         requirements.install(code, {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     requirements.install(code, {"SM_DIST_INSTALL_REQUIREMENTS": "0"})  # local mode: never installs
     assert requirements.pip_command(tmp_path) is None  # no requirements.txt: nothing to run

@@ -9,7 +9,7 @@ import pytest
 
 import sm_dist
 from sm_dist.cli import main
-from sm_dist.container import launcher_env
+from sm_dist.container import pid1_env
 from sm_dist.errors import ConfigError
 from sm_dist.jobspec import JobSpec
 
@@ -31,7 +31,7 @@ def test_the_plan_shows_the_exact_command_line(source_dir: Path) -> None:
 def test_the_launcher_gives_the_script_args_then_hyperparameters(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text("")
     spec = JobSpec(entry="train.py", args=("3", "1", "--dummy"), hyperparameters={"lr": 0.1, "flag": ""})
-    assert launcher_env.script_argv(spec, tmp_path) == [str(tmp_path / "train.py"), "3", "1", "--dummy", "--lr", "0.1",
+    assert pid1_env.script_argv(spec, tmp_path) == [str(tmp_path / "train.py"), "3", "1", "--dummy", "--lr", "0.1",
                                                           "--flag"]
 
 

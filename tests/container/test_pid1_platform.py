@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from _harness import free_port
 
-from sm_dist.container import launcher, launcher_env
-from sm_dist.errors import LaunchFailure
+from sm_dist.container import pid1, pid1_env
+from sm_dist.errors import ContainerStartError
 from sm_dist.jobspec import JobSpec
 
 ARN = "arn:aws:sagemaker:eu-west-1:123456789012:training-job/my-job"
@@ -40,8 +40,8 @@ def _cloud_host(tmp_path: Path, instance_type: str, interface: str = "eth1") -> 
 
 def _env(root: Path, env: dict[str, str]) -> dict[str, str]:
     spec = JobSpec(entry="train.py")
-    topo = launcher_env.read_topology(root, env, spec, num_gpus=8)
-    return launcher_env.worker_env(env, topo, root, root / "input/data/code", root / "m")
+    topo = pid1_env.read_topology(root, env, spec, num_gpus=8)
+    return pid1_env.worker_env(env, topo, root, root / "input/data/code", root / "m")
 
 
 def test_environment_matches_sagemakers_torchrun_driver(tmp_path: Path) -> None:
@@ -63,15 +63,15 @@ def test_the_containers_own_settings_win_and_emulated_hosts_keep_gloo_on_loopbac
 
 @pytest.mark.parametrize("arn", ["", "not-an-arn", "arn:aws:sagemaker::1:training-job/x"])
 def test_no_region_from_a_missing_or_odd_arn(arn: str) -> None:
-    assert launcher_env.region_of(arn) is None
+    assert pid1_env.region_of(arn) is None
 
 
 def test_rendezvous_waits_for_all_hosts_longer_than_torchs_default(tmp_path: Path) -> None:
     root = _cloud_host(tmp_path, "ml.g5.xlarge")
-    topo = launcher_env.read_topology(root, {}, JobSpec(entry="train.py"), num_gpus=1)
-    argv = launcher_env.torchrun_argv(topo, JobSpec(entry="train.py"), root / "input/data/code", "job")
+    topo = pid1_env.read_topology(root, {}, JobSpec(entry="train.py"), num_gpus=1)
+    argv = pid1_env.torchrun_argv(topo, JobSpec(entry="train.py"), root / "input/data/code", "job")
     conf = next(a for a in argv if a.startswith("--rdzv-conf="))
-    assert f"join_timeout={launcher_env.RDZV_WAIT_S}" in conf and launcher_env.RDZV_WAIT_S > 600
+    assert f"join_timeout={pid1_env.RDZV_WAIT_S}" in conf and pid1_env.RDZV_WAIT_S > 600
 
 
 def test_a_host_waits_for_a_late_first_host_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
@@ -87,7 +87,7 @@ def test_a_host_waits_for_a_late_first_host_and_says_so(caplog: pytest.LogCaptur
     thread.start()
     try:
         with caplog.at_level(logging.INFO, logger="sm_dist.launcher"):
-            launcher_env.wait_for_store("127.0.0.1", port, timeout=30, interval=0.1, log_every=0.2)
+            pid1_env.wait_for_store("127.0.0.1", port, timeout=30, interval=0.1, log_every=0.2)
     finally:
         thread.join()
         server.close()
@@ -95,24 +95,24 @@ def test_a_host_waits_for_a_late_first_host_and_says_so(caplog: pytest.LogCaptur
 
 
 def test_a_first_host_that_never_comes_fails_with_the_reason() -> None:
-    with pytest.raises(LaunchFailure, match="did not accept connections in 0 s"):
-        launcher_env.wait_for_store("127.0.0.1", free_port(), timeout=0.3, interval=0.1)
+    with pytest.raises(ContainerStartError, match="did not accept connections in 0 s"):
+        pid1_env.wait_for_store("127.0.0.1", free_port(), timeout=0.3, interval=0.1)
 
 
 @pytest.mark.parametrize(("version", "refused"), [("2.4.1+cu121", True), ("2.8.0+cu128", True), ("2.10.0", False),
                                                   ("2.13.0+cpu", False), ("2.15.0", False)])
 def test_torch_below_the_supported_range_is_refused(version: str, refused: bool) -> None:
     if refused:
-        with pytest.raises(LaunchFailure, match=re.escape(f"torch {version} is older") + ".*torch_version="):
-            launcher_env.check_torch(version)
+        with pytest.raises(ContainerStartError, match=re.escape(f"torch {version} is older") + ".*torch_version="):
+            pid1_env.check_torch(version)
     else:
-        warning = launcher_env.check_torch(version)
+        warning = pid1_env.check_torch(version)
         assert (warning is not None) == (version == "2.15.0")
 
 
 def test_an_image_with_too_old_a_torch_fails_fast_with_the_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = _host(tmp_path, {"current_host": "algo-1", "hosts": ["algo-1"]})
-    monkeypatch.setattr(launcher, "installed_torch", lambda: "2.4.0")
-    assert launcher.launch({"SM_DIST_OPT_ML": str(root)}) == 2
+    monkeypatch.setattr(pid1, "installed_torch", lambda: "2.4.0")
+    assert pid1.run({"SM_DIST_OPT_ML": str(root)}) == 2
     failure = (root / "output" / "failure").read_text()
     assert "torch 2.4.0 is older than sm_dist's runtime supports (torch 2.10–2.13)" in failure

@@ -1,8 +1,8 @@
 """PID 1 of an sm_dist training container: start torchrun, forward signals, report the outcome.
 
-Run as ``python3 -m sm_dist.container.launcher`` with the code channel on PYTHONPATH. SageMaker's
+Run as ``python3 -m sm_dist.container.pid1`` with the code channel on PYTHONPATH. SageMaker's
 own entrypoint (``bash -c … sm_train.sh``) was seen to drop SIGTERM, so the training script
-never hears a stop or a spot interruption (docs/PLATFORM.md §1.3). This launcher instead:
+never hears a stop or a spot interruption (docs/PLATFORM.md §1.3). PID 1 instead:
 
 1. reads ``input/config/resourceconfig.json`` under $SM_DIST_OPT_ML (default /opt/ml; local
    mode remaps it) with the hosts in SageMaker's order (sorted as text, docs/PLATFORM.md §1.8), and
@@ -22,7 +22,7 @@ never hears a stop or a spot interruption (docs/PLATFORM.md §1.3). This launche
 
 Standard library only: it runs before torch is imported. Environment overrides (documented in
 docs/ARCHITECTURE.md): SM_DIST_OPT_ML, SM_DIST_RDZV_HOST, SM_DIST_RDZV_PORT,
-SM_DIST_NPROC_PER_NODE, SM_DIST_LOCAL_ADDR (see launcher_env, which builds the command).
+SM_DIST_NPROC_PER_NODE, SM_DIST_LOCAL_ADDR (see pid1_env, which builds the command).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from sm_dist.container.end_watch import Action, EndWatch, live_children
 from sm_dist.container.failure_text import FAILURE_MAX_CHARS, compose, where_logs_are
 from sm_dist.container.failure_watch import FailureWatch, shared_view
 from sm_dist.container.hang_watch import HangWatch
-from sm_dist.container.launcher_env import (
+from sm_dist.container.pid1_env import (
     check_torch,
     count_gpus,
     installed_torch,
@@ -62,7 +62,7 @@ from sm_dist.container.stop_noise import StopNoise
 from sm_dist.contract.container import CODE_DIR, LOCAL_LOG_ENV, opt_ml_root, read_checkpoint_config, remap
 from sm_dist.contract.log_lines import restart_line
 from sm_dist.contract.worker_errors import WorkerError
-from sm_dist.errors import LaunchFailure
+from sm_dist.errors import ContainerStartError
 from sm_dist.jobspec import EXIT_INTERRUPTED, JOB_SPEC_FILENAME, JobSpec
 
 _log = logging.getLogger("sm_dist.launcher")
@@ -291,7 +291,7 @@ def outcome(code: int, signals: list[int], marker: Path, host: str, tail: list[s
     return exit_code, compose(why, where_logs_are(job, host, local_log), host, error, tail)
 
 
-def launch(env: Mapping[str, str] | None = None) -> int:
+def run(env: Mapping[str, str] | None = None) -> int:
     """Run the job on this host; returns the process exit code."""
     env = dict(os.environ if env is None else env)
     root = Path(opt_ml_root(env))
@@ -307,7 +307,7 @@ def launch(env: Mapping[str, str] | None = None) -> int:
             wait_for_host(topo.rdzv_host)
             wait_for_store(topo.rdzv_host, topo.rdzv_port)
         argv = torchrun_argv(topo, spec, code_dir, env.get("TRAINING_JOB_NAME") or spec.job_name or "sm_dist")
-    except (OSError, ValueError, LaunchFailure) as exc:  # ConfigError is a ValueError
+    except (OSError, ValueError, ContainerStartError) as exc:  # ConfigError is a ValueError
         write_failure(root, f"sm_dist launcher: {exc}")
         _log.error("sm_dist launcher: %s", exc)
         return 2
@@ -369,7 +369,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="[sm_dist launcher] %(message)s", stream=sys.stderr)
     # PID 1 of a container adopts every orphan; elsewhere (local mode) adopt those of our own tree
     reaper.become_subreaper()
-    sys.exit(launch())
+    sys.exit(run())
 
 
 if __name__ == "__main__":

@@ -39,8 +39,8 @@ from sm_dist.contract.container import (
     read_resource_config,
 )
 from sm_dist.contract.sagemaker import STOP_GRACE_SECONDS
-from sm_dist.errors import (  # LaunchFailure: reported via output/failure
-    LaunchFailure,
+from sm_dist.errors import (  # ContainerStartError: reported via output/failure
+    ContainerStartError,
     RuntimeEnvError,
 )
 from sm_dist.jobspec import (
@@ -116,9 +116,9 @@ def read_topology(root: Path, env: Mapping[str, str], spec: JobSpec, num_gpus: i
     try:
         config = read_resource_config(root)
     except RuntimeEnvError as exc:
-        raise LaunchFailure(f"cannot read {exc}") from None
+        raise ContainerStartError(f"cannot read {exc}") from None
     if config is None:
-        raise LaunchFailure(f"cannot read {config_path(root, RESOURCE_CONFIG)}: no such file")
+        raise ContainerStartError(f"cannot read {config_path(root, RESOURCE_CONFIG)}: no such file")
     hosts, current = config.hosts, config.current_host
     nproc = env.get(NPROC_ENV) or spec.nproc_per_node or num_gpus or 1
     rdzv_override = env.get(RDZV_HOST_ENV)  # local mode where hosts cannot resolve each other: a loopback address
@@ -159,7 +159,7 @@ def script_argv(spec: JobSpec, code_dir: Path) -> list[str]:
     else:
         script = code_dir / spec.entry
         if not script.is_file():
-            raise LaunchFailure(f"entry script {spec.entry!r} not found in the code dir {code_dir}")
+            raise ContainerStartError(f"entry script {spec.entry!r} not found in the code dir {code_dir}")
         argv = [str(script)]
     return argv + spec.script_args()
 
@@ -243,14 +243,14 @@ def region_of(job_arn: str) -> str | None:
 
 
 def check_torch(version: str | None) -> str | None:
-    """The image's torch against sm_dist's supported range: LaunchFailure below the floor;
+    """The image's torch against sm_dist's supported range: ContainerStartError below the floor;
     a warning line above the newest tested; None otherwise (or when torch is not installed:
     the script may not need it)."""
     if version is None:
         return None
     refused = torch_support.refusal(version)
     if refused:
-        raise LaunchFailure(refused)
+        raise ContainerStartError(refused)
     return torch_support.untested(version)
 
 
@@ -276,7 +276,7 @@ def wait_for_store(host: str, port: int, timeout: float = RDZV_WAIT_S, interval:
         except OSError as exc:
             waited = time.monotonic() - start
             if waited >= timeout:
-                raise LaunchFailure(f"the rendezvous store on {host}:{port} did not accept connections in "
+                raise ContainerStartError(f"the rendezvous store on {host}:{port} did not accept connections in "
                                     f"{timeout:.0f} s ({exc}); did the first host start?") from None
             if time.monotonic() - last_log >= log_every:
                 last_log = time.monotonic()
@@ -294,6 +294,6 @@ def wait_for_host(host: str, timeout: float = HOST_RESOLVE_TIMEOUT_S) -> None:
             return
         except OSError as exc:
             if time.monotonic() >= deadline:
-                raise LaunchFailure(f"rendezvous host {host!r} did not resolve in {timeout:.0f} s: {exc}") from None
+                raise ContainerStartError(f"rendezvous host {host!r} did not resolve in {timeout:.0f} s: {exc}") from None
             _log.info("waiting for %s to resolve (%s)", host, exc)
             time.sleep(HOST_RESOLVE_INTERVAL_S)

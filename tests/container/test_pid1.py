@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from _harness import Group, child_env, start, wait_until
 
-from sm_dist.container import launcher, launcher_env
+from sm_dist.container import pid1, pid1_env
 from sm_dist.jobspec import EXIT_INTERRUPTED, JobSpec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,17 +61,17 @@ def launcher_env_for(root: Path, port: int, out: Path, mode: str = "exit") -> di
                       "OUT_DIR": str(out), "MODE": mode, "PYTHONPATH": str(REPO), "SM_NUM_GPUS": "0"})
 
 
-LAUNCHER = [sys.executable, "-m", "sm_dist.container.launcher"]
+LAUNCHER = [sys.executable, "-m", "sm_dist.container.pid1"]
 
 
 def test_sagemaker_host_order_and_rank(tmp_path: Path) -> None:
     """Hosts sorted as text, as SageMaker and torchrun's c10d order them (docs/PLATFORM.md §1.8)."""
     spec = JobSpec(entry="train.py")
     root = make_host(tmp_path, "algo-2", ["algo-10", "algo-2", "algo-1"], spec)
-    topo = launcher_env.read_topology(root, {}, spec, num_gpus=8)
+    topo = pid1_env.read_topology(root, {}, spec, num_gpus=8)
     assert topo.hosts == ("algo-1", "algo-10", "algo-2")
     assert (topo.node_rank, topo.rdzv_host, topo.rdzv_port, topo.nproc_per_node) == (2, "algo-1", 29400, 8)
-    argv = launcher_env.torchrun_argv(topo, JobSpec(entry="train.py", max_restarts=2, hyperparameters={"lr": 0.1}), root / "input/data/code", "job")
+    argv = pid1_env.torchrun_argv(topo, JobSpec(entry="train.py", max_restarts=2, hyperparameters={"lr": 0.1}), root / "input/data/code", "job")
     assert "--rdzv-endpoint=algo-1:29400" in argv and "--rdzv-conf=is_host=false,join_timeout=1800" in argv
     assert "--max-restarts=2" in argv and "--nnodes=3" in argv and "--local-addr=algo-2" in argv
     assert argv[-3:] == [str(root / "input/data/code/train.py"), "--lr", "0.1"]
@@ -83,11 +83,11 @@ def test_network_environment_follows_the_instance(tmp_path: Path) -> None:
     config = root / "input/config/resourceconfig.json"
     config.write_text(json.dumps({"current_host": "algo-1", "hosts": ["algo-1", "algo-2"],
                                   "current_instance_type": "ml.p4d.24xlarge", "network_interface_name": "eth1"}))
-    topo = launcher_env.read_topology(root, {}, spec, num_gpus=8)
-    env = launcher_env.worker_env({"FI_PROVIDER": "mine"}, topo, root, root / "input/data/code", root / "m")
+    topo = pid1_env.read_topology(root, {}, spec, num_gpus=8)
+    env = pid1_env.worker_env({"FI_PROVIDER": "mine"}, topo, root, root / "input/data/code", root / "m")
     assert env["NCCL_SOCKET_IFNAME"] == "eth1" and env["FI_EFA_USE_DEVICE_RDMA"] == "1"
     assert env["FI_PROVIDER"] == "mine"  # the container's own settings win
-    local = launcher_env.read_topology(root, {"SM_DIST_RDZV_HOST": "127.0.0.1"}, spec, num_gpus=0)
+    local = pid1_env.read_topology(root, {"SM_DIST_RDZV_HOST": "127.0.0.1"}, spec, num_gpus=0)
     assert (local.rdzv_host, local.local_addr) == ("127.0.0.1", "127.100.100.100")
 
 
@@ -99,27 +99,27 @@ def test_emulated_hosts_get_loopback_addresses_that_sort_in_host_order(tmp_path:
     addrs = []
     for host in hosts:
         root = make_host(tmp_path / host, host, hosts, spec)
-        addrs.append(launcher_env.read_topology(root, {"SM_DIST_RDZV_HOST": "127.0.0.1"}, spec, 0).local_addr)
+        addrs.append(pid1_env.read_topology(root, {"SM_DIST_RDZV_HOST": "127.0.0.1"}, spec, 0).local_addr)
     assert addrs == sorted(addrs) and len(set(addrs)) == len(hosts)
     assert hosts[:3] == ["algo-1", "algo-10", "algo-11"] and addrs[0] == "127.100.100.100"
     assert addrs[11] == "127.100.100.111"
-    assert launcher_env._emulated_addr("127.0.0.1", 12345) == "127.101.123.145"
+    assert pid1_env._emulated_addr("127.0.0.1", 12345) == "127.101.123.145"
     # an explicit address wins; a non-loopback rendezvous host is used as given
     root = make_host(tmp_path / "x", "algo-2", hosts, spec)
-    assert launcher_env.read_topology(root, {"SM_DIST_RDZV_HOST": "127.0.0.1", "SM_DIST_LOCAL_ADDR": "10.0.0.5"},
+    assert pid1_env.read_topology(root, {"SM_DIST_RDZV_HOST": "127.0.0.1", "SM_DIST_LOCAL_ADDR": "10.0.0.5"},
                                       spec, 0).local_addr == "10.0.0.5"
-    assert launcher_env.read_topology(root, {"SM_DIST_RDZV_HOST": "10.0.0.9"}, spec, 0).local_addr == "10.0.0.9"
+    assert pid1_env.read_topology(root, {"SM_DIST_RDZV_HOST": "10.0.0.9"}, spec, 0).local_addr == "10.0.0.9"
 
 
 def test_nproc_precedence(tmp_path: Path) -> None:
     root = make_host(tmp_path, "algo-1", ["algo-1"], JobSpec(entry="train.py"))
-    assert launcher_env.read_topology(root, {}, JobSpec(entry="t.py"), 0).nproc_per_node == 1
-    assert launcher_env.read_topology(root, {}, JobSpec(entry="t.py", nproc_per_node=3), 8).nproc_per_node == 3
-    assert launcher_env.read_topology(root, {"SM_DIST_NPROC_PER_NODE": "2"}, JobSpec(entry="t.py", nproc_per_node=3), 8).nproc_per_node == 2
+    assert pid1_env.read_topology(root, {}, JobSpec(entry="t.py"), 0).nproc_per_node == 1
+    assert pid1_env.read_topology(root, {}, JobSpec(entry="t.py", nproc_per_node=3), 8).nproc_per_node == 3
+    assert pid1_env.read_topology(root, {"SM_DIST_NPROC_PER_NODE": "2"}, JobSpec(entry="t.py", nproc_per_node=3), 8).nproc_per_node == 2
 
 
 def test_function_entry_runs_through_run_function(tmp_path: Path) -> None:
-    argv = launcher_env.script_argv(JobSpec(entry="pkg.mod:main"), tmp_path)
+    argv = pid1_env.script_argv(JobSpec(entry="pkg.mod:main"), tmp_path)
     assert argv[0].endswith("run_function.py") and argv[1] == "pkg.mod:main"
 
 
@@ -165,17 +165,17 @@ def test_failure_is_reported(tmp_path: Path, port_factory) -> None:
     [code] = start(LAUNCHER, launcher_env_for(root, port_factory(), tmp_path, mode="fail")).wait()
     text = (root / "output" / "failure").read_text()
     assert code == 1
-    assert len(text) <= launcher.FAILURE_MAX_CHARS and "boom" in text
+    assert len(text) <= pid1.FAILURE_MAX_CHARS and "boom" in text
 
 
 def test_missing_resourceconfig_writes_failure(tmp_path: Path) -> None:
     root = make_host(tmp_path, "algo-1", ["algo-1"], JobSpec(entry="train.py"))
     (root / "input/config/resourceconfig.json").unlink()
-    assert launcher.launch({"SM_DIST_OPT_ML": str(root)}) == 2
+    assert pid1.run({"SM_DIST_OPT_ML": str(root)}) == 2
     assert "resourceconfig.json" in (root / "output" / "failure").read_text()
 
 
 def test_long_failure_keeps_the_end(tmp_path: Path) -> None:
-    launcher.write_failure(tmp_path, "x" * 5000 + "END")
+    pid1.write_failure(tmp_path, "x" * 5000 + "END")
     text = (tmp_path / "output" / "failure").read_text()
-    assert len(text) == launcher.FAILURE_MAX_CHARS and text.endswith("END")
+    assert len(text) == pid1.FAILURE_MAX_CHARS and text.endswith("END")
