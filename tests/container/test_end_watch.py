@@ -13,7 +13,7 @@ import pytest
 
 from sm_dist.container import worker
 from sm_dist.container.end_watch import EXIT_BARRIER_GRACE_S, SIGNAL_ACK_S, EndWatch, live_children
-from sm_dist.container.pid1 import Supervisor
+from sm_dist.container.torchrun import Supervisor
 
 FAILED = ("E1125 12:57:35.880000 7778 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -6) "
           "local_rank: 1 (pid: 7791) of binary: /usr/bin/python3")

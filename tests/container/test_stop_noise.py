@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from sm_dist.container.end_watch import EndWatch
-from sm_dist.container.pid1 import Supervisor
 from sm_dist.container.stop_noise import StopNoise, without_stop_noise
+from sm_dist.container.torchrun import Supervisor
 
 #: The end of algo-2's log after the launcher stopped torchrun (torch 2.13, Python 3.11; middle frames cut).
 TORCHRUN_END = """\

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sm_dist.container.failure_watch import FailureWatch
-from sm_dist.container.pid1 import Supervisor
+from sm_dist.container.torchrun import Supervisor
 from sm_dist.contract.log_lines import RestartLine, read_line, read_restart, restart_line
 from sm_dist.contract.worker_errors import MARKERS_HINT
 from sm_dist.local.cost import LocalCost
