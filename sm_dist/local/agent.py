@@ -9,6 +9,7 @@ process it left behind is killed too.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -85,6 +86,14 @@ class HostAgent:
     def poll(self) -> int | None:
         """Exit code of the first process, or None while it runs."""
         return None if self._proc is None else self._proc.poll()
+
+    def wait_exit(self, timeout: float) -> None:
+        """Return once the first process exited, or after `timeout` seconds (nothing torn down)."""
+        if self._proc is None:
+            time.sleep(timeout)
+            return
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(timeout)
 
     def wait(self, timeout: float | None = None) -> int | None:
         """Wait for the first process; on exit tear the container down. None on timeout."""

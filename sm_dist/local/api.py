@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal, TextIO
 
 from sm_dist.contract.container import INSTALL_REQUIREMENTS_ENV
 from sm_dist.errors import ConfigError
-from sm_dist.local import from_plan, requirements_check, verify
+from sm_dist.local import from_plan, mountns, requirements_check, verify
 from sm_dist.local.chain import LinkRecord, local_policy, run_chain
 from sm_dist.local.chaos import Fault
 from sm_dist.local.config import LocalChannel, LocalJobConfig
@@ -208,6 +208,7 @@ def run(plan: Plan, options: LocalOptions | Mapping[str, object] | None = None) 
     if base.exists() and any(base.iterdir()):
         raise ConfigError("root", str(base), "expected a new or empty folder")
     _check_requirements(plan)
+    mountns.probe_early()  # a process: it runs while the endpoint and the bundle are made here
     # the hosts run in this environment: checked above, never pip-installed into
     env = {INSTALL_REQUIREMENTS_ENV: "0"}
     if opts.nproc_per_node:

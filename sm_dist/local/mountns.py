@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -114,9 +115,22 @@ def command(root: Path, argv: Sequence[str], hosts_file: Path | None = None) -> 
     return [*prefix, sys.executable, "-m", "sm_dist.local.mountns", str(root), *hosts, "--", *argv]
 
 
-@functools.lru_cache(maxsize=1)
 def unshare_prefix() -> tuple[str, ...] | None:
     """`unshare --mount ...` when a probe run can show a folder at /opt/ml; else None (cached)."""
+    with _PROBE_LOCK:  # one probe, also when `probe_early`'s thread is running it
+        return _probe()
+
+
+def probe_early() -> None:
+    """Run the probe (a process) in a thread now, so that it is done by the time the hosts start."""
+    threading.Thread(target=lambda: unshare_prefix(), name="sm_dist-unshare-probe", daemon=True).start()
+
+
+_PROBE_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=1)
+def _probe() -> tuple[str, ...] | None:
     exe = shutil.which("unshare")
     if exe is None or not sys.platform.startswith("linux"):
         return None

@@ -30,10 +30,14 @@ class ProcInfo:
     env: dict[str, str]
 
 
-def _read_env(pid: int) -> dict[str, str] | None:
+def _read_env(pid: int, needle: bytes = b"") -> dict[str, str] | None:
+    """The environment of `pid`; None when it is gone, not ours, or lacks `needle` (most processes on the
+    machine are not a host's: not parsing theirs halved the cost of local mode's look, 5 times a second)."""
     try:
         raw = (_PROC / str(pid) / "environ").read_bytes()
     except OSError:  # gone, or not ours
+        return None
+    if needle not in raw:
         return None
     pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
     return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
@@ -52,11 +56,12 @@ def _ppid(pid: int) -> int:
 def tagged(token: str) -> list[ProcInfo]:
     """Live (non-zombie) processes whose environment carries `token`."""
     found = []
+    needle = f"{TOKEN_VAR}={token}".encode()
     for entry in _PROC.iterdir():
         if not entry.name.isdigit():
             continue
         pid = int(entry.name)
-        env = _read_env(pid)
+        env = _read_env(pid, needle)
         if env is None or env.get(TOKEN_VAR) != token:
             continue
         ppid = _ppid(pid)

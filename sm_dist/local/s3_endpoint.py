@@ -18,6 +18,7 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import socket
 import threading
 import time
 import urllib.request
@@ -40,6 +41,8 @@ MAX_BODY_BYTES = 512 << 20
 MAX_CONCURRENT = 64
 #: Seconds a proxied socket may stay idle before it is closed.
 SOCKET_TIMEOUT_S = 120
+#: How often the proxy's loop looks for a stop (socketserver's default, 0.5 s, made each stop that late).
+STOP_POLL_S = 0.05
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "trailer", "upgrade"}
 _ERROR_BODY = {
     "500": (500, "InternalError", "We encountered an internal error. Please try again."),
@@ -221,7 +224,7 @@ class S3Endpoint:
             self._proxy = ThreadingHTTPServer((_LOOPBACK, 0), handler)
             self._proxy.daemon_threads = True
             self._proxy_thread = threading.Thread(target=self._proxy.serve_forever, name="sm_dist-s3-proxy",
-                                                  daemon=True)
+                                                  kwargs={"poll_interval": STOP_POLL_S}, daemon=True)
             self._proxy_thread.start()
             self.url = f"http://{_LOOPBACK}:{self._proxy.server_address[1]}"
         _log.info("local S3 endpoint at %s", self.url)
@@ -234,7 +237,7 @@ class S3Endpoint:
             self._proxy.server_close()
             self._proxy = None
         if self._moto is not None:
-            self._moto.stop()
+            _stop_promptly(self._moto)
             self._moto = None
 
     def set_faults(self, kind: str | None, *, count: int | None = None, seconds: float | None = None,
@@ -250,6 +253,20 @@ class S3Endpoint:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _stop_promptly(moto: Any) -> None:
+    """moto's `stop()`, without the half second its server's loop sleeps before it sees the stop
+    (werkzeug's serve_forever looks every 0.5 s): connections to it wake the loop until it ended."""
+    stopper = threading.Thread(target=moto.stop, name="sm_dist-s3-stop", daemon=True)
+    stopper.start()
+    address = moto.get_host_and_port()
+    while stopper.is_alive():
+        try:
+            socket.create_connection(address, timeout=0.1).close()
+        except OSError:  # the loop has closed: nothing left to wake
+            pass
+        stopper.join(0.02)
 
 
 def set_faults(url: str, kind: str | None, *, count: int | None = None, seconds: float | None = None,

@@ -52,9 +52,10 @@ from sm_dist.runtime import liveness
 
 #: How long a finished rank's first connection to the rendezvous store may take.
 CONNECT_TIMEOUT_S = 30.0
-#: Seconds between two looks at the store while a finished rank waits. The wait has no end when
+#: The longest single wait on the store while a finished rank waits; it returns as soon as the last
+#: rank counts in (a 1 s poll here made every job end up to a second late). The wait has no end when
 #: the script's process groups are gone (a slow rank is waited for, as torchrun's exit barrier would).
-POLL_S = 1.0
+WAIT_SLICE_S = 3600.0
 #: The wait's bound when a group outlived the script (torch keeps a DDP model's until the process
 #: ends; gloo's shutdown() does not close its connections): a rank that ran more steps than this one
 #: would sit in a collective with it until the group's timeout (30 min by default), so this rank
@@ -105,8 +106,8 @@ class GroupEvidence:
 
     def groups_alive(self) -> bool:
         """Whether a group the script destroyed is still alive (its sockets open): torch keeps a
-        DDP model's group after destroy_process_group, until the process ends."""
-        gc.collect()
+        DDP model's group after destroy_process_group, until the process ends. Read after a full
+        collection (`close_process_group` runs one: a second one cost a rank's end ~0.3 s more)."""
         return any(ref() is not None for ref in self._groups)
 
     def alone(self, world_size: int) -> str | None:
@@ -195,7 +196,8 @@ def _from_script(tb: TracebackType | None, script: str) -> TracebackType | None:
 
 
 def close_process_group(evidence: GroupEvidence) -> None:
-    """Destroy the default process group the script left initialized (and every other group)."""
+    """Destroy the default process group the script left initialized (and every other group), then
+    collect the garbage: what is left of a group is then alive for good (`groups_alive`)."""
     c10d = sys.modules.get(C10D)
     if c10d is None:  # the script never imported it: nothing to close
         return
@@ -225,9 +227,13 @@ def wait_for_every_rank(env: Mapping[str, str], limit: float | None) -> bool | N
         if store.add(f"{key}/count", 1) >= world:
             store.set(f"{key}/all", "1")
         while not store.check([f"{key}/all"]):
-            if deadline is not None and time.monotonic() >= deadline:
+            left = WAIT_SLICE_S if deadline is None else deadline - time.monotonic()
+            if left <= 0:
                 return None
-            time.sleep(POLL_S)
+            try:  # torch's wait ends when the key is set; a timeout raises (and c10d logs one line)
+                store.wait([f"{key}/all"], timedelta(seconds=min(left, WAIT_SLICE_S)))
+            except Exception:  # noqa: BLE001 - the time is up, or the store is gone: check() says which
+                pass
         return True
     except Exception as exc:  # noqa: BLE001
         worker.say(f"the rendezvous store {endpoint} is gone ({type(exc).__name__}); not waiting for the other ranks")
