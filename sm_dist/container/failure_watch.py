@@ -85,6 +85,9 @@ class FailureWatch:
         self.work_dir = work_dir
         self.shared = shared
         self.deciding = deciding
+        self.hold: Callable[[bool], None] | None = None
+        """Stops torchrun (True) while `shared` is asked, so it starts no workers meanwhile, and continues it
+        (False) when they restart; after a replay's verdict the launcher's stop continues it (its Supervisor)."""
         self._started = time.time()
         self._at_start = self._newest_checkpoint_change()
         self._lines: collections.deque[str] = collections.deque(maxlen=KEEP_LINES)
@@ -171,13 +174,18 @@ class FailureWatch:
             return True
         if self.deciding is not None:
             self.deciding.touch()
+        if self.hold is not None:
+            self.hold(True)
         replays = False
         try:
             replays = self.shared(self._started) is False
             return replays
-        finally:  # a replay's answer is the stop file the launcher writes next: the worker waits for that
-            if self.deciding is not None and not replays:
-                self.deciding.unlink(missing_ok=True)
+        finally:  # a replay's answer is the stop the launcher sends next: the worker waits for its file
+            if not replays:
+                if self.deciding is not None:
+                    self.deciding.unlink(missing_ok=True)
+                if self.hold is not None:
+                    self.hold(False)
 
     def error(self) -> WorkerError | None:
         """The worker error most likely to be the cause, of everything seen so far."""

@@ -63,6 +63,9 @@ class Supervisor:
         self._noise: StopNoise | None = None  # from the first signal sent to torchrun (stop_noise)
         self._raw_pending = 0  # bytes of the unfinished output line already written as they came
         self._lock = threading.Lock()
+        self._held = False  # torchrun's group stopped while the failure watch asks the checkpoint URI
+        if watch is not None:
+            watch.hold = self.hold
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         self.signals.append(signum)
@@ -85,6 +88,16 @@ class Supervisor:
             os.killpg(self._proc.pid, signum)
         except ProcessLookupError:
             pass
+        self.hold(False)  # a stopped group acts on the signal once continued
+
+    def hold(self, on: bool) -> None:
+        """Stop torchrun's process group (SIGSTOP) while the failure watch asks whether a restart can help, so that
+        it starts no workers meanwhile (a restart begun is a restart counted); continue it (SIGCONT)."""
+        if self._proc is None or self._proc.poll() is not None or on == self._held:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, signal.SIGSTOP if on else signal.SIGCONT)
+        self._held = on
 
     def _stop(self, why: str) -> None:
         """Stop torchrun for good: workers it starts meanwhile exit before the script."""
@@ -92,6 +105,7 @@ class Supervisor:
             with contextlib.suppress(OSError):
                 self.stop_file.write_text(why, encoding="utf-8")
         self._forward(signal.SIGTERM)
+        self.hold(False)  # the signal was forwarded before (not sent again): torchrun must still go on to end
 
     def _act(self, action: Action) -> None:
         with self._lock:

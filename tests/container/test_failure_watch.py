@@ -214,9 +214,10 @@ def test_a_checkpoint_another_host_wrote_counts_before_calling_an_error_a_replay
 
 
 def test_a_restarted_worker_waits_while_the_launcher_asks_the_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The URI's answer takes seconds (a subprocess, a second look): torchrun may start the workers again
-    meanwhile. `deciding` exists while the watch asks; a worker waits for it to go (restart) or for the
-    stop file the launcher writes after a replay's verdict, and does not run the script then."""
+    """The URI's answer takes seconds (a subprocess, a second look): torchrun would start the workers again
+    meanwhile, so it is stopped while the watch asks. `deciding` exists then too: a worker started just
+    before waits for it to go (restart) or for the stop file the launcher writes after a replay's verdict,
+    and does not run the script then."""
     import threading
 
     from sm_dist.container import worker
@@ -230,10 +231,15 @@ def test_a_restarted_worker_waits_while_the_launcher_asks_the_uri(tmp_path: Path
     def asked(answer: bool) -> failure_watch.SharedView:
         return lambda _since: seen.append(deciding.exists()) or answer  # type: ignore[func-returns-value]
 
+    held: list[bool] = []  # torchrun stopped while the watch asks (the launcher's Supervisor.hold)
     restarted = FailureWatch("algo-2", ckpt, work_dir=code, shared=asked(True), deciding=deciding)
+    restarted.hold = held.append
     assert feed(restarted, [*USERS_OWN, FAILED.format(code=1)]) == [] and not deciding.exists()
+    assert held == [True, False]  # continued: torchrun restarts the workers
     replayed = FailureWatch("algo-2", ckpt, work_dir=code, shared=asked(False), deciding=deciding)
+    replayed.hold = held.append
     assert len(feed(replayed, [*USERS_OWN, FAILED.format(code=1)])) == 1 and deciding.exists() and seen == [True, True]
+    assert held == [True, False, True]  # still stopped: the launcher's stop continues it with its SIGTERM
     threading.Timer(0.2, (state / worker.STOP_FILE).write_text, ["ValueError ...; not restarted"]).start()
     with pytest.raises(SystemExit) as stopped:
         worker._exit_if_stopped(state)  # waits for the launcher's answer: the stop file
