@@ -19,7 +19,7 @@ too. Where it goes (`mode`, "auto" resolved in `config`): "local" (a folder, `st
 - `signals`: SIGTERM on any rank is a flag the ranks agree on (MAX) in `maybe_save`, so every rank
   stops after the same step; a last save is made if it fits in torchrun's shutdown grace; with a
   checkpoint committed, each host's local rank 0 writes the file `$SM_DIST_INTERRUPT_MARKER` names
-  (so the launcher exits `sm_dist.jobspec.EXIT_INTERRUPTED`), and the rank raises
+  (so PID 1 exits `sm_dist.jobspec.EXIT_INTERRUPTED`), and the rank raises
   `SystemExit(EXIT_INTERRUPTED)`;
 - `save` (write, publish, commit; optionally in a background thread), `retention` (keep the newest
   `keep` ≥ 2 committed steps), `load` (the newest good step; each rank fetches and verifies only what
