@@ -1,7 +1,7 @@
 """A run as a chain of local jobs: the links, the capacity wait, the resume and the verification.
 
 The fast tests run `run_chain` with a link function standing in for the hosts; the slow one is the
-issue's run on 2 hosts, all in one: `sm-dist fit cnn.py --local ... --max-runtime-s 20 --chain --spot
+issue's run on 2 hosts, all in one: `sm-dist fit cnn.py --local ... --max-runtime-s 25 --chain --spot
 --chaos kill:3 --chaos capacity:2 --chaos max-wait:2 --verify`.
 """
 
@@ -115,17 +115,17 @@ def test_a_spot_link_ended_by_max_wait_is_followed_by_an_on_demand_link(tmp_path
 
 @pytest.mark.slow
 def test_the_chain_runs_links_waits_for_capacity_resumes_and_verifies(tmp_path: Path) -> None:
-    """The issue's run in one: 2 hosts, 20 s spot links; a kill inside the first link (torchrun restarts
+    """The issue's run in one: 2 hosts, 25 s spot links; a kill inside the first link (torchrun restarts
     it there), the next job twice refused capacity, the second link that runs ended by its MaxWait and
     the next ones on demand, the final model verified against one unchained run. A link's first step
     comes ~10 s after it starts on an idle 2-core machine (the first link's restart costs it ~5 s more),
-    so at ~0.3 s a step the first two links make fewer than the 100 steps even if start-up took 3 s,
-    and at least three links run; a loaded machine makes more, shorter ones (up to start-ups of ~17 s
+    so at ~0.3 s a step the first two links make fewer than the 135 steps even if start-up took 3 s,
+    and at least three links run; a loaded machine makes more, shorter ones (up to start-ups of ~21 s
     within max_links)."""
     cmd = [sys.executable, "-m", "sm_dist.cli", "fit", "cnn.py", "--source-dir", str(ENTRYPOINTS), "--local",
-           "--instance-type", "ml.g5.xlarge", "--instance-count", "2", "--hp", "steps=100", "--hp", "step-sleep-s=0.25",
-           "--hp", "batch-size=16", "--checkpoint-interval-steps", "2", "--max-runtime-s", "20", "--chain",
-           "--max-links", "12", "--spot", "--on-demand-after", "5", "--checkpoint-s3-uri", "s3://sm-dist-local/chain",
+           "--instance-type", "ml.g5.xlarge", "--instance-count", "2", "--hp", "steps=135", "--hp", "step-sleep-s=0.25",
+           "--hp", "batch-size=16", "--checkpoint-interval-steps", "2", "--max-runtime-s", "25", "--chain",
+           "--max-links", "16", "--spot", "--on-demand-after", "5", "--checkpoint-s3-uri", "s3://sm-dist-local/chain",
            "--chaos", "kill:3", "--chaos", "capacity:2", "--chaos", "max-wait:2", "--verify", "--grace-seconds", "30",
            "--local-root", str(tmp_path / "root"), "--json"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
@@ -142,4 +142,4 @@ def test_the_chain_runs_links_waits_for_capacity_resumes_and_verifies(tmp_path: 
     assert all("stopped by its Max" in line for line in ran[:-1]) and "completed" in ran[-1], lines
     assert all("resumed from step" in line for line in ran[1:]), lines  # every later link resumed
     assert summary["verified"] is True and sorted(summary["chaos_fired"]) == ["capacity:2", "kill:3", "max-wait:2"]
-    assert summary["steps"] == 100 and summary["status"] == "Completed"
+    assert summary["steps"] == 135 and summary["status"] == "Completed"
