@@ -39,6 +39,16 @@ class ConfigError(SmDistError, ValueError):
         super().__init__(f"{field}={value!r}: {fix}")
 
 
+def check_int(field: str, value: object, minimum: int, fix: str | None = None, *, maximum: int | None = None,
+              optional: bool = False) -> None:
+    """The one check for "a whole number, not a bool, at least `minimum` (at most `maximum`)": None passes
+    when `optional`; anything else is ConfigError(field, value, fix), `fix` by default "expected an integer >= N"."""
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (maximum is not None and value > maximum):
+        raise ConfigError(field, value, fix if fix is not None else f"expected an integer >= {minimum}")
+
+
 class CatalogError(ConfigError):
     """An instance type, region, model preset or price is unknown."""
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sm_dist.contract.checkpoint import DEFAULT_KEEP, CheckpointSettings
-from sm_dist.errors import ConfigError
+from sm_dist.errors import ConfigError, check_int
 from sm_dist.vocab import Precision, Strategy, parse_enum
 
 #: Name of the job spec file at the root of the code bundle.
@@ -47,10 +47,7 @@ def entry_is_function(entry: str) -> bool:
 
 
 def _check_positive(name: str, value: object, allow_none: bool = False, minimum: int = 1) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(name, value, f"expected an integer >= {minimum}")
+    check_int(name, value, minimum, optional=allow_none)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -58,3 +58,15 @@ def test_missing_moto_names_the_extra(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "moto.server", None)  # import fails as if not installed
     with pytest.raises(errors.MissingDependencyError, match=r"pip install 'sm_dist\[local\]'"):
         S3Endpoint().start()
+
+
+def test_check_int_refuses_a_bool_and_a_number_out_of_bounds_with_the_fix() -> None:
+    """The one bounded-int check: True is not 1, the bounds hold, None passes only when optional."""
+    errors.check_int("n", 3, 1, maximum=3)
+    errors.check_int("n", None, 1, optional=True)
+    for value in (True, 0, 4, None, 2.0, "2"):
+        with pytest.raises(errors.ConfigError) as caught:
+            errors.check_int("n", value, 1, "use 1..3", maximum=3)
+        assert (caught.value.field, caught.value.value, caught.value.fix) == ("n", value, "use 1..3")
+    with pytest.raises(errors.ConfigError, match=r"n=-1: expected an integer >= 0"):
+        errors.check_int("n", -1, 0)

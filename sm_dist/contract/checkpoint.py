@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sm_dist.errors import CheckpointError, ConfigError
+from sm_dist.errors import CheckpointError, ConfigError, check_int
 from sm_dist.vocab import StrEnum
 
 #: Name of the commit file inside a step folder.
@@ -197,14 +197,12 @@ def parse_mode(value: object, name: str = "checkpoint.mode") -> CheckpointMode:
 
 def check_keep(value: object, name: str = "checkpoint.keep") -> None:
     """keep: None (all) or an integer >= MIN_KEEP."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < MIN_KEEP):
-        raise ConfigError(name, value, f"keep at least {MIN_KEEP} (one may be unreadable), or None to keep all")
+    check_int(name, value, MIN_KEEP, f"keep at least {MIN_KEEP} (one may be unreadable), or None to keep all", optional=True)
 
 
 def check_interval(value: object, name: str = "checkpoint.interval_steps") -> None:
     """interval_steps: None (only on stop and explicit saves) or an integer >= 1."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ConfigError(name, value, "expected an integer >= 1 or None")
+    check_int(name, value, 1, "expected an integer >= 1 or None", optional=True)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from sm_dist.contract.container import CHECKPOINT_LOCAL_PATH, OPT_ML
 from sm_dist.contract.sagemaker import check_channel_name, check_job_name
-from sm_dist.errors import ConfigError
+from sm_dist.errors import ConfigError, check_int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,8 +70,7 @@ class LocalJobConfig:
         check_job_name(self.job_name)
         if not self.container_command:
             raise ConfigError("container_command", self.container_command, "give the argv the job runs as PID 1")
-        if not isinstance(self.instance_count, int) or self.instance_count < 1:
-            raise ConfigError("instance_count", self.instance_count, "use a whole number >= 1")
+        check_int("instance_count", self.instance_count, 1, "use a whole number >= 1")
         for name in self.channels:
             check_channel_name(name, f"channels[{name!r}]")
         for key, value in self.hyperparameters.items():

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TextIO
 
 from sm_dist.contract.sagemaker import STOP_GRACE_SECONDS
-from sm_dist.errors import ConfigError
+from sm_dist.errors import ConfigError, check_int
 from sm_dist.local.chaos import Fault, parse_faults
 from sm_dist.local.ckpt_sync import DEFAULT_INTERVAL
 from sm_dist.local.runner import DEFAULT_MAX_JOB_RESTARTS
@@ -66,8 +66,7 @@ class LocalOptions:
         if not isinstance(self.grace_seconds, (int, float)) or self.grace_seconds <= 0:
             raise ConfigError("grace_seconds", self.grace_seconds,
                               f"use a positive number of seconds (SageMaker: {STOP_GRACE_SECONDS})")
-        if self.nproc_per_node is not None and (not isinstance(self.nproc_per_node, int) or self.nproc_per_node < 1):
-            raise ConfigError("nproc_per_node", self.nproc_per_node, "use a whole number >= 1")
+        check_int("nproc_per_node", self.nproc_per_node, 1, "use a whole number >= 1", optional=True)
         if self.max_runtime_s is not None and self.max_runtime_s <= 0:
             raise ConfigError("max_runtime_s", self.max_runtime_s, "use a positive number of seconds")
 

@@ -21,7 +21,7 @@ from sm_dist.contract.checkpoint import (
     parse_mode,
 )
 from sm_dist.contract.sagemaker import BASE_JOB_NAME_RE, check_job_name
-from sm_dist.errors import ConfigError
+from sm_dist.errors import ConfigError, check_int
 from sm_dist.jobspec import entry_is_function
 from sm_dist.planning.channels import Channel, SourceKind, channels_from
 from sm_dist.vocab import Precision, Strategy, parse_enum
@@ -100,7 +100,7 @@ class LaunchConfig:
     chain: bool = False
     """A run of chained jobs `<job>-1`, `<job>-2`, ... sharing the checkpoint URI: a job that ends by
     MaxRuntime, MaxWait, a capacity error or an InternalServerError is followed by the next, which
-    resumes from the newest committed checkpoint; max_cost_usd is the whole run's (README "Long runs")."""
+    resumes from the newest committed checkpoint; max_cost_usd is the whole run's (docs/guides/chains.md)."""
     max_links: int | None = None
     """With chain: the most jobs that run (default 10; a job refused capacity does not count)."""
     on_demand_after: int | None = None
@@ -280,9 +280,7 @@ def _check_text(name: str, value: object) -> None:
 
 
 def _check_int(name: str, value: object, low: int, high: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
-        bound = f">= {low}" if high is None else f"in {low}..{high}"
-        raise ConfigError(name, value, f"expected a whole number {bound}")
+    check_int(name, value, low, f"expected a whole number {f'>= {low}' if high is None else f'in {low}..{high}'}", maximum=high)
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:

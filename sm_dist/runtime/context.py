@@ -23,7 +23,7 @@ from torch import nn
 
 from sm_dist.container.env import RunEnv, detect_env
 from sm_dist.contract import torch_support
-from sm_dist.errors import ConfigError, RuntimeEnvError
+from sm_dist.errors import ConfigError, RuntimeEnvError, check_int
 from sm_dist.jobspec import load_job_spec
 from sm_dist.runtime.precision import PrecisionPlugin
 from sm_dist.runtime.protocols import OptimizerFactory
@@ -182,8 +182,7 @@ def init(strategy: str | Strategy | None = None, precision: str | Precision | No
     strategy = parse_enum(Strategy, strategy or (spec.strategy if spec else Strategy.DDP), "strategy")
     precision = parse_enum(Precision, precision or (spec.precision if spec else Precision.FP32), "precision")
     seed = seed if seed is not None else (spec.seed if spec else 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ConfigError("seed", seed, "expected an integer >= 0")
+    check_int("seed", seed, 0)
     env = detect_env(environ, num_gpus=torch.cuda.device_count())
     if strategy is Strategy.DP and env.world_size > 1:
         raise ConfigError("strategy", "dp", f"nn.DataParallel runs in one process on one instance, but this run "

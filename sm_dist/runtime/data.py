@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from sm_dist.errors import ConfigError
+from sm_dist.errors import ConfigError, check_int
 from sm_dist.runtime.sampler import ResumableDistributedSampler
 from sm_dist.runtime.shards import check_shares
 
@@ -66,8 +66,7 @@ def build_dataloader(dataset: Dataset, batch_size: int, *, ctx: RunIdentity | No
                      drop_last: bool = False, **loader_kwargs: object) -> ResumableLoader:
     """DataLoader over this rank's exclusive shard of `dataset` (ranks from `ctx` — a RunContext or
     RunEnv — or given); `loader_kwargs` go to torch's DataLoader (num_workers, pin_memory, ...)."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ConfigError("batch_size", batch_size, "expected a positive integer (samples per rank per step)")
+    check_int("batch_size", batch_size, 1, "expected a positive integer (samples per rank per step)")
     for key in ("sampler", "batch_sampler"):
         if key in loader_kwargs:
             raise ConfigError(key, loader_kwargs[key], "the resumable sampler decides the order; drop this argument")

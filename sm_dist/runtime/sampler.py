@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import torch
 from torch.utils.data import Sampler
 
-from sm_dist.errors import ConfigError
+from sm_dist.errors import ConfigError, check_int
 
 
 class ResumableDistributedSampler(Sampler[int]):
@@ -34,8 +34,7 @@ class ResumableDistributedSampler(Sampler[int]):
 
     def __init__(self, dataset_len: int, *, num_replicas: int = 1, rank: int = 0, seed: int = 0,
                  shuffle: bool = True, drop_last: bool = False) -> None:
-        if isinstance(dataset_len, bool) or not isinstance(dataset_len, int) or dataset_len < 1:
-            raise ConfigError("dataset_len", dataset_len, "expected a dataset with at least one sample")
+        check_int("dataset_len", dataset_len, 1, "expected a dataset with at least one sample")
         if num_replicas < 1 or not 0 <= rank < num_replicas:
             raise ConfigError("rank", rank, f"expected 0 <= rank < num_replicas={num_replicas}")
         self.dataset_len = dataset_len

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import torch
 
-from sm_dist.errors import ConfigError
+from sm_dist.errors import ConfigError, check_int
 
 SchedulerFactory = Callable[[torch.optim.Optimizer, int], torch.optim.lr_scheduler.LRScheduler]
 SCHEDULES = ("constant", "cosine")
@@ -25,8 +25,7 @@ def lr_schedule(name: str, *, warmup_steps: int = 0) -> SchedulerFactory | None:
     """A factory for `name` ("constant" or "cosine") with linear warmup; None for plain constant."""
     if name not in SCHEDULES:
         raise ConfigError("lr_schedule", name, f"expected one of {', '.join(SCHEDULES)}")
-    if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
-        raise ConfigError("warmup_steps", warmup_steps, "use an integer >= 0")
+    check_int("warmup_steps", warmup_steps, 0, "use an integer >= 0")
     if name == "constant" and warmup_steps == 0:
         return None
 

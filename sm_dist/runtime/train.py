@@ -27,7 +27,7 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from sm_dist.contract.log_lines import final_line, resumed_line
-from sm_dist.errors import ConfigError
+from sm_dist.errors import ConfigError, check_int
 from sm_dist.runtime.data import ResumableLoader, build_dataloader
 from sm_dist.runtime.metrics import AvgMetric, log_metrics, rank0_print
 from sm_dist.runtime.model_output import write_model
@@ -68,9 +68,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "grad_accum", "log_every"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(name, value, "use an integer >= 1")
+            check_int(name, getattr(self, name), 1, "use an integer >= 1")
         if self.steps is None and (self.epochs is None or self.epochs < 1):
             raise ConfigError("epochs", self.epochs, "give --epochs >= 1 or --steps >= 1")
         if self.steps is not None and self.steps < 1:

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from sm_dist.errors import ConfigError
+from sm_dist.errors import ConfigError, check_int
 from sm_dist.runtime.checkpoint.rng import capture_rng
 from sm_dist.runtime.checkpoint.save import SavePayload
 from sm_dist.runtime.checkpoint.state import has_dtensor, stage_copy
@@ -46,8 +46,7 @@ def collect_payload(step: int, *, epoch: int, strategy: StateStrategy, model: nn
                     sampler: Stateful | None, extras: dict[str, Any] | None, rank: int, copy: bool,
                     precision: str | None) -> SavePayload:
     """Gather this rank's state for `step`; `copy` detaches it from training (background saves)."""
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-        raise ConfigError("step", step, "expected a non-negative integer (optimizer steps completed)")
+    check_int("step", step, 0, "expected a non-negative integer (optimizer steps completed)")
     if extras is not None and not isinstance(extras, dict):
         raise ConfigError("extras", type(extras).__name__, "expected a dict")
     check_extras(extras or {})

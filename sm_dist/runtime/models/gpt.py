@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from sm_dist.errors import ConfigError
+from sm_dist.errors import ConfigError, check_int
 
 #: GPT-2's initialisation: N(0, 0.02), residual projections scaled by 1/sqrt(2 * n_layer)
 #: (Radford et al. 2019, section 2.3).
@@ -39,9 +39,7 @@ class GPTConfig:
 
     def __post_init__(self) -> None:
         for name in ("n_layer", "n_embd", "n_head", "vocab_size", "seq_len"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ConfigError(name, value, "use a positive integer")
+            check_int(name, getattr(self, name), 1, "use a positive integer")
         if self.n_embd % self.n_head:
             raise ConfigError("n_head", self.n_head, f"must divide n_embd={self.n_embd}")
         if not 0.0 <= self.dropout < 1.0:

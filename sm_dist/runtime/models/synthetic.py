@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import Dataset
 
-from sm_dist.errors import ConfigError
+from sm_dist.errors import ConfigError, check_int
 
 # A large odd multiplier spreads (seed, index) pairs over the generator's seed space.
 _SEED_STRIDE = 1_000_003
@@ -32,8 +32,7 @@ def _generator(seed: int, index: int) -> torch.Generator:
 
 
 def _check_positive(field: str, value: int) -> None:
-    if not isinstance(value, int) or value < 1:
-        raise ConfigError(field, value, "use a positive integer")
+    check_int(field, value, 1, "use a positive integer")
 
 
 class MnistLike(Dataset):
@@ -63,8 +62,7 @@ class ImageNetLike(Dataset):
     def __init__(self, length: int = 256, *, seed: int = 0, resolution: int = 224, num_classes: int = 1000) -> None:
         _check_positive("length", length)
         _check_positive("num_classes", num_classes)
-        if not isinstance(resolution, int) or resolution < _PROTO_SIDE:
-            raise ConfigError("resolution", resolution, f"use an image side of at least {_PROTO_SIDE} pixels")
+        check_int("resolution", resolution, _PROTO_SIDE, f"use an image side of at least {_PROTO_SIDE} pixels")
         self.length, self.seed = length, seed
         self.resolution, self.num_classes = resolution, num_classes
 
