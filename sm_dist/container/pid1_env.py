@@ -31,11 +31,11 @@ from sm_dist.contract.container import (
     EFA_TYPES,
     LOCAL_ADDR_ENV,
     NETWORK_ISOLATION_ENV,
-    NPROC_ENV,
     RDZV_HOST_ENV,
     RDZV_PORT_ENV,
     RESOURCE_CONFIG,
     config_path,
+    nproc_per_node,
     read_resource_config,
 )
 from sm_dist.contract.sagemaker import STOP_GRACE_SECONDS
@@ -120,13 +120,12 @@ def read_topology(root: Path, env: Mapping[str, str], spec: JobSpec, num_gpus: i
     if config is None:
         raise ContainerStartError(f"cannot read {config_path(root, RESOURCE_CONFIG)}: no such file")
     hosts, current = config.hosts, config.current_host
-    nproc = env.get(NPROC_ENV) or spec.nproc_per_node or num_gpus or 1
     rdzv_override = env.get(RDZV_HOST_ENV)  # local mode where hosts cannot resolve each other: a loopback address
     node_rank = hosts.index(current)
     return Topology(
         hosts=hosts, current_host=current, node_rank=node_rank,
         rdzv_host=rdzv_override or hosts[0], rdzv_port=int(env.get(RDZV_PORT_ENV) or DEFAULT_RDZV_PORT),
-        nproc_per_node=int(nproc), num_gpus=num_gpus,
+        nproc_per_node=nproc_per_node(env, spec.nproc_per_node, num_gpus), num_gpus=num_gpus,
         local_addr=env.get(LOCAL_ADDR_ENV) or _emulated_addr(rdzv_override, node_rank) or current,
         instance_type=config.instance_type, interface=config.network_interface,
     )

@@ -116,6 +116,13 @@ def remap(text: str, root: str | os.PathLike[str]) -> str:
     return text
 
 
+def nproc_per_node(env: Mapping[str, str], spec_nproc: int | None, num_gpus: int = 0) -> int:
+    """Worker processes per host, worked out in one place for PID 1 and local mode: local mode's
+    NPROC_ENV (its --nproc-per-node), else the job spec's nproc_per_node, else one per GPU (PID 1
+    counts them; local mode passes 0), else 1."""
+    return int(env.get(NPROC_ENV) or spec_nproc or num_gpus or 1)
+
+
 def sync_skipped(rel: str) -> bool:
     """True for a checkpoint-folder path SageMaker's uploader never uploads (any component ending in
     one of `SYNC_SKIPPED_SUFFIXES`)."""
@@ -235,7 +242,7 @@ def read_resource_config(root: str | os.PathLike[str]) -> ResourceConfig | None:
 
 __all__ = [
     "CHECKPOINT_LOCAL_PATH", "CODE_DIR", "EFA_RDMA_TYPES", "EFA_TYPES", "FAILURE_FILE", "MODEL_DIR", "OPT_ML",
-    "INSTALL_REQUIREMENTS_ENV", "OPT_ML_ENV", "RDZV_HOST_ENV", "RDZV_PORT_ENV", "MASTER_PORT_ENV", "LOCAL_ADDR_ENV", "NPROC_ENV", "NETWORK_ISOLATION_ENV", "LOCAL_LOG_ENV", "REQUIREMENTS_FILE", "RESOURCE_CONFIG", "WHEELS_DIR", "SM_DIR_VARIABLES", "SYNC_IGNORE_SUFFIX", "SYNC_SKIPPED_SUFFIXES",
+    "INSTALL_REQUIREMENTS_ENV", "OPT_ML_ENV", "RDZV_HOST_ENV", "RDZV_PORT_ENV", "MASTER_PORT_ENV", "LOCAL_ADDR_ENV", "NPROC_ENV", "nproc_per_node", "NETWORK_ISOLATION_ENV", "LOCAL_LOG_ENV", "REQUIREMENTS_FILE", "RESOURCE_CONFIG", "WHEELS_DIR", "SM_DIR_VARIABLES", "SYNC_IGNORE_SUFFIX", "SYNC_SKIPPED_SUFFIXES",
     "SYNC_UPLOADED_SUFFIX", "SYNC_UPLOADING_SUFFIX", "CHECKPOINT_SUFFIXES", "WEIGHT_SUFFIXES", "checkpoint_like", "CheckpointConfig", "read_checkpoint_config", "ResourceConfig", "config_path", "host_order",
     "opt_ml_root", "read_config", "read_resource_config", "remap", "sync_skipped", "synced_files", "PARTIAL_SUFFIX",
 ]

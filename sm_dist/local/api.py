@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TextIO
 
-from sm_dist.contract.container import INSTALL_REQUIREMENTS_ENV
+from sm_dist.contract.container import INSTALL_REQUIREMENTS_ENV, NPROC_ENV, nproc_per_node
 from sm_dist.errors import ConfigError
 from sm_dist.local import from_plan, mountns, requirements_check, verify
 from sm_dist.local.chain import LinkRecord, local_policy, run_chain
@@ -109,7 +109,7 @@ class _Job:
 
     @property
     def nproc(self) -> int:
-        return self.options.nproc_per_node or self.plan.job_spec.nproc_per_node or 1
+        return nproc_per_node(self.env, self.plan.job_spec.nproc_per_node)
 
     @property
     def max_runtime_s(self) -> float | None:
@@ -212,7 +212,7 @@ def run(plan: Plan, options: LocalOptions | Mapping[str, object] | None = None) 
     # the hosts run in this environment: checked above, never pip-installed into
     env = {INSTALL_REQUIREMENTS_ENV: "0"}
     if opts.nproc_per_node:
-        env["SM_DIST_NPROC_PER_NODE"] = str(opts.nproc_per_node)
+        env[NPROC_ENV] = str(opts.nproc_per_node)
     echo, view = _echo_or_view(opts)
     channels = from_plan.local_channels(plan, opts.data, opts.s3_data, base / "s3-data")
     job = _Job(plan=plan, options=opts, faults=opts.faults(), bundle=from_plan.write_code(plan, base / "bundle"),

@@ -23,7 +23,14 @@ from pathlib import Path
 from typing import TextIO
 
 from sm_dist.contract import hang
-from sm_dist.contract.container import MASTER_PORT_ENV, OPT_ML, RDZV_PORT_ENV, checkpoint_like, synced_files
+from sm_dist.contract.container import (
+    MASTER_PORT_ENV,
+    OPT_ML,
+    RDZV_PORT_ENV,
+    checkpoint_like,
+    nproc_per_node,
+    synced_files,
+)
 from sm_dist.contract.faults import FAULT_ENV, Fault, hook_env_value
 from sm_dist.contract.log_lines import AloneLine, FaultLine, read_line, read_restart
 from sm_dist.local import interrupt, mountns
@@ -295,8 +302,7 @@ class LocalRunner:
         return self.settings.job_root / "logs" / f"{host}.log"
 
     def _workers(self) -> int:
-        per_host = self.settings.extra_env.get("SM_DIST_NPROC_PER_NODE") or self.settings.nproc_per_host or 1
-        return self.config.instance_count * int(per_host)
+        return self.config.instance_count * nproc_per_node(self.settings.extra_env, self.settings.nproc_per_host)
 
     def _supervise(self) -> bool:
         """Wait for every host; True if chaos interrupted the job (spot)."""

@@ -118,3 +118,13 @@ def test_no_container_path_is_spelled_outside_the_contract() -> None:
                     and node.value.startswith("/opt/ml"):
                 offenders.append(f"{path.relative_to(package)}:{node.lineno}")
     assert offenders == []
+
+
+def test_processes_per_node_are_worked_out_in_one_place() -> None:
+    """Local mode's variable, else the job spec's, else one per GPU, else one (PID 1 and local mode ask the same)."""
+    from sm_dist.contract.container import NPROC_ENV, nproc_per_node
+
+    assert nproc_per_node({NPROC_ENV: "2"}, 3, 8) == 2
+    assert nproc_per_node({}, 3, 8) == 3
+    assert nproc_per_node({}, None, 8) == 8
+    assert nproc_per_node({}, None) == 1
