@@ -61,6 +61,15 @@ def test_links_follow_the_decision_until_one_completes(tmp_path: Path) -> None:
     assert record.outcome.status == "Completed" and record.fired == ["kill:5", "capacity:2"]
 
 
+def test_a_links_line_names_its_in_job_restart_and_the_chaos_behind_it(tmp_path: Path) -> None:
+    """The line the end-to-end run reads: a kill inside a link restarted there, by torchrun."""
+    record = _record(tmp_path, "Stopped", stopped="MaxRuntimeExceeded", fired=("kill:3",))
+    record.in_job_restarts = 1
+    out = run_chain("run", local_policy(ChainPolicy(max_links=1, link_runtime_s=20)), lambda *a: record, ())
+    assert "stopped by its MaxRuntime (SIGTERM, checkpoint, exit) after 30 s, 1 in-job restart(s) (chaos kill:3)" in (
+        out[0].line())
+
+
 def test_a_failure_in_the_script_ends_the_run_once(tmp_path: Path) -> None:
     links = _Links(tmp_path, [("Stopped", "MaxRuntimeExceeded"), ("Failed", None)])
     out = run_chain("run", local_policy(ChainPolicy(link_runtime_s=20)), links, ())
