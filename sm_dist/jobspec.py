@@ -73,7 +73,8 @@ class CheckpointSpec(CheckpointSettings):
 
 @dataclass(frozen=True, kw_only=True)
 class JobSpec:
-    """The launch configuration of one training job, as read by launcher and runtime."""
+    """The launch configuration of one training job, as read by PID 1 and the runtime (the hosts and
+    their instance type come from SageMaker's resourceconfig.json, not from here)."""
 
     entry: str
     """Script path relative to the code dir ("train.py") or "pkg.module:function"."""
@@ -94,10 +95,6 @@ class JobSpec:
     """Checkpoint settings."""
     job_name: str | None = None
     """SageMaker training job name (None in a plain torchrun run)."""
-    instance_type: str | None = None
-    """e.g. ml.p4d.24xlarge."""
-    instance_count: int = 1
-    """Number of instances."""
     hyperparameters: dict[str, str] = field(default_factory=dict)
     """User hyperparameters (strings); also passed to the script as `--key value` (an empty value:
     a bare `--key`, for store_true flags)."""
@@ -113,7 +110,6 @@ class JobSpec:
         _check_positive("nproc_per_node", self.nproc_per_node, allow_none=True)
         _check_positive("max_restarts", self.max_restarts, minimum=0)
         _check_positive("hang_timeout_s", self.hang_timeout_s, allow_none=True, minimum=0)
-        _check_positive("instance_count", self.instance_count)
         if isinstance(self.checkpoint, Mapping):
             object.__setattr__(self, "checkpoint", _from_mapping(CheckpointSpec, self.checkpoint, "checkpoint"))
         if not isinstance(self.checkpoint, CheckpointSpec):

@@ -228,7 +228,6 @@ def plan_code(config: LaunchConfig, region: str, job_name: str, checkpoint_base:
         strategy=sizing.strategy, precision=config.precision, seed=config.seed,
         nproc_per_node=1 if sizing.strategy is Strategy.DP else config.nproc_per_node,
         max_restarts=config.max_restarts, hang_timeout_s=config.hang_timeout_s, checkpoint=checkpoint, job_name=job_name,
-        instance_type=config.instance_type, instance_count=config.instance_count,
         hyperparameters=dict(config.hyperparameters), args=tuple(config.args),
     )
     bundle = bundle_mod.collect_bundle(config.source_dir, spec.to_json(), config.ignore_patterns)

@@ -125,7 +125,7 @@ def test_function_entry_runs_through_run_function(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_two_hosts_form_one_job(tmp_path: Path, port_factory) -> None:
-    spec = JobSpec(entry="train.py", hyperparameters={"epochs": 2, "name": "x y"}, instance_count=2)
+    spec = JobSpec(entry="train.py", hyperparameters={"epochs": 2, "name": "x y"})
     hosts = ["algo-1", "algo-2"]
     port, out = port_factory(), tmp_path / "out"
     out.mkdir()

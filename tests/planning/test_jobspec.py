@@ -22,7 +22,7 @@ def test_round_trip_through_file(tmp_path) -> None:
         precision="bf16",
         checkpoint={"mode": "s3", "uri": "s3://b/p", "interval_steps": 5},
         hyperparameters={"lr": 0.1, "name": "x", "flag": True},
-        instance_count=2,
+        nproc_per_node=2,
     )
     path = spec.write(tmp_path)
     loaded = load_job_spec({JOB_SPEC_ENV: str(path)})
@@ -42,7 +42,8 @@ def test_no_env_means_no_spec() -> None:
         {"entry": "t.py", "bogus": 1},
         {"entry": "t.py", "strategy": "fsdb"},
         {"entry": "t.py", "max_restarts": -1},
-        {"entry": "t.py", "instance_count": 0},
+        {"entry": "t.py", "nproc_per_node": 0},
+        {"entry": "t.py", "instance_count": 2},  # the hosts come from resourceconfig.json, not the spec
         {"entry": "t.py", "checkpoint": {"mode": "s3"}},
         {"entry": "t.py", "checkpoint": {"uri": "/local/path"}},
         {"entry": "t.py", "checkpoint": {"every": 3}},
