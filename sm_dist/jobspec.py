@@ -180,17 +180,26 @@ def _from_mapping(cls: type, data: Mapping[str, Any], what: str) -> Any:
     return cls(**dict(data))
 
 
+#: The job specs this process has read, by (path, mtime, size): init(), the checkpointer and the
+#: entrypoint glue each ask for it, and the file is read and checked once (again only if rewritten).
+_READ: dict[tuple[str, int, int], JobSpec] = {}
+
+
 def load_job_spec(environ: Mapping[str, str] | None = None) -> JobSpec | None:
-    """The job spec named by $SM_DIST_JOB_SPEC, or None when not running under sm_dist's launcher."""
+    """The job spec named by $SM_DIST_JOB_SPEC, or None when not running under sm_dist's PID 1;
+    read once per process."""
     env = os.environ if environ is None else environ
     path = env.get(JOB_SPEC_ENV)
     if not path:
         return None
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        stat = Path(path).stat()
+        key = (path, stat.st_mtime_ns, stat.st_size)
+        if key not in _READ:
+            _READ[key] = JobSpec.from_json(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(JOB_SPEC_ENV, path, f"cannot read the job spec ({exc.strerror})") from None
-    return JobSpec.from_json(text)
+    return _READ[key]
 
 
 __all__ = [

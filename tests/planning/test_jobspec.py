@@ -60,3 +60,13 @@ def test_entry_kinds() -> None:
     assert not entry_is_function("train.py")
     assert not entry_is_function("dir/train.py")
     assert not entry_is_function("C:/x")
+
+
+def test_a_process_reads_its_job_spec_once(tmp_path) -> None:
+    """init(), the checkpointer and the entrypoint glue each ask: one read, the same spec; a rewritten file is read again."""
+    path = JobSpec(entry="train.py", seed=1).write(tmp_path)
+    first = load_job_spec({JOB_SPEC_ENV: str(path)})
+    assert load_job_spec({JOB_SPEC_ENV: str(path)}) is first
+    path.write_text(JobSpec(entry="train.py", seed=22).to_json(), encoding="utf-8")
+    again = load_job_spec({JOB_SPEC_ENV: str(path)})
+    assert again is not None and again.seed == 22
