@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from sm_dist.contract.checkpoint import DEFAULT_KEEP, CheckpointSettings
+from sm_dist.contract.checkpoint import CheckpointSettings
 from sm_dist.errors import ConfigError, check_int
 from sm_dist.vocab import Precision, Strategy, parse_enum
 
@@ -51,27 +51,6 @@ def _check_positive(name: str, value: object, allow_none: bool = False, minimum:
 
 
 @dataclass(frozen=True, kw_only=True)
-class CheckpointSpec(CheckpointSettings):
-    """The job's checkpoint settings (the contract's record); the uri, when given, is S3.
-
-    keep=None here means "the checkpointer's default" (DEFAULT_KEEP); keep=1 is refused as everywhere.
-    """
-
-    keep: int | None = None
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.uri is not None and not self.uri.startswith("s3://"):
-            raise ConfigError("checkpoint.uri", self.uri, "expected s3://bucket/prefix")
-
-    def to_settings(self) -> CheckpointSettings:
-        """The checkpointer's settings: these, with keep=None made the default (DEFAULT_KEEP)."""
-        return CheckpointSettings(mode=self.mode, uri=self.uri, local_path=self.local_path,
-                                  keep=DEFAULT_KEEP if self.keep is None else self.keep,
-                                  interval_steps=self.interval_steps, async_save=self.async_save)
-
-
-@dataclass(frozen=True, kw_only=True)
 class JobSpec:
     """The launch configuration of one training job, as read by PID 1 and the runtime (the hosts and
     their instance type come from SageMaker's resourceconfig.json, not from here)."""
@@ -91,8 +70,9 @@ class JobSpec:
     hang_timeout_s: int | None = None
     """Seconds without progress after which the launcher dumps every rank's stack and restarts the
     workers (sm_dist.container.hang_watch); None: from the observed step time; 0: off."""
-    checkpoint: CheckpointSpec = field(default_factory=CheckpointSpec)
-    """Checkpoint settings."""
+    checkpoint: CheckpointSettings = field(default_factory=CheckpointSettings)
+    """Checkpoint settings: the contract's record, as the runtime's Checkpointer takes it; its uri, when
+    given, is S3."""
     job_name: str | None = None
     """SageMaker training job name (None in a plain torchrun run)."""
     hyperparameters: dict[str, str] = field(default_factory=dict)
@@ -111,9 +91,11 @@ class JobSpec:
         _check_positive("max_restarts", self.max_restarts, minimum=0)
         _check_positive("hang_timeout_s", self.hang_timeout_s, allow_none=True, minimum=0)
         if isinstance(self.checkpoint, Mapping):
-            object.__setattr__(self, "checkpoint", _from_mapping(CheckpointSpec, self.checkpoint, "checkpoint"))
-        if not isinstance(self.checkpoint, CheckpointSpec):
-            raise ConfigError("checkpoint", self.checkpoint, "expected a CheckpointSpec or a mapping")
+            object.__setattr__(self, "checkpoint", _from_mapping(CheckpointSettings, self.checkpoint, "checkpoint"))
+        if not isinstance(self.checkpoint, CheckpointSettings):
+            raise ConfigError("checkpoint", self.checkpoint, "expected a CheckpointSettings or a mapping")
+        if self.checkpoint.uri is not None and not self.checkpoint.uri.startswith("s3://"):
+            raise ConfigError("checkpoint.uri", self.checkpoint.uri, "expected s3://bucket/prefix")
         if not isinstance(self.hyperparameters, Mapping):
             raise ConfigError("hyperparameters", self.hyperparameters, "expected a mapping of name -> value")
         object.__setattr__(self, "hyperparameters", {str(k): _hp_text(k, v) for k, v in self.hyperparameters.items()})
@@ -207,7 +189,6 @@ __all__ = [
     "INTERRUPT_MARKER_ENV",
     "JOB_SPEC_ENV",
     "JOB_SPEC_FILENAME",
-    "CheckpointSpec",
     "JobSpec",
     "entry_is_function",
     "load_job_spec",

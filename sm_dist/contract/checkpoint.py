@@ -183,7 +183,7 @@ class CheckpointMode(StrEnum):
 #: other still restores.
 MIN_KEEP = 2
 #: Committed checkpoints kept when nothing says otherwise: the Checkpointer's and CheckpointSettings'
-#: default, and what the job spec's keep=None stands for.
+#: default, and what the plan writes when LaunchConfig.checkpoint_keep is unset (a spec's keep=None keeps all).
 DEFAULT_KEEP = 2
 
 

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 from sm_dist.catalog.hardware import hardware
 from sm_dist.contract.chain import DEFAULT_MAX_LINKS, ChainPolicy, RunState, check_run_name, link_name
-from sm_dist.contract.checkpoint import parse_mode
+from sm_dist.contract.checkpoint import DEFAULT_KEEP, CheckpointSettings, parse_mode
 from sm_dist.contract.torch_support import parse
 from sm_dist.errors import ConfigError
-from sm_dist.jobspec import CheckpointSpec, JobSpec
+from sm_dist.jobspec import JobSpec
 from sm_dist.metric_format import metric_definitions
 from sm_dist.planning import bundle as bundle_mod
 from sm_dist.planning import fallbacks, preflight, wheels
@@ -154,8 +154,8 @@ def _region(config: LaunchConfig, session_factory: Callable[[], Session]) -> str
 
 
 def _checkpointing(config: LaunchConfig, infra_base: str | None, job_name: str,
-                   default_base: str | None) -> tuple[CheckpointSpec, list[str]]:
-    """The job's checkpoint settings. A multi-instance job without a URI (none given, no infra
+                   default_base: str | None) -> tuple[CheckpointSettings, list[str]]:
+    """The job's checkpoint settings, built from the LaunchConfig here only (checkpoint_keep=None: DEFAULT_KEEP). A multi-instance job without a URI (none given, no infra
     stack) checkpoints under `default_base` (the job's output location): every host's shards
     must meet in one place for a restart to resume."""
     uri = config.checkpoint_s3_uri or (request_mod.s3_join(infra_base, job_name) if infra_base else None)
@@ -170,10 +170,11 @@ def _checkpointing(config: LaunchConfig, infra_base: str | None, job_name: str,
     mode, mode_warnings = preflight.check_checkpointing(
         config.spot, config.checkpoint_mode, uri, instance_count=config.instance_count if default_base else 1,
         network_isolation=config.network_isolation, vpc=bool(config.subnets), own_script=_own_script(config))
-    return CheckpointSpec(
+    return CheckpointSettings(
         mode=parse_mode(mode), uri=uri if mode != "off" else None,
         local_path=request_mod.CHECKPOINT_LOCAL_PATH if mode in ("local", "sagemaker-sync") else None,
-        interval_steps=config.checkpoint_interval_steps, keep=config.checkpoint_keep, async_save=config.async_checkpoint,
+        interval_steps=config.checkpoint_interval_steps, async_save=config.async_checkpoint,
+        keep=DEFAULT_KEEP if config.checkpoint_keep is None else config.checkpoint_keep,
     ), warnings + mode_warnings
 
 

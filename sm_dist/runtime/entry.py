@@ -94,7 +94,7 @@ def make_checkpointer(ctx: RunContext, args: argparse.Namespace) -> Checkpointer
         return None
     from sm_dist.runtime.checkpoint.checkpointer import Checkpointer
 
-    base = spec.checkpoint.to_settings() if spec is not None else CheckpointSettings()
+    base = spec.checkpoint if spec is not None else CheckpointSettings()
     return Checkpointer(ctx, checkpoint_settings(args, base))
 
 

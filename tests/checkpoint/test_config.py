@@ -11,7 +11,7 @@ import pytest
 
 from sm_dist.contract.checkpoint import DEFAULT_KEEP, CheckpointSettings
 from sm_dist.errors import ConfigError
-from sm_dist.jobspec import CheckpointSpec, JobSpec
+from sm_dist.jobspec import JobSpec
 from sm_dist.runtime.checkpoint import (
     Checkpointer,
     LocalStorage,
@@ -19,7 +19,6 @@ from sm_dist.runtime.checkpoint import (
     SageMakerSyncStorage,
 )
 from sm_dist.runtime.checkpoint.config import (
-    CheckpointConfig,
     open_storage,
     resolve_mode,
 )
@@ -33,7 +32,7 @@ def _env(**fields: object) -> SimpleNamespace:
 
 
 def test_from_env_takes_the_job_spec_and_explicit_arguments_win(tmp_path, monkeypatch):
-    spec = JobSpec(entry="train.py", checkpoint=CheckpointSpec(mode="local", local_path=str(tmp_path / "ck"),
+    spec = JobSpec(entry="train.py", checkpoint=CheckpointSettings(mode="local", local_path=str(tmp_path / "ck"),
                                                                 interval_steps=7, keep=3, async_save=True))
     monkeypatch.setenv("SM_DIST_JOB_SPEC", str(spec.write(tmp_path)))
     with Checkpointer.from_env(None, keep=4) as ckpt:
@@ -41,9 +40,9 @@ def test_from_env_takes_the_job_spec_and_explicit_arguments_win(tmp_path, monkey
         assert (ckpt.config.interval_steps, ckpt.config.keep, ckpt.config.async_save) == (7, 4, True)
 
 
-def test_the_settings_record_travels_whole_and_keep_none_in_the_spec_is_the_default(tmp_path):
-    spec = CheckpointSpec(mode="local", local_path=str(tmp_path / "ck"), interval_steps=7)
-    settings = spec.to_settings()
+def test_the_settings_record_travels_whole_and_the_spec_keeps_the_default(tmp_path):
+    settings = JobSpec(entry="t.py", checkpoint={"mode": "local", "local_path": str(tmp_path / "ck"),
+                                                 "interval_steps": 7}).checkpoint
     assert type(settings) is CheckpointSettings and settings.keep == DEFAULT_KEEP
     with Checkpointer(None, settings) as ckpt:
         assert ckpt.config is settings and isinstance(ckpt.storage, LocalStorage)
@@ -63,24 +62,24 @@ def test_the_entrypoint_flags_replace_fields_of_the_job_specs_record(flag, caplo
 
 
 @pytest.mark.parametrize(("config", "env", "mode"), [
-    (CheckpointConfig(uri="s3://b/p"), _env(on_sagemaker=True, checkpoint_dir="/opt/ml/checkpoints"),
+    (CheckpointSettings(uri="s3://b/p"), _env(on_sagemaker=True, checkpoint_dir="/opt/ml/checkpoints"),
      "sagemaker-sync"),
-    (CheckpointConfig(uri="s3://b/p"), _env(on_sagemaker=True), "s3"),
-    (CheckpointConfig(local_path="/data/ck"), _env(), "local"),
-    (CheckpointConfig(), _env(checkpoint_dir="/x"), "local"),
-    (CheckpointConfig(mode="off"), _env(), "off"),
+    (CheckpointSettings(uri="s3://b/p"), _env(on_sagemaker=True), "s3"),
+    (CheckpointSettings(local_path="/data/ck"), _env(), "local"),
+    (CheckpointSettings(), _env(checkpoint_dir="/x"), "local"),
+    (CheckpointSettings(mode="off"), _env(), "off"),
 ])
 def test_auto_resolution(config, env, mode):
     assert resolve_mode(config, env) == mode
 
 
 def test_container_paths_follow_the_emulated_host_root():
-    config = CheckpointConfig(mode="sagemaker-sync", local_path="/opt/ml/checkpoints", uri="s3://b/p")
+    config = CheckpointSettings(mode="sagemaker-sync", local_path="/opt/ml/checkpoints", uri="s3://b/p")
     storage = open_storage(config, _env(), 0, environ={"SM_DIST_OPT_ML": "/tmp/hosts/algo-2"})
     assert isinstance(storage, SageMakerSyncStorage)
     assert str(storage.root) == "/tmp/hosts/algo-2/checkpoints" and storage.s3_uri == "s3://b/p"
-    assert isinstance(open_storage(CheckpointConfig(uri="s3://bucket/p"), _env(), 0), S3Storage)
-    assert open_storage(CheckpointConfig(mode="off"), _env(), 0) is None
+    assert isinstance(open_storage(CheckpointSettings(uri="s3://bucket/p"), _env(), 0), S3Storage)
+    assert open_storage(CheckpointSettings(mode="off"), _env(), 0) is None
 
 
 def test_bad_s3_uri_names_the_field():

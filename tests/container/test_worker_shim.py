@@ -16,8 +16,9 @@ import pytest
 from _harness import HANG_GUARD_S, child_env
 
 from sm_dist.container import pid1_env, worker
+from sm_dist.contract.checkpoint import CheckpointSettings
 from sm_dist.contract.worker_errors import cannot_recover, errors_in
-from sm_dist.jobspec import CheckpointSpec, JobSpec
+from sm_dist.jobspec import JobSpec
 
 
 def host_env(tmp_path: Path, *, port: str, local_rank: str = "0", with_config: bool = True) -> dict[str, str]:
@@ -91,9 +92,9 @@ def test_every_worker_starts_through_the_worker_step_restore_only_for_synced_scr
     (tmp_path / "input" / "config" / "resourceconfig.json").write_text('{"current_host": "algo-1", "hosts": ["algo-1"]}')
     topo = pid1_env.Topology(hosts=("algo-1",), current_host="algo-1", node_rank=0, rdzv_host="algo-1",
                                  rdzv_port=29400, nproc_per_node=1, num_gpus=0, local_addr="algo-1")
-    synced = JobSpec(entry="train.py", checkpoint=CheckpointSpec(mode="sagemaker-sync", uri="s3://b/c"))
-    direct = JobSpec(entry="train.py", checkpoint=CheckpointSpec(mode="s3", uri="s3://b/c"))
-    function = JobSpec(entry="pkg.mod:main", checkpoint=CheckpointSpec(mode="sagemaker-sync", uri="s3://b/c"))
+    synced = JobSpec(entry="train.py", checkpoint=CheckpointSettings(mode="sagemaker-sync", uri="s3://b/c"))
+    direct = JobSpec(entry="train.py", checkpoint=CheckpointSettings(mode="s3", uri="s3://b/c"))
+    function = JobSpec(entry="pkg.mod:main", checkpoint=CheckpointSettings(mode="sagemaker-sync", uri="s3://b/c"))
     for spec in (synced, direct, function):
         argv = pid1_env.torchrun_argv(topo, spec, tmp_path, "job")
         assert argv[argv.index("--module") + 1] == "sm_dist.container.worker"

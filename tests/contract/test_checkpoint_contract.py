@@ -17,11 +17,10 @@ from sm_dist.contract.checkpoint import (
     step_dirname,
 )
 from sm_dist.errors import ConfigError
-from sm_dist.jobspec import CheckpointSpec, JobSpec
+from sm_dist.jobspec import JobSpec
 from sm_dist.local.job import list_checkpoints, store_manifests
 from sm_dist.local.stores import FolderStore
 from sm_dist.planning.config import LaunchConfig
-from sm_dist.runtime.checkpoint.config import CheckpointConfig
 from sm_dist.runtime.checkpoint.load import select_checkpoint
 from sm_dist.runtime.checkpoint.retention import apply_retention
 from sm_dist.runtime.checkpoint.storage import LocalStorage
@@ -77,21 +76,21 @@ def test_retention_treats_an_unparsable_manifest_as_debris(tmp_path: Path) -> No
 
 def test_keep_one_is_refused_by_spec_launch_config_and_runtime() -> None:
     with pytest.raises(ConfigError, match="checkpoint.keep"):
-        CheckpointSpec(keep=1)
+        CheckpointSettings(keep=1)
     with pytest.raises(ConfigError, match="checkpoint.keep"):
         JobSpec.from_dict({"entry": "t.py", "checkpoint": {"keep": 1}})
     with pytest.raises(ConfigError, match="checkpoint.keep"):
-        CheckpointConfig(keep=1)
+        CheckpointSettings(keep=1)
     with pytest.raises(ConfigError, match="checkpoint_keep"):
         LaunchConfig(entry="t.py", instance_type="ml.g5.xlarge", checkpoint_keep=1)
-    assert CheckpointSpec(keep=MIN_KEEP).keep == CheckpointConfig(keep=MIN_KEEP).keep == MIN_KEEP
+    assert CheckpointSettings(keep=MIN_KEEP).keep == CheckpointSettings(keep=MIN_KEEP).keep == MIN_KEEP
 
 
 def test_one_mode_enum_everywhere() -> None:
-    assert CheckpointConfig is CheckpointSettings and issubclass(CheckpointSpec, CheckpointSettings)
-    assert CheckpointSpec(mode="sagemaker-sync").mode is CheckpointMode.SAGEMAKER_SYNC
+    assert JobSpec(entry="t.py").checkpoint == CheckpointSettings()  # one record: the spec's is the runtime's
+    assert CheckpointSettings(mode="sagemaker-sync").mode is CheckpointMode.SAGEMAKER_SYNC
     assert LaunchConfig(entry="t.py", instance_type="ml.g5.xlarge", checkpoint_mode="off").checkpoint_mode is CheckpointMode.OFF
-    for build in (lambda: CheckpointSpec(mode="cloud"), lambda: CheckpointConfig(mode="cloud")):
+    for build in (lambda: CheckpointSettings(mode="cloud"), lambda: CheckpointSettings(mode="cloud")):
         with pytest.raises(ConfigError, match="checkpoint.mode"):
             build()
     with pytest.raises(ConfigError, match="checkpoint_mode"):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from sm_dist.contract.checkpoint import CheckpointSettings
 from sm_dist.errors import ConfigError
 from sm_dist.jobspec import (
     JOB_SPEC_ENV,
-    CheckpointSpec,
     JobSpec,
     entry_is_function,
     load_job_spec,
@@ -28,7 +28,7 @@ def test_round_trip_through_file(tmp_path) -> None:
     loaded = load_job_spec({JOB_SPEC_ENV: str(path)})
     assert loaded == spec
     assert loaded.strategy is Strategy.FSDP and loaded.precision is Precision.BF16
-    assert loaded.checkpoint == CheckpointSpec(mode="s3", uri="s3://b/p", interval_steps=5)
+    assert loaded.checkpoint == CheckpointSettings(mode="s3", uri="s3://b/p", interval_steps=5)
     assert loaded.hyperparameters == {"lr": "0.1", "name": "x", "flag": "true"}
 
 

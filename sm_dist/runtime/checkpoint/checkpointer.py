@@ -314,7 +314,7 @@ def job_settings() -> CheckpointSettings:
     from sm_dist.jobspec import load_job_spec
 
     spec = load_job_spec()
-    return spec.checkpoint.to_settings() if spec is not None else CheckpointSettings()
+    return spec.checkpoint if spec is not None else CheckpointSettings()
 
 
 def _precision(ctx: RunIdentity | None) -> str | None:

@@ -15,9 +15,6 @@ from sm_dist.errors import ConfigError
 from sm_dist.runtime.checkpoint.storage import LocalStorage, Storage
 from sm_dist.runtime.protocols import RunIdentity
 
-#: The runtime's checkpoint settings are the contract's record (sm_dist.contract.checkpoint).
-CheckpointConfig = CheckpointSettings
-
 
 def run_identity(env_or_ctx: RunIdentity | None) -> tuple[int, int]:
     """(rank, world_size) from a RunEnv / RunContext, else torch.distributed, else (0, 1)."""
@@ -34,7 +31,7 @@ def _run_env(env_or_ctx: RunIdentity | None) -> object:
     return getattr(env_or_ctx, "env", env_or_ctx)
 
 
-def resolve_mode(config: CheckpointConfig, env_or_ctx: RunIdentity | None) -> str:
+def resolve_mode(config: CheckpointSettings, env_or_ctx: RunIdentity | None) -> str:
     """The concrete mode for "auto"."""
     if config.mode != "auto":
         return config.mode
@@ -54,7 +51,7 @@ def _container_path(path: str, environ: Mapping[str, str] | None) -> str:
     return remap(path, opt_ml_root(environ))
 
 
-def open_storage(config: CheckpointConfig, env_or_ctx: RunIdentity | None, rank: int,
+def open_storage(config: CheckpointSettings, env_or_ctx: RunIdentity | None, rank: int,
                  environ: Mapping[str, str] | None = None) -> Storage | None:
     """The storage the config asks for; None for mode "off"."""
     mode = resolve_mode(config, env_or_ctx)
@@ -77,4 +74,4 @@ def open_storage(config: CheckpointConfig, env_or_ctx: RunIdentity | None, rank:
     return LocalStorage(_container_path(str(folder).removeprefix("file://"), environ))
 
 
-__all__ = ["CheckpointConfig", "CheckpointMode", "open_storage", "resolve_mode", "run_identity"]
+__all__ = ["CheckpointMode", "open_storage", "resolve_mode", "run_identity"]
