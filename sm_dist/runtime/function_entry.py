@@ -1,6 +1,6 @@
 """Run a user's "pkg.module:function" under the runtime, so the user's code has no launcher code.
 
-The contract of the function (documented in the README, "Example workloads"):
+The contract of the function (documented in docs/guides/runtime.md, "Your own function, no launcher code"):
 
     def main(ctx, hparams):       # ctx: the RunContext of runtime.init(); hparams: dict
         ...

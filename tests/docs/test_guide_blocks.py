@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 #: The pages a user follows: the landing page, getting started and the guides (the reference pages, platform
 #: facts and the maintainers' architecture, are not examples to run).
-PAGES = [DOCS / "index.md", DOCS / "getting-started.md", *sorted((DOCS / "guides").glob("*.md"))]
+PAGES = [REPO / "README.md", DOCS / "index.md", DOCS / "getting-started.md", *sorted((DOCS / "guides").glob("*.md"))]
 KINDS = {"run", "dry-run", "parse", "compile", "same-as-readme", "slow", "skip"}
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w-]*)\s*$")
 CHECK = re.compile(r"^\s*<!-- check: (?P<kind>[\w-]+)(?::\s*(?P<why>.*?))?\s*-->\s*$")
