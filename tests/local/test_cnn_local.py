@@ -79,31 +79,25 @@ def test_kill_survives_with_identical_model(kill_job: LocalJob) -> None:
     assert "credentials" not in logs.lower()  # nothing in the containers asked S3
 
 
-def test_spot_interruption_with_s3_faults(kill_job: LocalJob, tmp_path: Path) -> None:
-    job = run(tmp_path, make_plan(tmp_path / "src"), chaos=["s3-faults:3", "sigterm:5"])
+def test_a_crash_in_save_then_a_spot_interruption_with_s3_faults(kill_job: LocalJob, tmp_path: Path) -> None:
+    """--chaos crash-in-save:8 reaches the workers' checkpointer: a rank dies while saving step 8 and the
+    restarted workers resume from step 4, never from the half-written 8 (what a torn save leaves on disk
+    and that resuming skips it are tests/checkpoint/test_runs.py's). Then sigterm:10 stops the job (a spot
+    interruption) under S3 faults, and the new "instances" restore from the URI. The model is still the
+    uninterrupted run's. (The checkpointer's fault hook is armed in the job's first attempt only.)"""
+    job = run(tmp_path, make_plan(tmp_path / "src"), chaos=["crash-in-save:8", "s3-faults:3", "sigterm:10"])
     s = job.summary()
     assert s.status == "Completed", explain(job)
-    assert s.job_restarts == 1 and s.restarts >= 1
+    assert "crash-in-save:8" in s.chaos_fired and not s.chaos_missed, explain(job)
+    assert s.in_job_restarts >= 1 and s.job_restarts == 1 and s.restarts >= 2, explain(job)
+    assert s.resumed_from and s.resumed_from[0] == 4, explain(job)  # the half-written step 8 was never used
     # every host saw the checkpoint committed and its launcher exited 143 (EXIT_INTERRUPTED)
     assert set(job.run.outcome.exit_codes[0].values()) == {143}, explain(job)
     assert job.run.outcome.restored_files[1] > 0  # the new "instances" got the checkpoints from the URI
-    assert s.resumed_from and 5 <= s.resumed_from[0] < 16, explain(job)  # the SIGTERM checkpoint
+    assert 10 <= s.resumed_from[-1] < 16 and s.steps == 16, explain(job)  # the SIGTERM checkpoint
     assert s.s3_faults_injected > 0
     assert "stopped after step" in text(job)  # the checkpointer says why the workers exited
     assert s.model_sha256 == kill_job.summary().verify_model_sha256, explain(job)
-
-
-def test_crash_in_save(tmp_path: Path) -> None:
-    """--chaos crash-in-save reaches the workers' checkpointer and the job recovers from the step
-    before. One host is enough; what a torn save leaves on disk and that resuming skips it are
-    tests/checkpoint/test_runs.py's, that a resume from an older step gives the same model the kill test's."""
-    job = run(tmp_path, make_plan(tmp_path / "src", hosts=1, hyperparameters={**CNN_HPS, "steps": "12"}),
-              chaos=["crash-in-save:8"])
-    s = job.summary()
-    assert s.status == "Completed", explain(job)
-    assert "crash-in-save" in " ".join(s.chaos_fired), explain(job)
-    assert s.restarts >= 1 and s.steps == 12
-    assert s.resumed_from == (4,), explain(job)  # the half-written step 8 was never used
 
 
 def test_two_hosts_two_processes(kill_job: LocalJob) -> None:
