@@ -65,8 +65,9 @@ SharedView = Callable[[float], "bool | None"]
 UPLOAD_WAIT_S = 2.0
 #: The URI's clock (S3's) may lag this host's by this much.
 CLOCK_SLACK_S = 1.0
-#: The longest the launcher waits for the URI's answer before it claims nothing.
-ASK_TIMEOUT_S = 60.0
+#: The longest the launcher waits for the URI's answer before it claims nothing (torchrun is held meanwhile;
+#: written_since tries each S3 call twice, each connection for at most 10 s).
+ASK_TIMEOUT_S = 30.0
 
 
 class FailureWatch:

@@ -57,8 +57,8 @@ STOP_FILE = "stop"
 #: In STATE_ENV's folder while the launcher asks whether a restart can help (the run's checkpoint URI, seconds):
 #: a worker torchrun restarts meanwhile waits for the answer (STOP_FILE or not) before it runs the script.
 DECIDING_FILE = "deciding"
-#: The longest a worker waits for that answer (the launcher's question gives up after 60 s).
-DECIDING_WAIT_S = 90.0
+#: The longest a worker waits for that answer (the launcher's question gives up after 30 s).
+DECIDING_WAIT_S = 60.0
 #: Written by the launcher into STATE_ENV's folder when it starts: files older than it are not the script's.
 STARTED_FILE = "started"
 #: In STATE_ENV's folder: `finished/<local rank>` once that rank's script finished and

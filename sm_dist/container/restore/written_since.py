@@ -20,10 +20,13 @@ import sys
 import time
 from collections.abc import Sequence
 
-from sm_dist.container.restore.folder_restore import Remote, remote_for
+from sm_dist.container.restore.folder_restore import Remote, S3Remote, remote_for
 from sm_dist.contract.container import sync_skipped
+from sm_dist.runtime.checkpoint.s3 import make_client
 
 FOUND, NONE, CANNOT_TELL = 0, 3, 4
+#: S3 calls tried at most twice (not the storage's patient retries): torchrun is held while this runs.
+ATTEMPTS = 2
 
 
 def written(remote: Remote, since: float) -> list[str]:
@@ -38,7 +41,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--wait", type=float, default=0.0)
     args = parser.parse_args(argv)
     try:
-        remote = remote_for(args.uri)
+        remote: Remote = S3Remote(args.uri, make_client(max_attempts=ATTEMPTS)) if args.uri.startswith("s3://") \
+            else remote_for(args.uri)
         found = written(remote, args.since)
         if not found and args.wait > 0:
             time.sleep(args.wait)
