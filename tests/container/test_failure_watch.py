@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _torchrun_lines import USERS_OWN
 
 from sm_dist.container import failure_watch, pid1
 from sm_dist.container.failure_watch import FailureWatch
@@ -21,16 +22,6 @@ def traceback(last: str, rank: int = 1) -> list[str]:
             f"[rank{rank}]:     main()", f"[rank{rank}]: {last}"]
 
 
-#: A rank's own error as torchrun prints it: the script's frames under the code channel, then torch's.
-USERS_OWN = [
-    "[rank1]: Traceback (most recent call last):",
-    '[rank1]:   File "/opt/ml/input/data/code/raises.py", line 16, in main',
-    "[rank1]:     check_batch(step, rank)",
-    '[rank1]:   File "/opt/ml/input/data/code/raises.py", line 22, in check_batch',
-    '[rank1]:     raise ValueError(f"shape mismatch in batch {step} on rank {rank}")',
-    "[rank1]:     ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
-    "[rank1]: ValueError: shape mismatch in batch 3 on rank 1",
-]
 #: The end of torchrun's output after the launcher SIGTERMed it (torch 2.13, shortened).
 TORCHRUN_STOPPED = [
     "W1126 14:45:38.015000 10839 torch/distributed/elastic/agent/server/api.py:753] Received 15 death signal, "

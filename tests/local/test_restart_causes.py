@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from _torchrun_lines import USERS_OWN
 
 from sm_dist.container.failure_watch import FailureWatch
 from sm_dist.container.torchrun import Supervisor
@@ -18,14 +19,6 @@ from sm_dist.local.view import CAUSE_CHARS, HostState, Snapshot
 
 FAILED = ("E1124 14:41:13.491000 8114 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: "
           "{code}) local_rank: {local} (pid: 8119) of binary: /usr/bin/python3")
-USERS_OWN = [
-    "[rank1]: Traceback (most recent call last):",
-    '[rank1]:   File "/opt/ml/input/data/code/raises.py", line 16, in main',
-    "[rank1]:     check_batch(step, rank)",
-    '[rank1]:   File "/opt/ml/input/data/code/raises.py", line 22, in check_batch',
-    '[rank1]:     raise ValueError(f"shape mismatch in batch {step} on rank {rank}")',
-    "[rank1]: ValueError: shape mismatch in batch 3 on rank 1",
-]
 PEER_GONE = ["[rank0]: Traceback (most recent call last):", '[rank0]:   File "train.py", line 9, in <module>',
              "[rank0]: RuntimeError: [../gloo/transport/tcp/pair.cc:537] Read error: Connection reset by peer"]
 
