@@ -38,6 +38,8 @@ _HELP = {
                                "repeatable, in order (checked for memory like --instance-type)",
     "training_plan_arn": "run on a SageMaker training plan's reserved capacity (its ARN); checked against the "
                          "instance type and count instead of the account's quota",
+    "keep_alive_s": "keep the instances warm this many seconds after the job (0-21600, not with --spot): a "
+                    "matching next job starts on them; billed while kept (sm-dist release JOB ends it)",
 }
 _KV_FIELDS = ("hyperparameters", "environment", "inputs", "tags")
 _SINGULAR = {"hyperparameters": "hp", "environment": "env", "inputs": "input", "tags": "tag", "metrics": "metric",

@@ -41,6 +41,8 @@ DEFAULT_VOLUME_GB = 30
 OUTPUT_COMPRESSIONS = ("auto", "gzip", "none")
 _ENV_KEY_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _TAG_KEY_RE = re.compile(r"[\w\s.:/=+\-@]{1,128}")
+#: ResourceConfig.KeepAlivePeriodInSeconds's range in the service model (docs/PLATFORM.md §1.13).
+KEEP_ALIVE_MAX_S = 21_600
 #: ResourceConfig.TrainingPlanArn as the service model writes it, with a plan name (docs/PLATFORM.md §1.10).
 _TRAINING_PLAN_ARN_RE = re.compile(r"arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]+:[0-9]{12}:training-plan/[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}")
 
@@ -148,6 +150,10 @@ class LaunchConfig:
     """A SageMaker training plan (reserved capacity) the job runs on: ResourceConfig.TrainingPlanArn;
     checked with DescribeTrainingPlan before upload, instead of the account's quota."""
     encrypt_inter_container_traffic: bool = False
+    keep_alive_s: int | None = None
+    """Keep the instances in a SageMaker warm pool this many seconds after the job ends (0 to 21600;
+    ResourceConfig.KeepAlivePeriodInSeconds): a next job with the same role, instances, volume, VPC and
+    encryption starts on them; the retained time is billed; not with spot (docs/guides/live.md)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     ignore_patterns: tuple[str, ...] = ()
     """Extra patterns (gitignore-style subset) left out of the bundle, besides .smdistignore."""
@@ -197,6 +203,8 @@ class LaunchConfig:
         for name in ("nproc_per_node", "max_runtime_s", "max_wait_s"):
             if getattr(self, name) is not None:
                 _check_int(name, getattr(self, name), 1)
+        if self.keep_alive_s is not None:
+            _check_int("keep_alive_s", self.keep_alive_s, 0, KEEP_ALIVE_MAX_S)
         if self.retry_attempts is not None:
             _check_int("retry_attempts", self.retry_attempts, 1, 30)
         if self.max_cost_usd is not None and not (isinstance(self.max_cost_usd, (int, float)) and self.max_cost_usd > 0):

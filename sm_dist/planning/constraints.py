@@ -35,7 +35,7 @@ _TAG_PATTERN = "([\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]*)"
 _SETTINGS = (
     ("AlgorithmSpecification.TrainingImage", "image_uri"), ("AlgorithmSpecification.MetricDefinitions", "metrics"),
     ("ResourceConfig.VolumeKmsKeyId", "volume_kms_key"), ("ResourceConfig.VolumeSizeInGB", "volume_size_gb"),
-    ("ResourceConfig.InstanceCount", "instance_count"), ("OutputDataConfig.KmsKeyId", "output_kms_key"),
+    ("ResourceConfig.InstanceCount", "instance_count"), ("ResourceConfig.KeepAlivePeriodInSeconds", "keep_alive_s"), ("OutputDataConfig.KmsKeyId", "output_kms_key"),
     ("OutputDataConfig.S3OutputPath", "output_s3_uri"), ("CheckpointConfig.S3Uri", "checkpoint_s3_uri"),
     ("VpcConfig.Subnets", "subnets"), ("VpcConfig.SecurityGroupIds", "security_group_ids"),
     ("StoppingCondition.MaxRuntimeInSeconds", "max_runtime_s"), ("StoppingCondition.MaxWaitTimeInSeconds", "max_wait_s"),
@@ -49,7 +49,7 @@ _ECR_URI = re.compile(r"(\d{12})\.dkr\.ecr(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.c
 def check_request(request: Mapping[str, Any], hw: Hardware | None) -> tuple[dict[str, Any], list[str]]:
     """The request with its one-fix rules applied, and their warnings; or a ConfigError."""
     fixed = dict(request)
-    warnings = _volume_kms_key(fixed, hw)
+    warnings = _volume_kms_key(fixed, hw) + warm_pool_rules(fixed)
     _express_kms(fixed)
     shape = sagemaker_service_model().operation_model("CreateTrainingJob").input_shape
     if shape is not None:
@@ -79,6 +79,29 @@ def _express_kms(request: Mapping[str, Any]) -> None:
     if output.get("KmsKeyId") and bucket and bucket[0].endswith("--x-s3"):
         raise ConfigError("output_kms_key", output["KmsKeyId"], f"the output bucket {bucket[0]} is an S3 Express One Zone "
                           "directory bucket, which SageMaker encrypts with S3-managed keys only; drop output_kms_key")
+
+
+#: The developer guide's longest keep-alive, below the service model's 21600 (docs/PLATFORM.md §1.13).
+KEEP_ALIVE_GUIDE_MAX_S = 3600
+
+
+def warm_pool_rules(request: Mapping[str, Any]) -> list[str]:
+    """ResourceConfig.KeepAlivePeriodInSeconds: warm pools "cannot be used with spot instances" nor "with
+    heterogeneous cluster training" (refused); above the guide's 3600 s, a warning (docs/PLATFORM.md §1.13)."""
+    resource = request.get("ResourceConfig") or {}
+    keep = resource.get("KeepAlivePeriodInSeconds")
+    if not keep:
+        return []
+    if request.get("EnableManagedSpotTraining"):
+        raise ConfigError("keep_alive_s", keep, "SageMaker keeps no warm pool for managed spot training: drop spot=True "
+                          "(--spot) or keep_alive_s (--keep-alive-s)")
+    if resource.get("InstanceGroups"):
+        raise ConfigError("keep_alive_s", keep, "SageMaker keeps no warm pool for a heterogeneous cluster "
+                          "(ResourceConfig.InstanceGroups): drop keep_alive_s")
+    if keep > KEEP_ALIVE_GUIDE_MAX_S:
+        return [f"keep_alive_s {keep}: the API takes up to 21600 s, the SageMaker developer guide still says warm pools "
+                f"are limited to {KEEP_ALIVE_GUIDE_MAX_S} s; if CreateTrainingJob refuses it, use {KEEP_ALIVE_GUIDE_MAX_S}"]
+    return []
 
 
 def check_image_pull(image_uri: str, allowed: tuple[str, ...] | None, stack: str) -> list[str]:
@@ -168,4 +191,4 @@ def _string(value: str, shape: Shape, path: str) -> None:
                           f"{meta['pattern']}")
 
 
-__all__ = ["INT32_MAX", "check_image_pull", "check_request", "pattern_matcher"]
+__all__ = ["INT32_MAX", "KEEP_ALIVE_GUIDE_MAX_S", "check_image_pull", "check_request", "pattern_matcher", "warm_pool_rules"]

@@ -405,7 +405,7 @@ def _request_spec(config: LaunchConfig, code: CodePlan, job_name: str, role_arn:
         job_name=job_name, role_arn=role_arn, instance_type=config.instance_type,
         instance_count=config.instance_count, volume_size_gb=config.volume_size_gb,
         volume_kms_key=config.volume_kms_key, spot=config.spot, training_plan_arn=config.training_plan_arn,
-        image_uri=image_uri,
+        keep_alive_s=config.keep_alive_s, image_uri=image_uri,
         max_runtime_s=limits.max_runtime_s, max_wait_s=limits.max_wait_s,
         output_s3_uri=output_uri, output_kms_key=config.output_kms_key,
         output_compression=request_mod.compression_type(config.output_compression, code.sizing.params,

@@ -107,6 +107,8 @@ class RequestSpec:
     spot: bool = False
     training_plan_arn: str | None = None
     """ResourceConfig.TrainingPlanArn: the training plan whose reserved capacity the job runs on."""
+    keep_alive_s: int | None = None
+    """ResourceConfig.KeepAlivePeriodInSeconds: the warm pool kept after the job; None: none asked."""
     output_kms_key: str | None = None
     output_compression: str = "GZIP"
     """OutputDataConfig.CompressionType: GZIP or NONE (`compression_type`)."""
@@ -149,6 +151,7 @@ def _trainer(spec: RequestSpec, session: SageMakerSession | None, training_mode:
             instance_type=spec.instance_type, instance_count=spec.instance_count,
             volume_size_in_gb=spec.volume_size_gb, volume_kms_key_id=spec.volume_kms_key,
             enable_managed_spot_training=spec.spot or None, training_plan_arn=spec.training_plan_arn,
+            keep_alive_period_in_seconds=spec.keep_alive_s,
         ),
         stopping_condition=StoppingCondition(
             max_runtime_in_seconds=spec.max_runtime_s, max_wait_time_in_seconds=spec.max_wait_s,

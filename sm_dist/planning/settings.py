@@ -78,6 +78,7 @@ class LaunchSettings(TypedDict, total=False):
     network_isolation: bool
     training_plan_arn: str | None
     encrypt_inter_container_traffic: bool
+    keep_alive_s: int | None
     tags: Mapping[str, str]
     ignore_patterns: tuple[str, ...] | list[str]
 
