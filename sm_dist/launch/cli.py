@@ -40,6 +40,8 @@ _HELP = {
                          "instance type and count instead of the account's quota",
     "keep_alive_s": "keep the instances warm this many seconds after the job (0-21600, not with --spot): a "
                     "matching next job starts on them; billed while kept (sm-dist release JOB ends it)",
+    "tensorboard": "TensorBoard: the script writes to $SM_TENSORBOARD_DIR (HF Trainer: report_to='tensorboard'), "
+                   "synced to <output>/<job>/tensorboard while the job runs; see it with sm-dist tensorboard JOB",
 }
 _KV_FIELDS = ("hyperparameters", "environment", "inputs", "tags")
 _SINGULAR = {"hyperparameters": "hp", "environment": "env", "inputs": "input", "tags": "tag", "metrics": "metric",

@@ -157,6 +157,10 @@ class LaunchConfig:
     tags: Mapping[str, str] = field(default_factory=dict)
     ignore_patterns: tuple[str, ...] = ()
     """Extra patterns (gitignore-style subset) left out of the bundle, besides .smdistignore."""
+    tensorboard: bool = False
+    """TensorBoardOutputConfig: the job's TensorBoard folder (SM_TENSORBOARD_DIR, TENSORBOARD_LOGGING_DIR; sm_dist's
+    own metric lines are written there too) is synced to <output>/<job>/tensorboard while it runs
+    (docs/guides/live.md)."""
 
     def __post_init__(self) -> None:
         _check_text("entry", self.entry)
@@ -185,6 +189,8 @@ class LaunchConfig:
         if self.training_plan_arn is not None and not _TRAINING_PLAN_ARN_RE.fullmatch(str(self.training_plan_arn)):
             raise ConfigError("training_plan_arn", self.training_plan_arn, "expected the plan's ARN, "
                               "arn:aws:sagemaker:<region>:<account>:training-plan/<name> (aws sagemaker list-training-plans)")
+        if not isinstance(self.tensorboard, bool):
+            raise ConfigError("tensorboard", self.tensorboard, "expected True or False")
 
     def _check_numbers(self) -> None:
         _check_int("instance_count", self.instance_count, 1)

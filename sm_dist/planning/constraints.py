@@ -37,11 +37,15 @@ _SETTINGS = (
     ("ResourceConfig.VolumeKmsKeyId", "volume_kms_key"), ("ResourceConfig.VolumeSizeInGB", "volume_size_gb"),
     ("ResourceConfig.InstanceCount", "instance_count"), ("ResourceConfig.KeepAlivePeriodInSeconds", "keep_alive_s"), ("OutputDataConfig.KmsKeyId", "output_kms_key"),
     ("OutputDataConfig.S3OutputPath", "output_s3_uri"), ("CheckpointConfig.S3Uri", "checkpoint_s3_uri"),
+    ("TensorBoardOutputConfig.S3OutputPath", "output_s3_uri"), ("TensorBoardOutputConfig", "tensorboard"),
     ("VpcConfig.Subnets", "subnets"), ("VpcConfig.SecurityGroupIds", "security_group_ids"),
     ("StoppingCondition.MaxRuntimeInSeconds", "max_runtime_s"), ("StoppingCondition.MaxWaitTimeInSeconds", "max_wait_s"),
     ("RetryStrategy", "retry_attempts"), ("InputDataConfig", "inputs"), ("HyperParameters", "hyperparameters"),
     ("Environment", "environment"), ("Tags", "tags"), ("RoleArn", "role"), ("TrainingJobName", "job_name"),
 )
+#: TensorBoardOutputConfig.LocalPath prefixes CreateTrainingJob refuses, its own default included
+#: (docs/PLATFORM.md §1.14): sm_dist sends no LocalPath, so the default applies.
+TENSORBOARD_RESERVED = ("/opt/ml", "/tmp", "/usr/local/nvidia")
 #: An ECR image URI: account, region, domain, repository (docs/PLATFORM.md §6.2).
 _ECR_URI = re.compile(r"(\d{12})\.dkr\.ecr(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?/([^:@]+)(?:[:@].*)?")
 
@@ -51,6 +55,7 @@ def check_request(request: Mapping[str, Any], hw: Hardware | None) -> tuple[dict
     fixed = dict(request)
     warnings = _volume_kms_key(fixed, hw) + warm_pool_rules(fixed)
     _express_kms(fixed)
+    _tensorboard_local_path(fixed)
     shape = sagemaker_service_model().operation_model("CreateTrainingJob").input_shape
     if shape is not None:
         _walk(fixed, shape, "")
@@ -102,6 +107,14 @@ def warm_pool_rules(request: Mapping[str, Any]) -> list[str]:
         return [f"keep_alive_s {keep}: the API takes up to 21600 s, the SageMaker developer guide still says warm pools "
                 f"are limited to {KEEP_ALIVE_GUIDE_MAX_S} s; if CreateTrainingJob refuses it, use {KEEP_ALIVE_GUIDE_MAX_S}"]
     return []
+
+
+def _tensorboard_local_path(request: Mapping[str, Any]) -> None:
+    """"LocalPath" of "TensorBoardOutputConfig" cannot start with a reserved path (/opt/ml, /tmp, /usr/local/nvidia)."""
+    local = str((request.get("TensorBoardOutputConfig") or {}).get("LocalPath") or "")
+    if any(local == p or local.startswith(p + "/") for p in TENSORBOARD_RESERVED):
+        raise ConfigError("tensorboard", local, f"CreateTrainingJob refuses a TensorBoardOutputConfig.LocalPath under "
+                          f"{', '.join(TENSORBOARD_RESERVED)}; leave it out (the job writes to /opt/ml/output/tensorboard)")
 
 
 def check_image_pull(image_uri: str, allowed: tuple[str, ...] | None, stack: str) -> list[str]:
@@ -191,4 +204,5 @@ def _string(value: str, shape: Shape, path: str) -> None:
                           f"{meta['pattern']}")
 
 
-__all__ = ["INT32_MAX", "KEEP_ALIVE_GUIDE_MAX_S", "check_image_pull", "check_request", "pattern_matcher", "warm_pool_rules"]
+__all__ = ["INT32_MAX", "KEEP_ALIVE_GUIDE_MAX_S", "TENSORBOARD_RESERVED", "check_image_pull", "check_request", "pattern_matcher",
+           "warm_pool_rules"]

@@ -102,6 +102,12 @@ class Plan:
         return request
 
     @property
+    def tensorboard_uri(self) -> str | None:
+        """TensorBoardOutputConfig.S3OutputPath (None: tensorboard off): `tensorboard --logdir` it."""
+        config = self.request.get("TensorBoardOutputConfig") or {}
+        return str(config["S3OutputPath"]) if config.get("S3OutputPath") else None
+
+    @property
     def strategy(self) -> Strategy:
         return self.job_spec.strategy
 
@@ -292,7 +298,8 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
                                      box.local_nvme if box is not None else False)
     settings = _request_spec(config, code, job_name, where.role_arn, image_uri, limits, code_uri, environment,
                              where.output_s3_uri, channels,
-                             chain_tags(run, 1, policy, RunState()) if run and policy else {})
+                             chain_tags(run, 1, policy, RunState()) if run and policy else {},
+                             tensorboard_uri(where.output_s3_uri, run or job_name) if config.tensorboard else None)
     with without_missing_profile():
         request = request_mod.build_request(settings, memo=local)
     request, request_warnings = check_request(request, hardware(config.instance_type))
@@ -394,8 +401,10 @@ def _source(config: LaunchConfig) -> Path:
 
 def _request_spec(config: LaunchConfig, code: CodePlan, job_name: str, role_arn: str, image_uri: str, limits: Limits,
                   code_uri: str, environment: dict[str, str], output_uri: str,
-                  channels: Mapping[str, Channel], chain: Mapping[str, str]) -> request_mod.RequestSpec:
-    """What request.build_request turns into a ModelTrainer (`chain`: a link's tags, or none)."""
+                  channels: Mapping[str, Channel], chain: Mapping[str, str],
+                  tensorboard: str | None = None) -> request_mod.RequestSpec:
+    """What request.build_request turns into a ModelTrainer (`chain`: a link's tags, or none;
+    `tensorboard`: TensorBoardOutputConfig.S3OutputPath, or none)."""
     spec = code.spec
     ckpt = spec.checkpoint
     ours = sm_dist_tags(spec.strategy.value, code.sizing.expected_usd(config.spot), limits.max_cost_usd, ckpt.uri,
@@ -417,8 +426,15 @@ def _request_spec(config: LaunchConfig, code: CodePlan, job_name: str, role_arn:
         network_isolation=config.network_isolation,
         encrypt_inter_container_traffic=config.encrypt_inter_container_traffic,
         retry_attempts=config.retry_attempts or 0, metric_definitions=tuple(metric_definitions(config.metrics)),
+        tensorboard_s3_uri=tensorboard,
     )
 
 
+def tensorboard_uri(output_s3_uri: str, name: str) -> str:
+    """Where SageMaker syncs a job's TensorBoard folder: `<output>/<job>/tensorboard` (a chain's jobs
+    share the run's, `<output>/<run>/tensorboard`, so one TensorBoard shows the whole run)."""
+    return request_mod.s3_join(output_s3_uri, name, "tensorboard")
+
+
 __all__ = ["BASE_ENVIRONMENT", "LOCAL_DEFAULTS", "CodePlan", "Plan", "launch_config", "make_plan", "new_job_name",
-           "plan_code"]
+           "plan_code", "tensorboard_uri"]

@@ -50,7 +50,8 @@ def check_reach(request: Mapping[str, Any], reach: Mapping[str, str], stack: str
     own = reach.get("artifact_uri") or f"s3://{reach['bucket']}"
     output = request.get("OutputDataConfig") or {}
     writes = {"output_s3_uri": output.get("S3OutputPath"),
-              "checkpoint_s3_uri": (request.get("CheckpointConfig") or {}).get("S3Uri")}
+              "checkpoint_s3_uri": (request.get("CheckpointConfig") or {}).get("S3Uri"),
+              "tensorboard": (request.get("TensorBoardOutputConfig") or {}).get("S3OutputPath")}
     for field, uri in writes.items():
         if uri and not under(uri, own):
             raise ConfigError(field, uri, f"the role of infra stack {stack} may write only under {own}; "

@@ -81,6 +81,7 @@ def render_plan(plan: Plan) -> str:
         *_data_lines(plan),
         f"output       {req['OutputDataConfig']['S3OutputPath']}  ({_compression(req['OutputDataConfig'])})",
         f"checkpoints  {spec.checkpoint.mode}: {spec.checkpoint.uri or spec.checkpoint.local_path or '-'}",
+        *_tensorboard_lines(plan),
         "cost",
         *_cost_lines(plan),
     ]
@@ -105,6 +106,17 @@ def _data_lines(plan: Plan) -> list[str]:
         where = "copied to every host here" if plan.local else f"uploaded to {upload.s3_uri} unless already there"
         lines.append(f"data         {name}: {channel.source} ({size}; {where}; {how})")
     return lines
+
+
+def _tensorboard_lines(plan: Plan) -> list[str]:
+    """Where the job's TensorBoard folder goes (TensorBoardOutputConfig, docs/PLATFORM.md §1.14)."""
+    uri = plan.tensorboard_uri
+    if uri is None:
+        return []
+    how = ("local mode syncs it to its own S3 endpoint while the job runs, then to the run's folder; "
+           "job.tensorboard() shows it" if plan.local else
+           f"synced while the job runs; tensorboard --logdir {uri} (or sm-dist tensorboard {plan.job_name})")
+    return [f"tensorboard  /opt/ml/output/tensorboard ($SM_TENSORBOARD_DIR) -> {uri}: {how}"]
 
 
 def _compression(output: dict[str, str]) -> str:

@@ -124,6 +124,9 @@ class RequestSpec:
     retry_attempts: int = 0
     metric_definitions: tuple[Mapping[str, str], ...] = ()
     """SageMaker MetricDefinitions: {"Name", "Regex"} each."""
+    tensorboard_s3_uri: str | None = None
+    """TensorBoardOutputConfig.S3OutputPath; its LocalPath is left to the service's default,
+    /opt/ml/output/tensorboard (docs/PLATFORM.md §1.14); None: no TensorBoardOutputConfig."""
 
 
 def _trainer(spec: RequestSpec, session: SageMakerSession | None, training_mode: Mode | None = None) -> ModelTrainer:
@@ -169,6 +172,10 @@ def _trainer(spec: RequestSpec, session: SageMakerSession | None, training_mode:
     )
     if spec.retry_attempts:
         trainer = trainer.with_retry_strategy(RetryStrategy(maximum_retry_attempts=spec.retry_attempts))
+    if spec.tensorboard_s3_uri:  # the shape, not configs.TensorBoardOutputConfig, whose LocalPath the API refuses
+        from sagemaker.core.shapes import TensorBoardOutputConfig
+
+        trainer = trainer.with_tensorboard_output_config(TensorBoardOutputConfig(s3_output_path=spec.tensorboard_s3_uri))
     metrics = [MetricDefinition(name=m["Name"], regex=m["Regex"]) for m in spec.metric_definitions]
     return trainer.with_metric_definitions(metrics) if metrics else trainer
 

@@ -81,6 +81,7 @@ class LaunchSettings(TypedDict, total=False):
     keep_alive_s: int | None
     tags: Mapping[str, str]
     ignore_patterns: tuple[str, ...] | list[str]
+    tensorboard: bool
 
 
 __all__ = ["LaunchSettings"]
