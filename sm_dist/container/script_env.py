@@ -31,6 +31,7 @@ from sm_dist.contract.container import (
     SM_DIR_VARIABLES,
     read_checkpoint_config,
     read_config,
+    read_tensorboard_dir,
     remap,
 )
 from sm_dist.errors import RuntimeEnvError
@@ -44,6 +45,10 @@ DEFAULT_LOG_LEVEL = 20
 #: sm_dist's own name for CheckpointConfig.LocalPath (not a SageMaker variable): a script finds its
 #: checkpoint folder wherever /opt/ml is.
 CHECKPOINT_DIR_ENV = "SM_CHECKPOINT_DIR"
+#: With a TensorBoardOutputConfig: the folder SageMaker syncs to S3 while the job runs (sm_dist's name, as no
+#: SageMaker container sets one), and the same for Hugging Face Trainer's TensorBoardCallback (docs/PLATFORM.md §1.14).
+TENSORBOARD_DIR_ENV = "SM_TENSORBOARD_DIR"
+HF_TENSORBOARD_ENV = "TENSORBOARD_LOGGING_DIR"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,6 +131,9 @@ def script_environment(root: Path, env: Mapping[str, str], host: Host) -> dict[s
     values["SM_TRAINING_ENV"] = _training_env(values, channel_dirs, env)
     checkpoint = read_checkpoint_config(root)
     values[CHECKPOINT_DIR_ENV] = checkpoint.local_path if checkpoint else remap(CHECKPOINT_LOCAL_PATH, root)
+    tensorboard = read_tensorboard_dir(root)
+    if tensorboard is not None:
+        values[TENSORBOARD_DIR_ENV] = values[HF_TENSORBOARD_ENV] = tensorboard
     return {key: _serialize(value) for key, value in values.items()}
 
 
@@ -161,4 +169,4 @@ def cpu_count() -> int:
     return os.cpu_count() or 1
 
 
-__all__ = ["CHECKPOINT_DIR_ENV", "MASTER_PORT", "Host", "cpu_count", "script_environment"]
+__all__ = ["CHECKPOINT_DIR_ENV", "HF_TENSORBOARD_ENV", "MASTER_PORT", "TENSORBOARD_DIR_ENV", "Host", "cpu_count", "script_environment"]

@@ -56,6 +56,10 @@ RESOURCE_CONFIG = "resourceconfig.json"
 HYPERPARAMETERS = "hyperparameters.json"
 INPUT_DATA_CONFIG = "inputdataconfig.json"
 CHECKPOINT_CONFIG = "checkpointconfig.json"
+#: Written with a TensorBoardOutputConfig, `{"LocalPath": ...}` (docs/PLATFORM.md §1.14).
+TENSORBOARD_CONFIG = "tensorboardoutputconfig.json"
+#: TensorBoardOutputConfig.LocalPath's default, the folder SageMaker syncs to its S3OutputPath (§1.14).
+TENSORBOARD_LOCAL_PATH = f"{OUTPUT_DIR}/tensorboard"
 
 #: The source dir's dependencies, pip-installed at job start as SageMaker's training toolkit does
 #: (docs/PLATFORM.md §1.1); from WHEELS_DIR without an index when the bundle carries one.
@@ -224,6 +228,15 @@ def read_checkpoint_config(root: str | os.PathLike[str]) -> CheckpointConfig | N
     return CheckpointConfig(local_path=remap(str(local), root), s3_uri=str(data["S3Uri"]) if data.get("S3Uri") else None)
 
 
+def read_tensorboard_dir(root: str | os.PathLike[str]) -> str | None:
+    """The TensorBoard folder of a job with a TensorBoardOutputConfig (tensorboardoutputconfig.json's LocalPath,
+    else the default), remapped under `root`; None without one; RuntimeEnvError when malformed."""
+    data = read_config(root, TENSORBOARD_CONFIG)
+    if data is None:
+        return None
+    return remap(str(data.get("LocalPath") or TENSORBOARD_LOCAL_PATH), root)
+
+
 def read_resource_config(root: str | os.PathLike[str]) -> ResourceConfig | None:
     """resourceconfig.json under `root`; None when absent; RuntimeEnvError when malformed."""
     data = read_config(root, RESOURCE_CONFIG)
@@ -243,6 +256,7 @@ def read_resource_config(root: str | os.PathLike[str]) -> ResourceConfig | None:
 __all__ = [
     "CHECKPOINT_LOCAL_PATH", "CODE_DIR", "EFA_RDMA_TYPES", "EFA_TYPES", "FAILURE_FILE", "MODEL_DIR", "OPT_ML",
     "INSTALL_REQUIREMENTS_ENV", "OPT_ML_ENV", "RDZV_HOST_ENV", "RDZV_PORT_ENV", "MASTER_PORT_ENV", "LOCAL_ADDR_ENV", "NPROC_ENV", "nproc_per_node", "NETWORK_ISOLATION_ENV", "LOCAL_LOG_ENV", "REQUIREMENTS_FILE", "RESOURCE_CONFIG", "WHEELS_DIR", "SM_DIR_VARIABLES", "SYNC_IGNORE_SUFFIX", "SYNC_SKIPPED_SUFFIXES",
-    "SYNC_UPLOADED_SUFFIX", "SYNC_UPLOADING_SUFFIX", "CHECKPOINT_SUFFIXES", "WEIGHT_SUFFIXES", "checkpoint_like", "CheckpointConfig", "read_checkpoint_config", "ResourceConfig", "config_path", "host_order",
+    "SYNC_UPLOADED_SUFFIX", "SYNC_UPLOADING_SUFFIX", "CHECKPOINT_SUFFIXES", "WEIGHT_SUFFIXES", "checkpoint_like", "CheckpointConfig", "read_checkpoint_config", "ResourceConfig",
+    "TENSORBOARD_CONFIG", "TENSORBOARD_LOCAL_PATH", "read_tensorboard_dir", "config_path", "host_order",
     "opt_ml_root", "read_config", "read_resource_config", "remap", "sync_skipped", "synced_files", "PARTIAL_SUFFIX",
 ]

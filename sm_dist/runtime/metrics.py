@@ -3,7 +3,8 @@
 `AvgMetric` accumulates a local (sum, count) and all-reduces both when computed, so the mean is
 over every sample of every rank (averaging the ranks' means would weight a short last batch
 wrong). `log_metrics` prints the metric line (sm_dist.contract.log_lines) on rank 0 only: SageMaker
-scrapes every rank's stdout, and one line per step is what its MetricDefinitions expect.
+scrapes every rank's stdout, and one line per step is what its MetricDefinitions expect; with
+tensorboard=True it also writes the line's numbers as TensorBoard scalars (`runtime.tensorboard`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 from sm_dist.contract.log_lines import step_line
+from sm_dist.runtime import tensorboard
 
 _log = logging.getLogger(__name__)
 
@@ -76,6 +78,7 @@ def log_metrics(step: int, metrics: Mapping[str, object], *, stream: TextIO | No
     line = step_line(step, metrics)
     out = stream or sys.stdout
     print(line, file=out, flush=True)
+    tensorboard.write_scalars(step, metrics)  # with tensorboard=True: $SM_TENSORBOARD_DIR/sm_dist
     return line
 
 

@@ -66,3 +66,18 @@ def test_a_paths_say_opt_ml_where_the_folder_is_mounted_there(tmp_path: Path) ->
     assert script_environment(root, {"SM_DIST_MASTER_PORT": "4242"}, Host(
         hosts=("algo-1", "algo-2"), current_host="algo-2", instance_type=None, interface="lo", num_gpus=0,
         num_cpus=2, master_addr="127.0.0.1"))["SM_MASTER_PORT"] == "4242"
+
+
+def test_tensorboard_folder_from_the_platforms_config_file(tmp_path: Path) -> None:
+    """tensorboardoutputconfig.json (written with a TensorBoardOutputConfig, docs/PLATFORM.md §1.14) gives the
+    script SM_TENSORBOARD_DIR and Hugging Face's TENSORBOARD_LOGGING_DIR; its LocalPath, else the default."""
+    root = opt_ml(tmp_path, "algo-1")
+    host = Host(hosts=("algo-1",), current_host="algo-1", instance_type=None, interface="lo", num_gpus=0, num_cpus=2)
+    env = script_environment(root, {}, host)
+    assert "SM_TENSORBOARD_DIR" not in env and "TENSORBOARD_LOGGING_DIR" not in env  # no TensorBoardOutputConfig
+    config = root / "input" / "config" / "tensorboardoutputconfig.json"
+    config.write_text(json.dumps({"S3OutputPath": "s3://b/job/tensorboard"}))
+    env = script_environment(root, {}, host)
+    assert env["SM_TENSORBOARD_DIR"] == env["TENSORBOARD_LOGGING_DIR"] == f"{root}/output/tensorboard"
+    config.write_text(json.dumps({"LocalPath": "/opt/ml/output/tb", "S3OutputPath": "s3://b/p"}))
+    assert script_environment(root, {}, host)["SM_TENSORBOARD_DIR"] == f"{root}/output/tb"
