@@ -40,6 +40,9 @@ VPC_DESCRIBE = ("ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs", "ec2:Descri
 VPC_MANAGE = ("ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
               "ec2:DeleteNetworkInterfacePermission")
 ECR_PULL = ("ecr:BatchCheckLayerAvailability", "ecr:GetDownloadUrlForLayer", "ecr:BatchGetImage")
+#: What the SSM agent in a remote-debug job's container calls with the role (docs/PLATFORM.md §1.16).
+SSM_AGENT = ("ssmmessages:CreateControlChannel", "ssmmessages:CreateDataChannel", "ssmmessages:OpenControlChannel",
+             "ssmmessages:OpenDataChannel")
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,8 @@ def needs(request: Mapping[str, Any], region: str, account: str, partition: str 
     repository = _ecr_repository_arn(image, partition)
     if repository:
         found += [Need(("ecr:GetAuthorizationToken",), "*", "image"), Need(ECR_PULL, repository, "image")]
+    if (request.get("RemoteDebugConfig") or {}).get("EnableRemoteDebug"):
+        found.append(Need(SSM_AGENT, "*", "remote_debug"))
     if request.get("VpcConfig"):
         found += [Need(VPC_DESCRIBE, "*", "VPC"),
                   Need(VPC_MANAGE, f"arn:{partition}:ec2:{region}:{account}:network-interface/sm-dist-example", "VPC")]

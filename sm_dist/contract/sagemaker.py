@@ -38,5 +38,16 @@ def check_channel_name(name: str, field: str = "inputs") -> str:
     return name
 
 
-__all__ = ["BASE_JOB_NAME_RE", "CHANNEL_NAME_RE", "JOB_NAME_RE", "STOP_GRACE_SECONDS", "check_channel_name",
+def ssm_target(job_name: str, host: str = "algo-1") -> str:
+    """The SSM target of one host of a job launched with RemoteDebugConfig (docs/PLATFORM.md §1.16)."""
+    return f"sagemaker-training-job:{job_name}_{host}"
+
+
+def ssm_command(job_name: str, host: str = "algo-1", region: str | None = None) -> list[str]:
+    """`aws ssm start-session` into that host's training container, as AWS documents it."""
+    return ["aws", "ssm", "start-session", "--target", ssm_target(job_name, host),
+            *(["--region", region] if region else [])]
+
+
+__all__ = ["BASE_JOB_NAME_RE", "CHANNEL_NAME_RE", "JOB_NAME_RE", "STOP_GRACE_SECONDS", "check_channel_name", "ssm_command", "ssm_target",
            "check_job_name"]

@@ -207,7 +207,7 @@ def estimate(
     strategies: StrategiesLike | None = None, spot: bool = False, region: str = CATALOG_REGION,
     mfu: float | None = None, prices: str = "catalog", max_hours: float | None = None, budget: float | None = None,
     spot_discount: float | None = None, pricing_client: PricingClient | None = None, cache_dir: StrPath | None = None,
-    calibration: CalibrationLike | None = None, data: DataLoad | None = None,
+    calibration: CalibrationLike | None = None, data: DataLoad | None = None, infra_check: bool | None = False,
 ) -> Estimate:
     """Estimate memory per GPU, step time, hours and cost for every combination asked for, and
     recommend the cheapest plan that fits (fastest within `budget`, cheapest within `max_hours`).
@@ -216,7 +216,8 @@ def estimate(
     each row says which setting it used. `calibration` (sm-dist calibrate's file, or a finished
     job's figures, see estimator/calibration.py) replaces the MFU prior of its GPU family by the
     measured MFU; other families keep the prior. `data` (the job's channels by how they arrive)
-    adds their File-mode download to the billed start-up."""
+    adds their File-mode download to the billed start-up, and `infra_check` (True, or None: SageMaker's
+    default rule per row, `cost.infra_check_on`) the infra check's time."""
     warnings: list[str] = []
     settings = _settings(activation_checkpointing, micro_batch)
     shape, buffers = _shape(params, model, hf_config, warnings)
@@ -227,7 +228,7 @@ def estimate(
                       else max(1, round(DEFAULT_GLOBAL_BATCH_TOKENS / seq))),
         micro_batch=settings[0][1], precision=parse_enum(Precision, precision, "precision"),
         optimizer=str(optimizer).lower(), checkpointing=settings[0][0],
-        buffers_bytes=buffers, data=data,
+        buffers_bytes=buffers, data=data, infra_check=infra_check,
     )
     optimizer_states(work.optimizer)  # validates the name
     mfu_value = _number("mfu", mfu) if mfu is not None else None

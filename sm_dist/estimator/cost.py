@@ -29,6 +29,15 @@ SPOT_INTERRUPTIONS_PER_INSTANCE_HOUR = 0.01
 #: Time to get going again after an interruption: new capacity + start-up + loading the
 #: checkpoint; an assumption.
 SPOT_RESTART_SECONDS = 600.0
+#: SageMaker's infra check (InfraCheckConfig: the instances' hardware and the cluster network, before the
+#: script). AWS publishes no figure for its time: 10 minutes is an assumption, billed as start-up
+#: (docs/PLATFORM.md §1.16).
+INFRA_CHECK_SECONDS = 600.0
+#: infra_check=None turns it on from this many instances (a cluster network to check, and more to lose).
+INFRA_CHECK_MIN_INSTANCES = 4
+#: The families the check is assumed offered on: AWS documents it for accelerated training instances
+#: without a list (docs/PLATFORM.md §1.16); GPU (p, g) and Trainium (trn) families.
+INFRA_CHECK_FAMILIES = ("p", "g", "trn")
 #: Checkpoint interval assumed for spot: on average half an interval of work is lost per
 #: interruption.
 CHECKPOINT_INTERVAL_SECONDS = 1800.0
@@ -66,11 +75,26 @@ def download_gbps(inst: Instance) -> float:
     return min(inst.network_gbps, S3_MAX_GBPS) * DOWNLOAD_EFFICIENCY
 
 
-def startup_seconds(inst: Instance, count: int, data: DataLoad | None = None) -> float:
-    """Billed start-up: the image (STARTUP_SECONDS) and, when known, the data each instance downloads."""
+def startup_seconds(inst: Instance, count: int, data: DataLoad | None = None, infra_check: bool | None = False) -> float:
+    """Billed start-up: the image (STARTUP_SECONDS), the infra check when it runs (`infra_check_on`) and,
+    when known, the data each instance downloads."""
+    base = STARTUP_SECONDS + (INFRA_CHECK_SECONDS if infra_check_on(infra_check, inst.name, count) else 0.0)
     if data is None:
-        return STARTUP_SECONDS
-    return STARTUP_SECONDS + data.per_instance(count) * 8 / (download_gbps(inst) * 1e9)
+        return base
+    return base + data.per_instance(count) * 8 / (download_gbps(inst) * 1e9)
+
+
+def infra_check_offered(instance_type: str) -> bool:
+    """Whether SageMaker's infra check is assumed offered on `instance_type` (an accelerated family)."""
+    family = instance_type.removeprefix("ml.").split(".")[0]
+    return any(family.startswith(f) and family[len(f):][:1].isdigit() for f in INFRA_CHECK_FAMILIES)
+
+
+def infra_check_on(setting: bool | None, instance_type: str, count: int) -> bool:
+    """Whether a job runs the infra check: as set, or (None) from INFRA_CHECK_MIN_INSTANCES instances where offered."""
+    if setting is not None:
+        return setting
+    return count >= INFRA_CHECK_MIN_INSTANCES and infra_check_offered(instance_type)
 
 
 def job_hours(steps: int, step_seconds: float, startup_seconds: float = STARTUP_SECONDS) -> float:
@@ -93,5 +117,5 @@ def job_cost(hours: float, count: int, inst: Instance, spot_discount: float = DE
     return Cost(sagemaker, ec2, spot, spot_hours)
 
 
-__all__ = ["Cost", "DataLoad", "job_cost", "job_hours", "spot_overhead_hours", "startup_seconds", "STARTUP_SECONDS",
+__all__ = ["INFRA_CHECK_SECONDS", "INFRA_CHECK_MIN_INSTANCES", "infra_check_offered", "infra_check_on", "Cost", "DataLoad", "job_cost", "job_hours", "spot_overhead_hours", "startup_seconds", "STARTUP_SECONDS",
            "DEFAULT_SPOT_DISCOUNT"]

@@ -52,6 +52,7 @@ class Workload(NamedTuple):
     checkpointing: str
     buffers_bytes: int = 0
     data: DataLoad | None = None  #: the data channels' bytes (None: not known, start-up is the assumption alone)
+    infra_check: bool | None = False  #: SageMaker's infra check: on, off, or None (cost.infra_check_on decides per row)
 
 
 class Row(NamedTuple):
@@ -173,7 +174,7 @@ def _fit_and_time(inst: Instance, count: int, strategy: Strategy, work: Workload
         params=shape.flops_params, tokens_per_micro_batch=work.micro_batch * work.seq_len, accumulation=accumulation,
         strategy=strategy, precision=work.precision, inst=inst, count=count, mfu=mfu, checkpointing=work.checkpointing,
     )
-    hours = job_hours(steps, step.total, startup_seconds(inst, count, work.data))
+    hours = job_hours(steps, step.total, startup_seconds(inst, count, work.data, work.infra_check))
     cost = job_cost(hours, count, inst, spot_discount)
     return Row(inst.name, count, world, strategy, work.precision, True, True, "", memory, inst.gpu_memory_bytes,
                mfu, step, steps, hours, cost, global_batch, work.checkpointing, work.micro_batch)

@@ -36,6 +36,9 @@ _HELP = {
     "infra_stack": "stack from `sm-dist infra deploy` for role and buckets ('' = the last one deployed)",
     "fallback_instance_types": "with --chain: another instance type to use when --instance-type has no capacity, "
                                "repeatable, in order (checked for memory like --instance-type)",
+    "remote_debug": "let `sm-dist debug JOB` open a shell in the job's containers (SSM; not with --network-isolation)",
+    "infra_check": "SageMaker checks the instances' hardware and network before the script "
+                   "(default: on for 4+ GPU instances; adds its time to the estimate)",
     "training_plan_arn": "run on a SageMaker training plan's reserved capacity (its ARN); checked against the "
                          "instance type and count instead of the account's quota",
     "keep_alive_s": "keep the instances warm this many seconds after the job (0-21600, not with --spot): a "
@@ -68,6 +71,8 @@ def _add_fit_flags(parser: argparse.ArgumentParser) -> None:
         flag = "--" + _SINGULAR.get(f.name, f.name).replace("_", "-")
         if kind == "bool":
             parser.add_argument(flag, action="store_true", **common)
+        elif kind == "bool | None":  # --infra-check / --no-infra-check; neither: the default rule
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, **common)
         elif f.name in _KV_FIELDS:
             parser.add_argument(flag, action="append", type=_key_value, metavar="KEY=VALUE", **common)
         elif kind.startswith("tuple"):

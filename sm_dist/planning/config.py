@@ -161,6 +161,14 @@ class LaunchConfig:
     """TensorBoardOutputConfig: the job's TensorBoard folder (SM_TENSORBOARD_DIR, TENSORBOARD_LOGGING_DIR; sm_dist's
     own metric lines are written there too) is synced to <output>/<job>/tensorboard while it runs
     (docs/guides/live.md)."""
+    remote_debug: bool = False
+    """RemoteDebugConfig.EnableRemoteDebug: SageMaker starts an SSM agent in each host's container, and
+    `sm-dist debug JOB` opens a shell there (aws ssm start-session); not with network_isolation
+    (docs/PLATFORM.md §1.16)."""
+    infra_check: bool | None = None
+    """InfraCheckConfig.EnableInfraCheck: SageMaker checks the instances' hardware and the cluster network
+    before the script starts. None: on for 4 or more GPU instances of a family that offers it; its
+    time is added to the estimate's start-up (docs/PLATFORM.md §1.16)."""
 
     def __post_init__(self) -> None:
         _check_text("entry", self.entry)
@@ -186,6 +194,10 @@ class LaunchConfig:
             check_job_name(self.job_name)
         if not BASE_JOB_NAME_RE.fullmatch(self.base_job_name):
             raise ConfigError("base_job_name", self.base_job_name, "use 1-40 letters, digits and hyphens")
+        for name in ("remote_debug", "infra_check"):
+            value = getattr(self, name)
+            if not isinstance(value, bool) and not (name == "infra_check" and value is None):
+                raise ConfigError(name, value, "expected true or false" + (" (or leave it unset)" if name == "infra_check" else ""))
         if self.training_plan_arn is not None and not _TRAINING_PLAN_ARN_RE.fullmatch(str(self.training_plan_arn)):
             raise ConfigError("training_plan_arn", self.training_plan_arn, "expected the plan's ARN, "
                               "arn:aws:sagemaker:<region>:<account>:training-plan/<name> (aws sagemaker list-training-plans)")

@@ -56,6 +56,7 @@ def check_request(request: Mapping[str, Any], hw: Hardware | None) -> tuple[dict
     warnings = _volume_kms_key(fixed, hw) + warm_pool_rules(fixed)
     _express_kms(fixed)
     _tensorboard_local_path(fixed)
+    warnings += check_debug_settings(fixed)
     shape = sagemaker_service_model().operation_model("CreateTrainingJob").input_shape
     if shape is not None:
         _walk(fixed, shape, "")
@@ -115,6 +116,26 @@ def _tensorboard_local_path(request: Mapping[str, Any]) -> None:
     if any(local == p or local.startswith(p + "/") for p in TENSORBOARD_RESERVED):
         raise ConfigError("tensorboard", local, f"CreateTrainingJob refuses a TensorBoardOutputConfig.LocalPath under "
                           f"{', '.join(TENSORBOARD_RESERVED)}; leave it out (the job writes to /opt/ml/output/tensorboard)")
+
+
+def check_debug_settings(request: Mapping[str, Any]) -> list[str]:
+    """RemoteDebugConfig and InfraCheckConfig against what SageMaker offers (docs/PLATFORM.md §1.16): no SSM
+    session reaches a container under network isolation; the infra check runs on accelerated instances only.
+    A VPC's hosts reach SSM only through a NAT gateway or an SSM endpoint: a warning."""
+    from sm_dist.estimator.cost import infra_check_offered
+
+    debug = bool((request.get("RemoteDebugConfig") or {}).get("EnableRemoteDebug"))
+    if debug and request.get("EnableNetworkIsolation"):
+        raise ConfigError("remote_debug", True, "SSM cannot reach a container under network isolation (it blocks the "
+                          "agent's outbound calls): drop network_isolation or remote_debug")
+    kind = str((request.get("ResourceConfig") or {}).get("InstanceType", ""))
+    if (request.get("InfraCheckConfig") or {}).get("EnableInfraCheck") and not infra_check_offered(kind):
+        raise ConfigError("infra_check", True, f"SageMaker's infra check tests accelerated instances (ml.p*, ml.g*, "
+                          f"ml.trn*), not {kind}: drop infra_check (--no-infra-check)")
+    if debug and (request.get("VpcConfig") or {}).get("Subnets"):
+        return ["remote_debug in a VPC: the hosts' SSM agent reaches SSM only through a NAT gateway or an SSM VPC "
+                "endpoint (com.amazonaws.<region>.ssmmessages) in those subnets"]
+    return []
 
 
 def check_image_pull(image_uri: str, allowed: tuple[str, ...] | None, stack: str) -> list[str]:
@@ -204,5 +225,4 @@ def _string(value: str, shape: Shape, path: str) -> None:
                           f"{meta['pattern']}")
 
 
-__all__ = ["INT32_MAX", "KEEP_ALIVE_GUIDE_MAX_S", "TENSORBOARD_RESERVED", "check_image_pull", "check_request", "pattern_matcher",
-           "warm_pool_rules"]
+__all__ = ["INT32_MAX", "KEEP_ALIVE_GUIDE_MAX_S", "TENSORBOARD_RESERVED", "check_image_pull", "check_request", "pattern_matcher", "warm_pool_rules", "check_debug_settings"]

@@ -27,6 +27,7 @@ from sm_dist.contract.chain import DEFAULT_MAX_LINKS, ChainPolicy, RunState, che
 from sm_dist.contract.checkpoint import DEFAULT_KEEP, CheckpointSettings, parse_mode
 from sm_dist.contract.torch_support import parse
 from sm_dist.errors import ConfigError
+from sm_dist.estimator.cost import infra_check_on
 from sm_dist.jobspec import JobSpec
 from sm_dist.metric_format import metric_definitions
 from sm_dist.planning import bundle as bundle_mod
@@ -427,6 +428,8 @@ def _request_spec(config: LaunchConfig, code: CodePlan, job_name: str, role_arn:
         encrypt_inter_container_traffic=config.encrypt_inter_container_traffic,
         retry_attempts=config.retry_attempts or 0, metric_definitions=tuple(metric_definitions(config.metrics)),
         tensorboard_s3_uri=tensorboard,
+        remote_debug=config.remote_debug,
+        infra_check=infra_check_on(config.infra_check, config.instance_type, config.instance_count),
     )
 
 

@@ -82,6 +82,7 @@ def render_plan(plan: Plan) -> str:
         f"output       {req['OutputDataConfig']['S3OutputPath']}  ({_compression(req['OutputDataConfig'])})",
         f"checkpoints  {spec.checkpoint.mode}: {spec.checkpoint.uri or spec.checkpoint.local_path or '-'}",
         *_tensorboard_lines(plan),
+        *_debug_lines(plan),
         "cost",
         *_cost_lines(plan),
     ]
@@ -89,6 +90,23 @@ def render_plan(plan: Plan) -> str:
         lines.append(f"note         fit creates the SageMaker default bucket {plan.default_bucket} if it is missing")
     lines += [f"warning      {w}" for w in plan.warnings]
     return "\n".join(lines)
+
+
+def _debug_lines(plan: Plan) -> list[str]:
+    """Remote debug and the infra check, when on (docs/PLATFORM.md §1.16)."""
+    import shlex
+
+    from sm_dist.contract.sagemaker import ssm_command
+    from sm_dist.estimator.cost import INFRA_CHECK_SECONDS
+
+    req, lines = plan.request, []
+    if (req.get("RemoteDebugConfig") or {}).get("EnableRemoteDebug"):
+        lines.append(f"debug        remote debug (SSM): sm-dist debug {plan.job_name} [--host algo-N], i.e. "
+                     f"{shlex.join(ssm_command(plan.job_name))}")
+    if (req.get("InfraCheckConfig") or {}).get("EnableInfraCheck"):
+        lines.append(f"infra check  SageMaker checks the hardware and the cluster network before the script: "
+                     f"+{INFRA_CHECK_SECONDS / 60:.0f} min of start-up in the estimate (assumed)")
+    return lines
 
 
 def _data_lines(plan: Plan) -> list[str]:

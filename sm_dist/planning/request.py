@@ -127,10 +127,20 @@ class RequestSpec:
     tensorboard_s3_uri: str | None = None
     """TensorBoardOutputConfig.S3OutputPath; its LocalPath is left to the service's default,
     /opt/ml/output/tensorboard (docs/PLATFORM.md §1.14); None: no TensorBoardOutputConfig."""
+    remote_debug: bool = False
+    """RemoteDebugConfig.EnableRemoteDebug (docs/PLATFORM.md §1.16)."""
+    infra_check: bool = False
+    """InfraCheckConfig.EnableInfraCheck, as the plan resolved infra_check (docs/PLATFORM.md §1.16)."""
 
 
 def _trainer(spec: RequestSpec, session: SageMakerSession | None, training_mode: Mode | None = None) -> ModelTrainer:
-    from sagemaker.core.shapes import MetricDefinition, RetryStrategy, StoppingCondition
+    from sagemaker.core.shapes import (
+        InfraCheckConfig,
+        MetricDefinition,
+        RemoteDebugConfig,
+        RetryStrategy,
+        StoppingCondition,
+    )
     from sagemaker.core.training.configs import (
         CheckpointConfig,
         Compute,
@@ -176,6 +186,10 @@ def _trainer(spec: RequestSpec, session: SageMakerSession | None, training_mode:
         from sagemaker.core.shapes import TensorBoardOutputConfig
 
         trainer = trainer.with_tensorboard_output_config(TensorBoardOutputConfig(s3_output_path=spec.tensorboard_s3_uri))
+    if spec.remote_debug:
+        trainer = trainer.with_remote_debug_config(RemoteDebugConfig(enable_remote_debug=True))
+    if spec.infra_check:
+        trainer = trainer.with_infra_check_config(InfraCheckConfig(enable_infra_check=True))
     metrics = [MetricDefinition(name=m["Name"], regex=m["Regex"]) for m in spec.metric_definitions]
     return trainer.with_metric_definitions(metrics) if metrics else trainer
 

@@ -82,6 +82,8 @@ class LaunchSettings(TypedDict, total=False):
     tags: Mapping[str, str]
     ignore_patterns: tuple[str, ...] | list[str]
     tensorboard: bool
+    remote_debug: bool
+    infra_check: bool | None
 
 
 __all__ = ["LaunchSettings"]

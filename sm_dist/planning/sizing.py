@@ -67,7 +67,7 @@ def _estimate(config: LaunchConfig, region: str) -> Estimate:
         activation_checkpointing="selective",
         instance_counts=[config.instance_count], strategies=list(Strategy), spot=config.spot,
         region=region, budget=config.max_cost_usd if config.tokens is not None else None,
-        data=data_load(config.inputs), **work,
+        data=data_load(config.inputs), infra_check=config.infra_check, **work,
     )
 
 
