@@ -7,7 +7,9 @@ import only the standard library at module level, and boto3 (in the Lambda runti
 `handler`. `handle` takes the SageMaker client, so tests give it moto's or a stubbed one.
 
 For a job tagged `sm-dist:run`, it reads the job (DescribeTrainingJob: events may repeat or come
-late) and its tags (the run's policy and state), takes `decide`'s decision, creates the next job
+late) and its tags (the run's policy and state); after a MaxRuntime stop it lists the checkpoint
+URI for an object written since the job's TrainingStartTime (none: the next link would repeat this
+one, so the decision ends the run; a refused listing changes nothing); it takes `decide`'s decision, creates the next job
 as a copy of this one's request under the next name (MaxRuntime what the budget leaves, on demand
 when decided), and writes the decision on the ended job (`sm-dist:chain-decision`), which also
 makes a repeated event a no-op (docs/PLATFORM.md §1.12).
@@ -18,6 +20,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from sm_dist.contract.chain import (
@@ -29,6 +32,7 @@ from sm_dist.contract.chain import (
     Action,
     ChainPolicy,
     Decision,
+    Ending,
     LinkOutcome,
     RunState,
     capacity_wait,
@@ -64,6 +68,25 @@ def _tags(sagemaker: Any, arn: str) -> dict[str, str]:
         if not page.get("NextToken"):
             return tags
         kwargs["NextToken"] = page["NextToken"]
+
+
+def wrote_checkpoint(s3: Any, desc: Mapping[str, Any]) -> bool | None:
+    """Whether an object under the job's CheckpointConfig.S3Uri was written (LastModified) at or after
+    its TrainingStartTime; None when there is no URI or start time, or the listing fails (the
+    supervisor's role reaches the base stack's bucket only: docs/PLATFORM.md §1.12)."""
+    uri, start = (desc.get("CheckpointConfig") or {}).get("S3Uri"), desc.get("TrainingStartTime")
+    if not uri or not str(uri).startswith("s3://") or start is None:
+        return None
+    bucket, _, prefix = str(uri)[len("s3://"):].partition("/")
+    prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+    try:
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            if any(obj["LastModified"] >= start for obj in page.get("Contents", [])):
+                return True
+    except Exception as exc:  # AccessDenied, a deleted bucket: the decision goes on without the answer
+        print(json.dumps({"job": desc.get("TrainingJobName"), "cannot list": uri, "error": str(exc)[:300]}))
+        return None
+    return False
 
 
 def next_request(desc: Mapping[str, Any], tags: Mapping[str, str], decision: Decision) -> dict[str, Any]:
@@ -121,9 +144,10 @@ def _create(sagemaker: Any, request: Mapping[str, Any], policy: ChainPolicy, sle
     return None  # unreachable: the last try returns or raises
 
 
-def handle(event: Mapping[str, Any], sagemaker: Any, *, sleep: Callable[[float], None] = time.sleep,
+def handle(event: Mapping[str, Any], sagemaker: Any, *, s3: Any = None, sleep: Callable[[float], None] = time.sleep,
            time_left: Callable[[], float] = lambda: 900.0) -> dict[str, Any]:
-    """Act on one state-change event (the decision taken, or why nothing was done)."""
+    """Act on one state-change event (the decision taken, or why nothing was done); `s3`: the client
+    that lists the checkpoint URI after a MaxRuntime stop (None: not asked)."""
     name = (event.get("detail") or {}).get("TrainingJobName")
     if not name:
         return {"action": "ignored", "reason": "the event names no training job"}
@@ -134,7 +158,10 @@ def handle(event: Mapping[str, Any], sagemaker: Any, *, sleep: Callable[[float],
     if TAG_DECISION in tags:
         return {"action": "ignored", "reason": f"{name} was decided already: {tags[TAG_DECISION]}"}
     policy, state = ChainPolicy.from_tag(tags[TAG_POLICY]), RunState.from_tag(tags.get(TAG_STATE, ""))
-    decision = decide(tags[TAG_RUN], LinkOutcome.from_description(desc), state, policy)
+    outcome = LinkOutcome.from_description(desc)
+    if outcome.ending is Ending.MAX_RUNTIME and s3 is not None:
+        outcome = replace(outcome, wrote_checkpoint=wrote_checkpoint(s3, desc))
+    decision = decide(tags[TAG_RUN], outcome, state, policy)
     if decision.action is Action.NONE:
         return {"action": decision.action.value, "reason": decision.reason}
     reason = decision.reason
@@ -161,7 +188,8 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     """The Lambda function's entry point (`index.handler`)."""
     import boto3
 
-    return handle(event, boto3.client("sagemaker"), time_left=lambda: context.get_remaining_time_in_millis() / 1000)
+    return handle(event, boto3.client("sagemaker"), s3=boto3.client("s3"),
+                  time_left=lambda: context.get_remaining_time_in_millis() / 1000)
 
 
-__all__ = ["COPIED", "RETRY_CODES", "handle", "handler", "next_request"]
+__all__ = ["COPIED", "RETRY_CODES", "handle", "handler", "next_request", "wrote_checkpoint"]

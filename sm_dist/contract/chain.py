@@ -98,6 +98,9 @@ class LinkOutcome:
     """Seconds billed per instance (BillableTimeInSeconds; local mode: the wall-clock time)."""
     instance_type: str = ""
     """ResourceConfig's SelectedInstanceType (InstancePreferences chose it) or InstanceType."""
+    wrote_checkpoint: bool | None = None
+    """Whether anything reached CheckpointConfig.S3Uri while the link trained (the supervisor lists it
+    after a MaxRuntime stop); None: not known (no URI, or the listing was refused)."""
 
     @property
     def ending(self) -> Ending:
@@ -309,7 +312,8 @@ def decide(run: str, outcome: LinkOutcome, before: RunState, policy: ChainPolicy
     """What the run does after `outcome`, given the run's state `before` the link and its policy.
 
     Completed ends the run; MaxRuntime, MaxWait and an InternalServerError start the next link
-    (within max_links and the budget); a capacity failure waits (doubling) and tries again, up to
+    (within max_links and the budget), but a MaxRuntime stop that wrote no checkpoint ends it (each
+    link would repeat it until max_links or the budget); a capacity failure waits (doubling) and tries again, up to
     `capacity_retries` in a row; a failure in the user's code, or a stop someone asked for, ends the
     run with it, once (the table: docs/PLATFORM.md §1.12).
     """
@@ -329,6 +333,10 @@ def decide(run: str, outcome: LinkOutcome, before: RunState, policy: ChainPolicy
                         "code or setup is not retried)", state)
     if ending is Ending.STOPPED:
         return Decision(Action.STOP, f"{outcome.name} was stopped (StopTrainingJob): the run ends", state)
+    if ending is Ending.MAX_RUNTIME and outcome.wrote_checkpoint is False:
+        return Decision(Action.STOP, f"{_why(outcome)} and wrote no checkpoint: the next link would start where "
+                        "this one did; the run stops (give each link a longer max_runtime_s, or checkpoint more "
+                        "often)", state)
     return _continue(run, outcome, state, policy, _why(outcome))
 
 

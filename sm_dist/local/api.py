@@ -27,7 +27,7 @@ from sm_dist.local.config import LocalChannel, LocalJobConfig
 from sm_dist.local.job import LocalJob, RunRecord, chain_record, store_manifests
 from sm_dist.local.options import LocalOptions
 from sm_dist.local.runner import LocalRunner, Outcome, RunSettings, print_line
-from sm_dist.local.stores import Store, open_store
+from sm_dist.local.stores import Store, open_store, written_since
 from sm_dist.local.verify import Verification
 from sm_dist.local.view import ProgressView
 from sm_dist.notebook.live import in_notebook
@@ -154,6 +154,7 @@ def _one_run(job: _Job, root: Path, label: str, faults: tuple[Fault, ...], endpo
     record = RunRecord(outcome, runner.progress, runner.chaos.in_job_restarts, runner.chaos.fired, root,
                        events=runner.chaos.events, checkpoint_keys=store_keys(store),
                        checkpoint_manifests=store_manifests(store),
+                       checkpoint_written=written_since(store, outcome.started),
                        warnings=runner.chaos.group.warnings() + _opt_ml_warnings(outcome))
     return record, config, listed_uri
 

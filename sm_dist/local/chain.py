@@ -86,7 +86,8 @@ def outcome_of(name: str, record: RunRecord) -> LinkOutcome:
     reason = ""
     if out.status == "Failed":
         reason = "AlgorithmError: " + (out.error or "; ".join(t.strip() for t in out.failures.values()) or "failed")
-    return LinkOutcome(name, out.status, secondary, reason, interruptions=out.job_restarts, billable_s=record.seconds)
+    return LinkOutcome(name, out.status, secondary, reason, interruptions=out.job_restarts, billable_s=record.seconds,
+                       wrote_checkpoint=record.checkpoint_written)
 
 
 def _by_max_wait(outcome: LinkOutcome, record: RunRecord, spec: str) -> LinkOutcome:

@@ -52,6 +52,8 @@ class RunRecord:
     """Files at the checkpoint URI when the run ended -> size (the local endpoint stops with the run)."""
     checkpoint_manifests: dict[str, bytes] = field(default_factory=dict)
     """Step folder -> its manifest's bytes when the run ended (what decides "committed")."""
+    checkpoint_written: bool | None = None
+    """Whether anything reached the checkpoint URI while the run ran (None: no URI, or it could not be listed)."""
     warnings: list[str] = field(default_factory=list)
     """What this run could not prove (pgwatch: world size, process group)."""
 

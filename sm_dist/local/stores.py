@@ -6,6 +6,7 @@ list / put / get / delete, so both kinds share that small interface.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -17,6 +18,7 @@ from sm_dist.errors import ConfigError
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
+_log = logging.getLogger(__name__)
 #: Suffix of a file being copied into a FolderStore (never listed; the contract's).
 _PARTIAL = PARTIAL_SUFFIX
 
@@ -28,6 +30,9 @@ class Store(Protocol):
 
     def list(self) -> dict[str, int]:
         """Every key under the prefix -> its size in bytes."""
+
+    def written_since(self, since: float) -> tuple[str, ...]:
+        """Keys written (last modified) at or after `since`, Unix seconds."""
 
     def put(self, src: Path, key: str) -> None:
         """Upload the file `src` as `key`."""
@@ -54,6 +59,12 @@ class FolderStore:
             for p in self.path.rglob("*")
             if p.is_file() and not p.name.endswith(_PARTIAL)
         }
+
+    def written_since(self, since: float) -> tuple[str, ...]:
+        if not self.path.is_dir():
+            return ()
+        return tuple(sorted(p.relative_to(self.path).as_posix() for p in self.path.rglob("*")
+                            if p.is_file() and not p.name.endswith(_PARTIAL) and p.stat().st_mtime >= since))
 
     def put(self, src: Path, key: str) -> None:
         dest = self.path / key
@@ -97,6 +108,14 @@ class S3Store:
                 found[obj["Key"][len(self.prefix):]] = int(obj["Size"])
         return found
 
+    def written_since(self, since: float) -> tuple[str, ...]:
+        # LastModified has whole seconds: an object written in the second `since` falls in counts
+        found: list[str] = []
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self.prefix):
+            found += [obj["Key"][len(self.prefix):] for obj in page.get("Contents", [])
+                      if obj["LastModified"].timestamp() >= int(since)]
+        return tuple(sorted(found))
+
     def put(self, src: Path, key: str) -> None:
         self.client.upload_file(str(src), self.bucket, self.prefix + key)
 
@@ -106,6 +125,17 @@ class S3Store:
 
     def delete(self, key: str) -> None:
         self.client.delete_object(Bucket=self.bucket, Key=self.prefix + key)
+
+
+def written_since(store: Store | None, since: float) -> bool | None:
+    """Whether anything reached the checkpoint URI since `since` (a chain's decision after a MaxRuntime stop)."""
+    if store is None:
+        return None
+    try:
+        return bool(store.written_since(since))
+    except Exception as exc:  # as the cloud supervisor: a listing that fails leaves the decision as it was
+        _log.warning("cannot list %s: %s", store.uri, exc)
+        return None
 
 
 def open_store(uri: str, endpoint_url: str | None = None) -> Store:

@@ -133,7 +133,9 @@ def deploy(
     if existing is not None:
         _check_updatable(existing)
     else:
-        values = {**_base_role(declared, values, aws.region_of(cfn), environ, on_event), **values}
+        region = aws.region_of(cfn)
+        values = {**_base_role(declared, values, region, environ, on_event),
+                  **_base_bucket(declared, values, region, environ, on_event), **values}
     after = events.latest_event_id(cfn, name) if existing is not None else None
     operation = "create" if existing is None else "update"
     stack_id = _submit(cfn, name, body, values, existing, template_name)
@@ -182,6 +184,27 @@ def _base_role(declared: Mapping[str, Any], given: Mapping[str, str], region: st
     if on_event is not None:
         on_event(f"{ROLE_PARAMETER}={role}: the role of base stack {base} (its RoleArn output)")
     return {ROLE_PARAMETER: role}
+
+
+#: The chain stack's parameter naming the bucket its supervisor may list: the base stack's BucketName output.
+BUCKET_PARAMETER = "CheckpointBucket"
+
+
+def _base_bucket(declared: Mapping[str, Any], given: Mapping[str, str], region: str,
+                 environ: Mapping[str, str] | None, on_event: events.EventSink | None) -> dict[str, str]:
+    """A new chain stack's CheckpointBucket when not given: the bucket of the base stack deploy recorded in
+    this region; none recorded leaves the parameter empty (it is optional: the supervisor then never lists)."""
+    if BUCKET_PARAMETER not in declared or BUCKET_PARAMETER in given:
+        return {}
+    data = config.read(environ)
+    entry = data["stacks"].get(data.get("default") or "") or {}
+    if entry.get("region") != region or not entry.get("bucket"):
+        return {}
+    bucket = str(entry["bucket"])
+    params.check_value(BUCKET_PARAMETER, bucket, declared[BUCKET_PARAMETER])
+    if on_event is not None:
+        on_event(f"{BUCKET_PARAMETER}={bucket}: the bucket of base stack {data.get('default')} (its BucketName output)")
+    return {BUCKET_PARAMETER: bucket}
 
 
 def records_outputs(template_name: str) -> bool:

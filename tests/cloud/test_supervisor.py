@@ -233,3 +233,35 @@ def test_jobs_of_no_run_and_running_jobs_are_left_alone(stubbed: Any) -> None:
     _ended(stub, description("run-1", "InProgress", "Interrupted"), link_tags(1))
     assert supervisor.handle(event("run-1"), client)["action"] == "none"
     assert supervisor.handle({"detail": {}}, client)["action"] == "ignored"
+
+
+@pytest.fixture
+def checkpoint_bucket(aws_credentials: str) -> Any:
+    """moto's S3 (the listing's real shapes: LastModified is the time moto stored the object)."""
+    from moto import mock_aws
+
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="team-bucket")
+        yield s3
+
+
+def test_a_max_runtime_stop_that_wrote_no_checkpoint_ends_the_run(stubbed: Any, checkpoint_bucket: Any) -> None:
+    """A link whose MaxRuntime ran out before anything reached its checkpoint URI: the next would start where it
+    did (a start-up longer than MaxRuntime, a checkpoint interval longer than a link), so the run ends there
+    instead of repeating it max_links times. An object written before the link started does not count."""
+    client, stub = stubbed
+    s3 = checkpoint_bucket
+    s3.put_object(Bucket="team-bucket", Key="ckpt/run/step-10/manifest.json", Body=b"{}")
+    started = s3.list_objects_v2(Bucket="team-bucket")["Contents"][0]["LastModified"] + dt.timedelta(seconds=5)
+    desc = {**description("run-2", "Stopped", "MaxRuntimeExceeded"), "TrainingStartTime": started}
+    _ended(stub, desc, link_tags(2, RunState(links=1, jobs=1)))
+    _decision_tag(stub, "run-2")
+    result = supervisor.handle(event("run-2"), client, s3=s3)
+    assert result["action"] == "stop" and "wrote no checkpoint" in result["reason"], result
+    assert "longer max_runtime_s" in result["reason"]
+    # an object written since the start: the run goes on
+    assert supervisor.wrote_checkpoint(s3, {**desc, "TrainingStartTime": started - dt.timedelta(seconds=10)}) is True
+    # not asked (s3=None), no URI, or a bucket the supervisor may not list: the decision is today's
+    assert supervisor.wrote_checkpoint(s3, {**desc, "CheckpointConfig": {}}) is None
+    assert supervisor.wrote_checkpoint(s3, {**desc, "CheckpointConfig": {"S3Uri": "s3://no-such-bucket/x"}}) is None

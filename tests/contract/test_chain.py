@@ -240,3 +240,18 @@ def test_the_module_runs_alone() -> None:
     finally:
         del sys.modules[spec.name]
     assert module.classify("Stopped", "MaxRuntimeExceeded").value == "max-runtime"
+
+
+def test_a_max_runtime_link_that_wrote_no_checkpoint_ends_the_run() -> None:
+    """The rule both supervisors apply after listing the checkpoint URI: nothing new after a MaxRuntime stop
+    ends the run; written, or not known (None), goes on; a MaxWait (spot: perhaps it never ran) goes on."""
+    policy, before = ChainPolicy(max_links=10), RunState(links=1, jobs=1)
+    stopped = LinkOutcome("run-2", "Stopped", "MaxRuntimeExceeded", wrote_checkpoint=False)
+    decision = decide("run", stopped, before, policy)
+    assert decision.action is Action.STOP and decision.state.links == 2
+    assert decision.reason.startswith("run-2 reached its MaxRuntime and wrote no checkpoint")
+    for wrote in (True, None):
+        assert decide("run", LinkOutcome("run-2", "Stopped", "MaxRuntimeExceeded", wrote_checkpoint=wrote), before,
+                      policy).action is Action.NEXT
+    waited = LinkOutcome("run-2", "Stopped", "MaxWaitTimeExceeded", wrote_checkpoint=False)
+    assert decide("run", waited, before, policy).action is Action.NEXT

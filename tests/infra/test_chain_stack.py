@@ -24,8 +24,10 @@ ROLE = "arn:aws:iam::123456789012:role/sm-dist-training"
 
 
 def _statements() -> dict[str, dict[str, Any]]:
+    """The role's statements by Sid (a conditional one, `!If [COND, STATEMENT, !Ref AWS::NoValue]`, as written)."""
     role = template.load(NAME)["Resources"]["SupervisorRole"]["Properties"]
-    return {s["Sid"]: s for s in role["Policies"][0]["PolicyDocument"]["Statement"]}
+    listed = role["Policies"][0]["PolicyDocument"]["Statement"]
+    return {s["Sid"]: s for s in (s["Fn::If"][1] if "Fn::If" in s else s for s in listed)}
 
 
 def test_the_inline_code_is_the_decision_module_and_the_supervisor() -> None:
@@ -54,6 +56,13 @@ def test_the_supervisor_may_pass_only_the_execution_role_and_only_to_sagemaker()
         if str(statement["Action"]).count("sagemaker:"):
             assert ":training-job/*" in str(statement["Resource"])
     assert statements["WriteOwnLogs"]["Resource"] == {"Fn::GetAtt": ["SupervisorLogGroup", "Arn"]}
+    # after a MaxRuntime stop it lists the one bucket it is given (none given: no statement, it never lists)
+    listing = statements["ListCheckpoints"]
+    assert listing["Action"] == "s3:ListBucket"
+    assert listing["Resource"] == {"Fn::Sub": "arn:${AWS::Partition}:s3:::${CheckpointBucket}"}
+    conditional = [s for s in template.load(NAME)["Resources"]["SupervisorRole"]["Properties"]["Policies"][0][
+        "PolicyDocument"]["Statement"] if "Fn::If" in s]
+    assert conditional == [{"Fn::If": ["ListsCheckpoints", listing, {"Ref": "AWS::NoValue"}]}]
 
 
 def test_the_rule_hands_every_ended_training_job_to_the_function() -> None:
@@ -94,6 +103,8 @@ def test_the_chain_stack_takes_the_role_from_the_base_stack(aws_session: Any, co
     info = stack.deploy("sm-dist-chain", session=aws_session, template_name=NAME, poll_seconds=0, on_event=lines.append)
     assert info.parameters["ExecutionRoleArn"] == base.outputs["role_arn"] and info.status == "CREATE_COMPLETE"
     assert any("the role of base stack sm-dist (its RoleArn output)" in line for line in lines)
+    assert info.parameters["CheckpointBucket"] == base.outputs["bucket"]  # the bucket its supervisor may list
+    assert any("the bucket of base stack sm-dist (its BucketName output)" in line for line in lines)
 
 
 @pytest.fixture

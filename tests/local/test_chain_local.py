@@ -77,6 +77,16 @@ def test_a_failure_in_the_script_ends_the_run_once(tmp_path: Path) -> None:
     assert chain_record(out).outcome.status == "Failed"
 
 
+def test_a_link_that_wrote_no_checkpoint_before_its_max_runtime_ends_the_run(tmp_path: Path) -> None:
+    """What the run's URI says after the link (RunRecord.checkpoint_written) reaches the decision: nothing new ends
+    the run after one link instead of max_links identical ones."""
+    record = _record(tmp_path, "Stopped", stopped="MaxRuntimeExceeded")
+    record.checkpoint_written = False
+    out = run_chain("run", local_policy(ChainPolicy(max_links=5, link_runtime_s=20)), lambda *a: record, ())
+    assert len(out) == 1 and out[0].decision.action is Action.STOP
+    assert "wrote no checkpoint" in out[0].line() and chain_record(out).outcome.status == "Stopped"
+
+
 def test_the_run_stops_at_max_links_and_says_so(tmp_path: Path) -> None:
     links = _Links(tmp_path, [("Stopped", "MaxRuntimeExceeded")] * 2)
     out = run_chain("run", local_policy(ChainPolicy(max_links=2, link_runtime_s=20)), links, ())

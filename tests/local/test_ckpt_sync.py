@@ -158,3 +158,26 @@ def test_failing_uploads_are_retried_and_named_in_the_summary(tmp_path: Path, mo
     assert store.list() == {"a.bin": 1}
     assert sync.problems() == [f"checkpoint uploads to {store.uri} failed for 8 s (ConnectionError: 503 SlowDown); "
                                "they were retried and then went through"]
+
+
+def test_what_was_written_since_a_moment_is_what_a_chain_asks_after_a_max_runtime_stop(store: Store,
+                                                                                     tmp_path: Path) -> None:
+    """The question after a link's MaxRuntime stop (contract.chain): anything at the URI since the link started?"""
+    from sm_dist.local.stores import written_since
+
+    seed = tmp_path / "seed.bin"
+    seed.write_bytes(b"x")
+    assert store.written_since(0) == () and written_since(store, 0) is False
+    store.put(seed, "step-2/data.bin")
+    now = time.time()
+    assert store.written_since(now - 60) == ("step-2/data.bin",) and written_since(store, now - 60) is True
+    assert store.written_since(now + 60) == () and written_since(store, now + 60) is False
+    assert written_since(None, now) is None  # no checkpoint URI: not known
+
+
+def test_a_listing_that_fails_answers_not_known(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sm_dist.local.stores import written_since
+
+    store = FolderStore(tmp_path / "uri")
+    monkeypatch.setattr(store, "written_since", lambda since: (_ for _ in ()).throw(OSError("refused")))
+    assert written_since(store, 0) is None
