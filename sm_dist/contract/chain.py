@@ -98,6 +98,9 @@ class LinkOutcome:
     """Seconds billed per instance (BillableTimeInSeconds; local mode: the wall-clock time)."""
     instance_type: str = ""
     """ResourceConfig's SelectedInstanceType (InstancePreferences chose it) or InstanceType."""
+    types_tried: int = 1
+    """Instance types the link asked for at once (its InstancePreferences): a capacity failure means
+    SageMaker found none of them."""
     wrote_checkpoint: bool | None = None
     """Whether anything reached CheckpointConfig.S3Uri while the link trained (the supervisor lists it
     after a MaxRuntime stop); None: not known (no URI, or the listing was refused)."""
@@ -118,7 +121,8 @@ class LinkOutcome:
                    secondary=str(desc.get("SecondaryStatus") or ""), failure_reason=str(desc.get("FailureReason") or ""),
                    interruptions=sum(1 for t in transitions if t.get("Status") == "Interrupted"),
                    billable_s=float(billable),
-                   instance_type=str(resources.get("SelectedInstanceType") or resources.get("InstanceType") or ""))
+                   instance_type=str(resources.get("SelectedInstanceType") or resources.get("InstanceType") or ""),
+                   types_tried=len(resources.get("InstancePreferences") or ()) or 1)
 
     @classmethod
     def not_created(cls, name: str, code: str, message: str) -> LinkOutcome:
@@ -285,9 +289,12 @@ def _type(policy: ChainPolicy, state: RunState) -> str | None:
 
 def _no_capacity(run: str, outcome: LinkOutcome, state: RunState, policy: ChainPolicy) -> Decision:
     """A capacity refusal: the next fallback type at once, or, after every type was refused in turn,
-    the first type again after a doubling wait; `capacity_retries` such rounds in a row end the run."""
+    the first type again after a doubling wait; `capacity_retries` such rounds in a row end the run.
+    A link that asked for every type at once (InstancePreferences) was a whole round by itself."""
     types = max(1, len(policy.instance_types()))
-    state = replace(state, capacity_failures=state.capacity_failures + 1, type_index=(state.type_index + 1) % types)
+    tried = max(1, min(outcome.types_tried, types))
+    state = replace(state, capacity_failures=state.capacity_failures + tried,
+                    type_index=(state.type_index + tried) % types)
     rounds, within = divmod(state.capacity_failures, types)
     if rounds > policy.capacity_retries:
         return Decision(Action.STOP, f"{_why(outcome)}; the run stops: no capacity after "

@@ -255,3 +255,18 @@ def test_a_max_runtime_link_that_wrote_no_checkpoint_ends_the_run() -> None:
                       policy).action is Action.NEXT
     waited = LinkOutcome("run-2", "Stopped", "MaxWaitTimeExceeded", wrote_checkpoint=False)
     assert decide("run", waited, before, policy).action is Action.NEXT
+
+
+def test_a_link_that_asked_for_every_type_at_once_waits_after_its_capacity_error() -> None:
+    """An on-demand link with InstancePreferences lets SageMaker try every listed type: its CapacityError means none
+    had capacity, so the next link waits (a round was spent) instead of asking the same list again at once."""
+    prefs = [{"InstanceType": t} for t in TYPES.instance_types()]
+    desc = {**describe("Failed", "Failed", CAPACITY, billable=0),
+            "ResourceConfig": {"InstanceCount": 2, "InstancePreferences": prefs}}
+    outcome = LinkOutcome.from_description(desc)
+    assert outcome.types_tried == 3
+    first = decide("run", outcome, RunState(), TYPES)
+    assert first.action is Action.RETRY and first.wait_s == TYPES.backoff_s and first.state.type_index == 0
+    assert first.instance_type == "ml.p5.48xlarge" and "waiting 60 s" in first.reason
+    second = decide("run", outcome, first.state, TYPES)  # TYPES allows 1 round more: this one ends the run
+    assert second.action is Action.STOP and "no capacity after 6 tries" in second.reason
