@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "stop": ("sm_dist.cloud.cli", "stop a training job"),
     "cost": ("sm_dist.cloud.cli", "what a finished job cost, next to its estimate"),
     "checkpoints": ("sm_dist.cloud.cli", "committed checkpoints of a job, newest first"),
+    "release": ("sm_dist.cloud.cli", "end the warm pool a finished job keeps (keep_alive_s), now"),
     "infra": ("sm_dist.provision.cli", "CloudFormation for the execution role and checkpoint bucket"),
     "local": ("sm_dist.local.clean", "local runs kept on this machine: clean [--older-than 7d] removes old ones"),
 }

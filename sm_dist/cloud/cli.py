@@ -1,4 +1,4 @@
-"""`sm-dist status | logs | stop | cost | checkpoints JOB`: the cloud job handle from the command line.
+"""`sm-dist status | logs | stop | cost | checkpoints | release JOB`: the cloud job handle from the command line.
 
 Each command attaches to an existing SageMaker training job by name (`Job.attach`) and prints what
 the handle returns; `--json` prints the record's `to_dict()`.
@@ -71,6 +71,24 @@ def run_cost(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_release(args: argparse.Namespace) -> int:
+    """End the job's warm pool now (`Job.release`); say what it was billed for so far."""
+    from sm_dist.cloud.run import Run
+
+    job = _job(args)
+    target = job.current() if isinstance(job, Run) else job  # a run: its current job's pool
+    cost = target.cost()
+    retained = target.release()
+    usd = cost.retained_usd if retained == cost.retained_s else None
+    if args.json:
+        _print_json({"job": cost.name, "released": True, "retained_s": retained, "retained_usd": usd})
+        return 0
+    billed = "" if retained is None else f"; kept {retained} s × {cost.instance_count} instances" + (
+        f" ≈ ${usd:,.2f}" if usd is not None else "")
+    print(f"released the warm pool of {cost.name} (KeepAlivePeriodInSeconds 0: SageMaker ends it now){billed}")
+    return 0
+
+
 def run_checkpoints(args: argparse.Namespace) -> int:
     found = _job(args).checkpoints()
     if args.json:
@@ -97,7 +115,8 @@ def register(command: str, parser: argparse.ArgumentParser) -> None:
                             help="write the finished job's measured throughput as a calibration file for "
                                  "`sm-dist estimate-cost --calibration FILE` (needs a job planned with tokens= "
                                  "and the model size)")
-    runners = {"status": run_status, "logs": run_logs, "stop": run_stop, "cost": run_cost, "checkpoints": run_checkpoints}
+    runners = {"status": run_status, "logs": run_logs, "stop": run_stop, "cost": run_cost, "checkpoints": run_checkpoints,
+               "release": run_release}
     parser.set_defaults(_run=runners[command])
 
 

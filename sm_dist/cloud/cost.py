@@ -2,7 +2,9 @@
 
 SageMaker bills BillableTimeInSeconds per instance at the on-demand rate; for managed spot the
 billable time is already reduced by the saving, which AWS reports as 1 − billable/training
-(docs/PLATFORM.md §1.5). Prices come from sm_dist's catalog (its region's when the job's is missing).
+(docs/PLATFORM.md §1.5). A warm pool kept after the job is billed too, per instance at the same price
+(`WarmPoolStatus.ResourceRetainedBillableTimeInSeconds`, §1.13): its own line, and part of `usd`.
+Prices come from sm_dist's catalog (its region's when the job's is missing).
 """
 
 from __future__ import annotations
@@ -32,12 +34,28 @@ class JobCost:
     estimate_usd: float | None
     max_cost_usd: float | None
     spot: bool
+    retained_s: int | None = None
+    """Seconds the job's warm pool was kept after it (billed × instances); None: it kept none."""
 
     @property
-    def usd(self) -> float | None:
+    def training_usd(self) -> float | None:
+        """The job itself: billable seconds × instances × price."""
         if self.billable_s is None or self.usd_per_hour is None:
             return None
         return self.billable_s / 3600 * self.instance_count * self.usd_per_hour
+
+    @property
+    def retained_usd(self) -> float | None:
+        """Its warm pool after it: retained seconds × instances × price (None: no pool, or no price)."""
+        if self.retained_s is None or self.usd_per_hour is None:
+            return None
+        return self.retained_s / 3600 * self.instance_count * self.usd_per_hour
+
+    @property
+    def usd(self) -> float | None:
+        """The bill: the job, and its warm pool's retained time."""
+        training = self.training_usd
+        return None if training is None else training + (self.retained_usd or 0.0)
 
     @property
     def spot_savings(self) -> float | None:
@@ -47,7 +65,8 @@ class JobCost:
         return 1 - self.billable_s / self.training_s
 
     def to_dict(self) -> dict[str, object]:
-        return {**asdict(self), "usd": self.usd, "spot_savings": self.spot_savings}
+        return {**asdict(self), "usd": self.usd, "training_usd": self.training_usd, "retained_usd": self.retained_usd,
+                "spot_savings": self.spot_savings}
 
     def __str__(self) -> str:
         return render_cost(self)
@@ -85,6 +104,7 @@ def job_cost(name: str, desc: Mapping[str, Any], tags: Mapping[str, str], region
         billable_s=desc.get("BillableTimeInSeconds"), training_s=desc.get("TrainingTimeInSeconds"),
         usd_per_hour=_price(instance_type, region), estimate_usd=_float(tags.get(TAG_ESTIMATE)),
         max_cost_usd=_float(tags.get(TAG_MAX_COST)), spot=bool(desc.get("EnableManagedSpotTraining")),
+        retained_s=(desc.get("WarmPoolStatus") or {}).get("ResourceRetainedBillableTimeInSeconds"),
     )
 
 
@@ -96,8 +116,12 @@ def render_cost(cost: JobCost) -> str:
     else:
         lines.append(f"billable     {cost.billable_s} s × {cost.instance_count} instances"
                      + (f" (training {cost.training_s} s)" if cost.training_s else ""))
+    if cost.retained_s is not None:
+        usd = f" = ${cost.retained_usd:,.2f}" if cost.retained_usd is not None else ""
+        lines.append(f"warm pool    {cost.retained_s} s retained × {cost.instance_count} instances{usd}")
     if cost.usd is not None:
-        lines.append(f"cost         ${cost.usd:,.2f} at ${cost.usd_per_hour:.2f}/h per instance")
+        pool = f" (job ${cost.training_usd:,.2f} + warm pool ${cost.retained_usd:,.2f})" if cost.retained_usd is not None else ""
+        lines.append(f"cost         ${cost.usd:,.2f} at ${cost.usd_per_hour:.2f}/h per instance{pool}")
     elif cost.usd_per_hour is None:
         lines.append(f"cost         unknown: no price for {cost.instance_type} in sm_dist's catalog")
     if cost.spot_savings is not None:

@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, TextIO, TypeAlias, overload
+from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeAlias, overload
 
 from sm_dist.cloud.checkpoints import list_checkpoints
 from sm_dist.cloud.cost import JobCost, job_cost
@@ -164,6 +164,14 @@ class Job:
     def cost(self) -> JobCost:
         """Billable seconds × instances × catalog price, the spot saving, and the pre-launch estimate."""
         return job_cost(self.name, self.describe(), self.tags(), self._region)
+
+    def release(self) -> int | None:
+        """End the warm pool this job keeps (UpdateTrainingJob, keep-alive 0; docs/PLATFORM.md §1.13); its
+        retained billable seconds so far. A job with no Available pool: a ConfigError saying its state."""
+        from sm_dist.cloud.warm_pool import release
+
+        desc: Any = self.describe()
+        return release(self.client("sagemaker"), self.name, desc)
 
     def calibration(self) -> Calibration:
         """What this finished job measured, as `estimate-cost --calibration` takes it: the tokens its

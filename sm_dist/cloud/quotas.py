@@ -72,9 +72,10 @@ def total_quota_name(spot: bool) -> str:
     return f"Number of instances across all {'spot ' if spot else ''}training jobs"
 
 
-def check_capacity(plan: Plan, session: Session) -> None:
+def check_capacity(plan: Plan, session: Session, reusing: str | None = None) -> None:
     """Refuse a plan that cannot start: too few instances in the quotas (less those in use), or a
-    training plan that does not hold this job. A training plan skips the quotas: it reserves capacity."""
+    training plan that does not hold this job. A training plan skips the quotas: it reserves capacity.
+    `reusing`: the job whose warm pool this one moves onto; its instances are not counted in use."""
     from sm_dist.cloud.training_plans import check_training_plan
 
     request = plan.request
@@ -85,18 +86,18 @@ def check_capacity(plan: Plan, session: Session) -> None:
         return
     quotas = session.client("service-quotas", region_name=plan.region)
     check_training_quota(quotas, sagemaker, plan.instance_type, plan.instance_count,
-                         spot=bool(request.get("EnableManagedSpotTraining")), region=plan.region)
+                         spot=bool(request.get("EnableManagedSpotTraining")), region=plan.region, reusing=reusing)
 
 
 def check_training_quota(quotas: ServiceQuotasClient, sagemaker: SageMakerClient, instance_type: str,
-                         count: int, *, spot: bool, region: str) -> None:
+                         count: int, *, spot: bool, region: str, reusing: str | None = None) -> None:
     """The quota of this type and the account-wide one, less the instances running jobs hold, must
     each cover `count`."""
     per_type, total = quota_name(instance_type, spot), total_quota_name(spot)
     found = read_quotas(quotas, (per_type, total), region)
     if not found:
         return
-    used = instances_in_use(sagemaker, instance_type, spot)
+    used = instances_in_use(sagemaker, instance_type, spot, exclude=reusing)
     for quota in found:
         held, jobs = (used.of_type, used.jobs_of_type) if quota.name == per_type else (used.total, used.jobs)
         if count > quota.value - held:
@@ -174,7 +175,7 @@ def _find_defaults(quotas: ServiceQuotasClient, names: tuple[str, ...]) -> dict[
     return found
 
 
-def instances_in_use(sagemaker: SageMakerClient, instance_type: str, spot: bool) -> Usage:
+def instances_in_use(sagemaker: SageMakerClient, instance_type: str, spot: bool, exclude: str | None = None) -> Usage:
     """Instances held by the account's running jobs of the same kind (spot or not) and by warm pools,
     which count against the training quotas (docs/PLATFORM.md §1.10): of `instance_type`, and of
     every type. Jobs on a training plan use its reserved capacity and are not counted."""
@@ -186,7 +187,7 @@ def instances_in_use(sagemaker: SageMakerClient, instance_type: str, spot: bool)
     except (ClientError, BotoCoreError) as exc:
         _log.warning("quota check: could not list running training jobs (%s); counting none", _reason(exc))
         return Usage(0, 0, 0, 0, counted=False)
-    unique = list(dict.fromkeys(names))
+    unique = [n for n in dict.fromkeys(names) if n != exclude]  # `exclude`: a pool the new job moves onto
     of_type = jobs_of_type = total = jobs = 0
     for name in unique[:MAX_JOBS_DESCRIBED]:
         try:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from sm_dist.cloud.network_checks import check_network
 from sm_dist.cloud.quotas import check_capacity
 from sm_dist.cloud.role_check import check_role
+from sm_dist.cloud.warm_pool import check_reuse
 from sm_dist.errors import ConfigError
 from sm_dist.planning.channels import SourceKind
 from sm_dist.planning.reach import s3_parts
@@ -23,13 +24,16 @@ if TYPE_CHECKING:
     from boto3.session import Session
 
     from sm_dist.planning.plan import Plan
+    from sm_dist.planning.warm_pool import PoolReuse
 
 _log = logging.getLogger(__name__)
 
 
-def remote_checks(plan: Plan, session: Session, validate_role: bool = True, skip_code_bucket: bool = False) -> None:
+def remote_checks(plan: Plan, session: Session, validate_role: bool = True,
+                  skip_code_bucket: bool = False) -> PoolReuse | None:
     """Read-only AWS checks before fit uploads: the role (IAM's simulator), then the regions of the
-    checkpoint, code and data buckets.
+    checkpoint, code and data buckets, the VPC, capacity; returns the last warm pool the job could start
+    on and whether it does (a plan with keep_alive_s; else None).
 
     `skip_code_bucket`: the code goes to the SDK default bucket, which fit creates if missing.
     """
@@ -49,7 +53,10 @@ def remote_checks(plan: Plan, session: Session, validate_role: bool = True, skip
     for bucket_uri in dict.fromkeys(u for u in uris if u and not (created_by_fit and u.startswith(created_by_fit))):
         check_bucket_region(session, bucket_uri, plan.region)
     check_network(plan, session)  # the VPC: subnets' free addresses, the groups' rules between hosts (EFA)
-    check_capacity(plan, session)  # the training quotas less what runs, or the training plan
+    pool = check_reuse(plan, session)  # docs/PLATFORM.md §1.13
+    # the training quotas less what runs, or the training plan; a pool the job moves onto is not in the way
+    check_capacity(plan, session, reusing=pool.job_name if pool is not None and pool.reusable else None)
+    return pool
 
 
 def _switched_off(environ: Mapping[str, str]) -> bool:

@@ -171,6 +171,10 @@ class Run(Job):
         raise ConfigError("run", self.name, "calibrate from one of its completed jobs: sm-dist cost "
                           f"{link_name(self.name, 1)} --calibration-out FILE")
 
+    def release(self) -> int | None:
+        """End the warm pool of the run's current job (`Job.release`)."""
+        return self.current().release()
+
     def __repr__(self) -> str:
         return f"Run({self.name!r})"
 
@@ -186,12 +190,18 @@ class RunCost:
         costs = [c.usd for c in self.jobs]
         return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
 
+    @property
+    def retained_usd(self) -> float:
+        """The jobs' warm pools' retained time, priced (part of `usd`)."""
+        return sum(c.retained_usd or 0.0 for c in self.jobs)
+
     def to_dict(self) -> dict[str, object]:
-        return {"usd": self.usd, "jobs": [c.to_dict() for c in self.jobs]}
+        return {"usd": self.usd, "retained_usd": self.retained_usd, "jobs": [c.to_dict() for c in self.jobs]}
 
     def __str__(self) -> str:
         total = "unknown" if self.usd is None else f"${self.usd:,.2f}"
-        return "\n".join([*(str(c) for c in self.jobs), f"run total    {total} for {len(self.jobs)} jobs"])
+        pool = f" (warm pools ${self.retained_usd:,.2f})" if any(c.retained_s is not None for c in self.jobs) else ""
+        return "\n".join([*(str(c) for c in self.jobs), f"run total    {total} for {len(self.jobs)} jobs{pool}"])
 
 
 def _run_status(name: str, links: list[LinkInfo]) -> JobStatus:

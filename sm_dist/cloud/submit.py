@@ -120,11 +120,17 @@ def upload_data(upload: DataUpload, s3: S3Client, kms: str | None = None, log_ev
     return sent
 
 
-def submit(plan: Plan, session: Session, validate_role: bool = True) -> str:
-    """Run the remote checks, upload the code, create the job; returns the job name."""
+def submit(plan: Plan, session: Session, validate_role: bool = True) -> Plan:
+    """Run the remote checks, upload the code, create the job; returns the plan with what the checks
+    found (the warm pool it starts on, or why not)."""
+    import dataclasses
+
     from botocore.exceptions import ClientError
 
-    remote_checks(plan, session, validate_role=validate_role, skip_code_bucket=bool(plan.default_bucket))
+    pool = remote_checks(plan, session, validate_role=validate_role, skip_code_bucket=bool(plan.default_bucket))
+    if pool is not None:
+        plan = dataclasses.replace(plan, warm_pool=pool)
+        _log.info("warm pool: %s", pool.line())
     s3 = session.client("s3", region_name=plan.region)
     if plan.default_bucket:
         ensure_default_bucket(s3, plan.default_bucket, plan.region)
@@ -141,7 +147,7 @@ def submit(plan: Plan, session: Session, validate_role: bool = True) -> str:
                               f"(code left at {plan.code_s3_uri})") from None
         raise LaunchError(f"CreateTrainingJob {plan.job_name} failed: {exc} (code left at {plan.code_s3_uri})") from None
     _log.info("created training job %s", plan.job_name)
-    return plan.job_name
+    return plan
 
 
 def run(plan: Plan, *, session: Session | None = None, validate_role: bool = True, wait: bool = False) -> Job:
@@ -159,7 +165,7 @@ def run(plan: Plan, *, session: Session | None = None, validate_role: bool = Tru
         session = boto3.Session(region_name=plan.region)
     for warning in plan.warnings:
         _log.warning("%s", warning)
-    submit(plan, session, validate_role=validate_role)
+    plan = submit(plan, session, validate_role=validate_role)
     if plan.run is not None:  # a chain: its first job now, the chain stack's supervisor the next ones
         from sm_dist.cloud.run import Run
 

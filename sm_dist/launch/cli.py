@@ -109,6 +109,18 @@ def _quiet_sdk() -> None:
     logging.getLogger("sagemaker").setLevel(logging.WARNING)
 
 
+def _with_warm_pool(plan: Any) -> Any:
+    """A cloud plan keeping a pool: whether it starts on the last one (read-only; cloud.warm_pool)."""
+    import dataclasses
+
+    import boto3
+
+    from sm_dist.cloud.warm_pool import check_reuse
+
+    pool = check_reuse(plan, boto3.Session(region_name=plan.region))
+    return plan if pool is None else dataclasses.replace(plan, warm_pool=pool)
+
+
 def run_fit(args: argparse.Namespace) -> int:
     from sm_dist.launch import api
     from sm_dist.local import cli as local_cli
@@ -119,6 +131,8 @@ def run_fit(args: argparse.Namespace) -> int:
     entry = settings.pop("entry")
     if args.dry_run:
         plan = api.plan(entry, local=args.local, **settings)
+        if not args.local:
+            plan = _with_warm_pool(plan)
         _print_json(plan.to_dict()) if args.json else print(plan)
         return 0
     if args.local:

@@ -43,6 +43,7 @@ from sm_dist.planning.reach import check_reach
 from sm_dist.planning.report import render_plan
 from sm_dist.planning.sizing import Sizing, choose_strategy
 from sm_dist.planning.tags import chain_tags, sm_dist_tags
+from sm_dist.planning.warm_pool import PoolReuse
 from sm_dist.vocab import Strategy
 
 if TYPE_CHECKING:
@@ -95,6 +96,9 @@ class Plan:
     """A chain's run name (`chain=True`): `job_name` is its first link, `<run>-1` (contract.chain)."""
     chain: ChainPolicy | None = None
     """A chain's policy: links, each link's MaxRuntime cap, the run's budget."""
+    warm_pool: PoolReuse | None = None
+    """The last warm pool of this base job name and whether this job starts on it (set by the cloud
+    backend's read-only checks when keep_alive_s is set; planning.warm_pool)."""
 
     @property
     def request(self) -> dict[str, Any]:
@@ -125,6 +129,7 @@ class Plan:
             "uploads": [u.to_dict() for u in self.uploads],
             "default_bucket": self.default_bucket, "warnings": list(self.warnings), "local": self.local,
             "chain": None if self.chain is None else {"run": self.run, **dataclasses.asdict(self.chain)},
+            "warm_pool": None if self.warm_pool is None else self.warm_pool.to_dict(),
         }
 
     def __str__(self) -> str:

@@ -86,6 +86,7 @@ def render_plan(plan: Plan) -> str:
         "cost",
         *_cost_lines(plan),
     ]
+    lines += _warm_pool_lines(plan)
     if plan.default_bucket:
         lines.append(f"note         fit creates the SageMaker default bucket {plan.default_bucket} if it is missing")
     lines += [f"warning      {w}" for w in plan.warnings]
@@ -106,6 +107,17 @@ def _debug_lines(plan: Plan) -> list[str]:
     if (req.get("InfraCheckConfig") or {}).get("EnableInfraCheck"):
         lines.append(f"infra check  SageMaker checks the hardware and the cluster network before the script: "
                      f"+{INFRA_CHECK_SECONDS / 60:.0f} min of start-up in the estimate (assumed)")
+    return lines
+
+
+def _warm_pool_lines(plan: Plan) -> list[str]:
+    """The pool this job keeps, and whether it starts on the last one (docs/PLATFORM.md §1.13)."""
+    from sm_dist.planning.warm_pool import keep_alive_line
+
+    kept = keep_alive_line(plan.request, plan.job_name)
+    lines = [f"warm pool    {kept}"] if kept else []
+    if plan.warm_pool is not None:
+        lines.append(f"warm pool    {plan.warm_pool.line()}")
     return lines
 
 
