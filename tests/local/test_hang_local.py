@@ -118,6 +118,7 @@ def test_sigterm_to_a_hung_runs_cli_stops_every_host_it_started(tmp_path: Path) 
         time.sleep(0.5)
     started = [pid for pid in _marked(mark) if pid != proc.pid]
     assert len(started) >= 6, started  # per host: its launcher, torchrun and the rank (and helpers)
+    _step_inside_the_hung_job(tmp_path / "root")
     proc.send_signal(signal.SIGTERM)
     sent = time.monotonic()
     out, err = proc.communicate(timeout=120)
@@ -129,3 +130,27 @@ def test_sigterm_to_a_hung_runs_cli_stops_every_host_it_started(tmp_path: Path) 
     assert left == [], left
     assert proc.returncode == 143, (out[-2000:], err[-3000:])
     assert "sm-dist fit: stopped by SIGTERM: every emulated host was stopped; logs: " in err
+
+
+def _step_inside_the_hung_job(job: Path) -> None:
+    """`sm-dist stacks` and `sm-dist debug` on the running, hung job (named by its run folder): every rank's
+    stack per host, the stopped rank named; a command in algo-2's view of /opt/ml and its variables."""
+    from sm_dist.local import mountns
+
+    cli = [sys.executable, "-m", "sm_dist.cli"]
+    began = time.monotonic()
+    stacks = subprocess.run([*cli, "stacks", str(job)], capture_output=True, text=True, timeout=60, check=False)
+    took = time.monotonic() - began
+    assert stacks.returncode == 0, (stacks.stdout, stacks.stderr)
+    assert "algo-1: 1 rank(s)" in stacks.stdout and "algo-2: 1 rank(s)" in stacks.stdout, stacks.stdout
+    assert re.search(r"rank 1 \(local 0, pid \d+\): STOPPED here \(not in a collective\) at hangs_at_step.py, "
+                     r"line 19, in wait_forever", stacks.stdout), stacks.stdout
+    assert re.search(r"rank 0 \(local 0, pid \d+\): waiting in a collective", stacks.stdout), stacks.stdout
+    shell = subprocess.run([*cli, "debug", str(job), "--host", "algo-2", "--command",
+                            "pwd; ls /opt/ml; echo $SM_CURRENT_HOST"], capture_output=True, text=True, timeout=60,
+                           check=False)
+    assert shell.returncode == 0 and shell.stdout.splitlines()[-1] == "algo-2", (shell.stdout, shell.stderr)
+    if mountns.unshare_prefix() is not None:  # the host's folder at /opt/ml, as in the run
+        lines = shell.stdout.splitlines()
+        assert lines[0] == "/opt/ml/input/data/code" and {"input", "model", "output"} <= set(lines[1:-1]), lines
+    print(f"sm-dist stacks {took:.1f} s, sm-dist debug --command {time.monotonic() - began - took:.1f} s")

@@ -1,0 +1,61 @@
+"""`sm-dist debug JOB [--host algo-N] [--command CMD] [--run]` and `sm-dist stacks JOB`: step inside a job.
+
+JOB is a local job when this machine holds its run folder (its name as local mode printed it, or the
+folder: `sm_dist.local.debug.find_run`), else a SageMaker training job (`sm_dist.cloud.debug`). The facade
+dispatches, as `sm-dist fit` does: the two backends do not import each other.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from sm_dist.errors import ConfigError
+
+
+def _describe(args: argparse.Namespace) -> object:
+    from sm_dist.cloud.job import Job
+    from sm_dist.provision.aws import aws_errors
+
+    with aws_errors(f"DescribeTrainingJob {args.job} (no local job of that name here either)"):
+        return Job(args.job, region=args.region).describe()
+
+
+def run_debug(args: argparse.Namespace) -> int:
+    from sm_dist.local import debug as local_debug
+
+    run = local_debug.find_run(args.job)
+    if run is not None:
+        if args.run:
+            raise ConfigError("--run", True, "is for a cloud job's SSM session; a local job's shell opens without it")
+        return local_debug.shell(run, args.host, args.command)
+    if args.command is not None:
+        raise ConfigError("--command", args.command, "runs in a local job's host; in the cloud, type it in the SSM "
+                          "session (--run opens it)")
+    from sm_dist.cloud import debug as cloud_debug
+
+    return cloud_debug.debug(_describe(args), args.host, args.run)
+
+
+def run_stacks(args: argparse.Namespace) -> int:
+    from sm_dist.local import debug as local_debug
+
+    run = local_debug.find_run(args.job)
+    if run is not None:
+        return local_debug.stacks(run)
+    from sm_dist.cloud import debug as cloud_debug
+
+    return cloud_debug.stacks(_describe(args))
+
+
+def register(command: str, parser: argparse.ArgumentParser) -> None:
+    """Add `command`'s arguments to `parser` (called by sm_dist.cli)."""
+    parser.add_argument("job", help="a local job's name (or its run folder), or a SageMaker training job's name")
+    parser.add_argument("--region", help="AWS region of a cloud job (default: your AWS configuration's)")
+    if command == "debug":
+        parser.add_argument("--host", default="algo-1", help="which host: algo-1 (default) ... algo-N")
+        parser.add_argument("--command", help="local job: run this in the host's shell instead of an interactive one")
+        parser.add_argument("--run", action="store_true", help="cloud job: start the SSM session, not just print it")
+    parser.set_defaults(_run=run_debug if command == "debug" else run_stacks)
+
+
+__all__ = ["register"]
