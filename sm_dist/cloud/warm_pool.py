@@ -78,8 +78,10 @@ def release(sagemaker: SageMakerClient, job_name: str, desc: Any) -> int | None:
     pool = desc.get("WarmPoolStatus") or {}
     status = pool.get("Status")
     if status != "Available":
+        asked = (desc.get("ResourceConfig") or {}).get("KeepAlivePeriodInSeconds")
         state = (f"its warm pool is {status}" + (f" (by {pool['ReusedByJob']})" if pool.get("ReusedByJob") else "")
-                 if status else "it keeps no warm pool (launched without keep_alive_s)")
+                 if status else "SageMaker reports no warm pool for it (still running, or none kept: the warm-pool "
+                 "quota is 0 by default)" if asked else "it keeps no warm pool (launched without keep_alive_s)")
         raise ConfigError("job", job_name, f"nothing to release: {state}")
     sagemaker.update_training_job(TrainingJobName=job_name, ResourceConfig={"KeepAlivePeriodInSeconds": 0})
     retained: int | None = pool.get("ResourceRetainedBillableTimeInSeconds")

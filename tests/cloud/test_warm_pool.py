@@ -206,9 +206,12 @@ def test_release_sets_the_keep_alive_to_zero(sagemaker: Any) -> None:
     (described(status="Reused"), f"job='{OLD}': nothing to release: its warm pool is Reused (by sm-dist-20261126-110000-000)"),
     (described(status="Terminated"), f"job='{OLD}': nothing to release: its warm pool is Terminated"),
     ({k: v for k, v in described().items() if k != "WarmPoolStatus"},
+     f"job='{OLD}': nothing to release: SageMaker reports no warm pool for it (still running, or none kept"),
+    ({**{k: v for k, v in described().items() if k != "WarmPoolStatus"}, "ResourceConfig": {
+        "InstanceType": G5, "InstanceCount": 2, "VolumeSizeInGB": 30}},
      f"job='{OLD}': nothing to release: it keeps no warm pool (launched without keep_alive_s)"),
     (None, f"job='{OLD}': no such training job in this region"),
-], ids=["reused", "terminated", "none", "unknown job"])
+], ids=["reused", "terminated", "none reported", "none asked", "unknown job"])
 def test_release_without_a_pool_is_one_line(sagemaker: Any, answer_: dict[str, Any] | None, expected: str) -> None:
     client, stub = sagemaker
     if answer_ is None:
