@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeAlias, overload
 from sm_dist.cloud.checkpoints import list_checkpoints
 from sm_dist.cloud.cost import JobCost, job_cost
 from sm_dist.cloud.logs import FOLLOW_POLL_S, LOG_GROUP, iter_log_lines
-from sm_dist.contract.job import CheckpointList, JobStatus
+from sm_dist.contract.job import CheckpointList, JobStatus, tensorboard_command
 from sm_dist.errors import ConfigError, LaunchError
 from sm_dist.estimator.calibration import Calibration, from_job
 from sm_dist.notebook.live import LiveDisplay
@@ -153,6 +153,21 @@ class Job:
             return self.plan.checkpoint_uri
         desc = self.describe()
         return (desc.get("CheckpointConfig") or {}).get("S3Uri") or self.tags().get(TAG_CHECKPOINT)
+
+    def tensorboard_uri(self) -> str | None:
+        """TensorBoardOutputConfig.S3OutputPath: from its plan, else DescribeTrainingJob (None: tensorboard off)."""
+        if self.plan is not None:
+            return self.plan.tensorboard_uri
+        return (self.describe().get("TensorBoardOutputConfig") or {}).get("S3OutputPath")
+
+    def tensorboard(self, start: bool = False, port: int = 6006) -> str:
+        """`tensorboard --logdir s3://...`: the folder SageMaker syncs while the job runs (TensorBoard reads S3
+        with your AWS configuration); `start=True` starts it here and returns its address."""
+        uri = self.tensorboard_uri()
+        if not uri:
+            raise ConfigError("job", self.name, "has no TensorBoardOutputConfig (launched without tensorboard=True, "
+                              "--tensorboard)")
+        return tensorboard_command(uri, start=start, port=port)
 
     def checkpoints(self) -> CheckpointList:
         """Checkpoints under the job's checkpoint URI, newest first (committed = has a manifest)."""

@@ -161,6 +161,33 @@ class JobHandle(Protocol):
     def summary(self) -> Summary:
         """Status, steps, restarts, resume, chaos, verification and cost as one record (`to_dict()` for JSON)."""
 
+    def tensorboard(self, start: bool = False, port: int = 6006) -> str:
+        """`tensorboard --logdir ...` on the job's TensorBoard files (a job run with tensorboard=True): its S3
+        prefix in the cloud, the folder local mode synced to; `start=True` starts it and returns its address."""
+        ...
+
+
+def tensorboard_command(logdir: str, *, start: bool = False, port: int = 6006) -> str:
+    """The shell command that shows `logdir` (a folder or s3://...) in TensorBoard; with `start`, TensorBoard
+    started in the background on `port` (this Python's `tensorboard` package) and the line saying where."""
+    import shlex
+
+    command = shlex.join(["tensorboard", "--logdir", logdir, "--port", str(port)])
+    if not start:
+        return command
+    import importlib.util
+    import subprocess
+    import sys
+
+    from sm_dist.errors import ConfigError
+
+    if importlib.util.find_spec("tensorboard") is None:
+        raise ConfigError("tensorboard", logdir, "the tensorboard package is not installed here: pip install "
+                          f"'sm_dist[tensorboard]', or run: {command}")
+    process = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", logdir, "--port", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    return f"TensorBoard on http://localhost:{port}/ (pid {process.pid}; kill {process.pid} to stop it): {command}"
+
 
 __all__ = ["CHECKPOINT_COLUMNS", "TERMINAL", "CheckpointInfo", "CheckpointList", "Cost", "JobHandle", "JobStatus", "Summary",
-           "checkpoint_info"]
+           "checkpoint_info", "tensorboard_command"]

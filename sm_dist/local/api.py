@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal, TextIO
 
 from sm_dist.contract.container import INSTALL_REQUIREMENTS_ENV, NPROC_ENV, nproc_per_node
 from sm_dist.errors import ConfigError
-from sm_dist.local import from_plan, mountns, requirements_check, verify
+from sm_dist.local import from_plan, mountns, requirements_check, tb_sync, verify
 from sm_dist.local.chain import LinkRecord, local_policy, run_chain
 from sm_dist.local.chaos import Fault
 from sm_dist.local.config import LocalChannel, LocalJobConfig
@@ -125,14 +125,16 @@ def _one_run(job: _Job, root: Path, label: str, faults: tuple[Fault, ...], endpo
     plan, options = job.plan, job.options
     uri = from_plan.sync_uri(plan, uri_override, label)
     code_dir = from_plan.code_for_run(job.bundle, root / "code", from_plan.local_spec(plan, uri, label))
-    config = from_plan.config_from_plan(plan, code_dir, uri, name or plan.job_name, job.channels)
+    tb_uri = tb_sync.tensorboard_uri(plan, label)
+    config = from_plan.config_from_plan(plan, code_dir, uri, name or plan.job_name, job.channels, tb_uri)
     listed_uri = uri or from_plan.runtime_s3_uri(plan, label)  # what checkpoints() lists
     label = display or label
     store = None
     if listed_uri is not None:
         store = endpoint.store(listed_uri) if listed_uri.startswith("s3://") and endpoint else open_store(listed_uri)
+    tb_store = (endpoint.store(tb_uri) if endpoint else open_store(tb_uri)) if tb_uri is not None else None
     settings = RunSettings(
-        job_root=root, store=store if uri is not None else None, faults=faults,
+        job_root=root, store=store if uri is not None else None, faults=faults, tensorboard_store=tb_store,
         grace_seconds=options.grace_seconds, sync_interval=options.sync_interval,
         extra_env={**(endpoint.env if endpoint else {}), **job.env},
         on_line=(lambda h, line: job.echo(f"{label} {h}" if label != "run" else h, line)),
@@ -155,7 +157,9 @@ def _one_run(job: _Job, root: Path, label: str, faults: tuple[Fault, ...], endpo
                        events=runner.chaos.events, checkpoint_keys=store_keys(store),
                        checkpoint_manifests=store_manifests(store),
                        checkpoint_written=written_since(store, outcome.started),
-                       warnings=runner.chaos.group.warnings() + _opt_ml_warnings(outcome))
+                       warnings=runner.chaos.group.warnings() + _opt_ml_warnings(outcome),
+                       tensorboard_uri=tb_uri,
+                       tensorboard_keys=tb_sync.download(tb_store, root / tb_sync.FOLDER) if tb_store else {})
     return record, config, listed_uri
 
 
@@ -241,7 +245,7 @@ def _run_job(job: _Job, base: Path) -> LocalJob:
     plan, checkpoint_uri = job.plan, job.options.checkpoint_uri
     uri = from_plan.sync_uri(plan, checkpoint_uri, "run")
     endpoint = None
-    if _needs_s3(plan, [uri, plan.job_spec.checkpoint.uri], job.faults):
+    if _needs_s3(plan, [uri, plan.job_spec.checkpoint.uri, plan.tensorboard_uri], job.faults):
         endpoint = _Endpoint(plan.region or "us-east-1", faults=any(f.kind == "s3-faults" for f in job.faults))
     links: list[LinkRecord] = []
     try:

@@ -76,9 +76,14 @@ class _HostState:
 class CheckpointSync:
     """Mirrors every host's checkpoint folder into one store, in a background thread."""
 
-    def __init__(self, store: Store, folders: dict[str, Path], interval: float = DEFAULT_INTERVAL) -> None:
+    def __init__(self, store: Store, folders: dict[str, Path], interval: float = DEFAULT_INTERVAL, *,
+                 what: str = "checkpoint", markers: bool = True, wait_stable: bool = True) -> None:
+        """`what` names the folder in logs and problems; `markers`: write SageMaker's `.sagemaker-uploaded`
+        next to each upload (the checkpoint sync's); `wait_stable`: upload a file once it is unchanged over a
+        poll (off: as it grows, as a TensorBoard event file does, `local.tb_sync`)."""
         self.store = store
         self.interval = interval
+        self.what, self.markers, self.wait_stable = what, markers, wait_stable
         self._hosts = {host: _HostState(folder) for host, folder in folders.items()}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -118,7 +123,7 @@ class CheckpointSync:
     def start(self) -> None:
         """Start uploading in the background."""
         self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="checkpoint-sync", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=f"{self.what.lower()}-sync", daemon=True)
         self._thread.start()
 
     def stop(self, flush: bool = True) -> None:
@@ -158,7 +163,7 @@ class CheckpointSync:
         """Restart the background thread if it died (the supervisor calls this every tick)."""
         if self._thread is not None and not self._thread.is_alive() and not self._stop.is_set():
             why = self.last_error or "no error recorded"
-            _log.error("the checkpoint sync thread stopped (%s); restarting it", why)
+            _log.error("the %s sync thread stopped (%s); restarting it", self.what, why)
             self.thread_restarts.append(why)
             self.start()
 
@@ -169,10 +174,10 @@ class CheckpointSync:
         outage = max(self._longest_outage, now - self._failing_since if self._failing_since is not None else 0.0)
         if outage >= OUTAGE_REPORT_S:
             state = "were still failing when the job ended" if self._failing_since is not None else "then went through"
-            out.append(f"checkpoint uploads to {self.store.uri} failed for {outage:.0f} s "
+            out.append(f"{self.what} uploads to {self.store.uri} failed for {outage:.0f} s "
                        f"({self._outage_error or self.last_error}); they were retried and {state}")
         for why in self.thread_restarts:
-            out.append(f"the checkpoint sync stopped ({why}) and was restarted")
+            out.append(f"the {self.what} sync stopped ({why}) and was restarted")
         return out
 
     def _failed(self, exc: BaseException) -> None:
@@ -181,7 +186,7 @@ class CheckpointSync:
         if self._failing_since is None:
             self._failing_since = time.monotonic()
             self._outage_error = self.last_error
-        _log.warning("checkpoint upload to %s failed (%s); retrying", self.store.uri, self.last_error)
+        _log.warning("%s upload to %s failed (%s); retrying", self.what, self.store.uri, self.last_error)
 
     def _succeeded(self) -> None:
         if self._failing_since is not None:
@@ -198,7 +203,7 @@ class CheckpointSync:
         try:
             changed = [k for k, sig in current.items() if state.synced.get(k) != sig]
             for key in sorted(changed, key=lambda k: current[k][1]):
-                if stable_only and state.seen.get(key) != current[key]:
+                if stable_only and self.wait_stable and state.seen.get(key) != current[key]:
                     continue  # still being written (or just appeared): wait one more pass
                 try:
                     self.store.put(state.folder / key, key)
@@ -206,12 +211,14 @@ class CheckpointSync:
                     continue
                 state.synced[key] = current[key]
                 self.uploads += 1
-                _mark(state.folder / key, UPLOADED_SUFFIX, create=True)
+                if self.markers:
+                    _mark(state.folder / key, UPLOADED_SUFFIX, create=True)
             for key in [k for k in state.synced if k not in current]:
                 self.store.delete(key)
                 del state.synced[key]
                 self.deletes += 1
-                _mark(state.folder / key, UPLOADED_SUFFIX, create=False)
+                if self.markers:
+                    _mark(state.folder / key, UPLOADED_SUFFIX, create=False)
         except Exception as exc:  # S3 errors of any kind: retry on the next pass
             self._failed(exc)
             state.seen = current

@@ -62,6 +62,8 @@ class LocalJobConfig:
     """CheckpointConfig.S3Uri: s3://bucket/prefix (local endpoint), a local folder, or None (no sync)."""
     checkpoint_local_path: str = CHECKPOINT_LOCAL_PATH
     """CheckpointConfig.LocalPath inside the container."""
+    tensorboard_uri: str | None = None
+    """TensorBoardOutputConfig.S3OutputPath on the local endpoint (None: no TensorBoard folder synced)."""
     network_isolation: bool = False
     """EnableNetworkIsolation: the container gets no S3 endpoint and no credentials, only its peers
     (`sm_dist.local.hostenv`); the emulated CheckpointConfig sync is the platform's and goes on."""

@@ -135,8 +135,10 @@ def download_prefix(uri: str, dest: Path) -> Path:
 
 
 def config_from_plan(plan: Plan, code_dir: Path, uri: str | None, job_name: str,
-                     channels: Mapping[str, LocalChannel] | None = None) -> LocalJobConfig:
-    """The LocalJobConfig of `plan`, with its bundle at `code_dir`, sync URI `uri` and data `channels`."""
+                     channels: Mapping[str, LocalChannel] | None = None,
+                     tensorboard_uri: str | None = None) -> LocalJobConfig:
+    """The LocalJobConfig of `plan`, with its bundle at `code_dir`, sync URI `uri`, data `channels` and
+    TensorBoard prefix `tensorboard_uri` (`tb_sync.tensorboard_uri`)."""
     return LocalJobConfig(
         job_name=job_name,
         container_command=tuple(plan.container_command),
@@ -148,5 +150,6 @@ def config_from_plan(plan: Plan, code_dir: Path, uri: str | None, job_name: str,
         checkpoint_uri=uri,
         checkpoint_local_path=plan.checkpoint_local_path,
         channels=dict(channels or {}),
+        tensorboard_uri=tensorboard_uri,
         network_isolation=bool(plan.request.get("EnableNetworkIsolation")),
     )

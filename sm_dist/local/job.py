@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING
 
 from sm_dist.contract.chain import Action
 from sm_dist.contract.checkpoint import MANIFEST_NAME, committed_manifest, parse_step
-from sm_dist.contract.job import CheckpointList, JobStatus, checkpoint_info
+from sm_dist.contract.job import CheckpointList, JobStatus, checkpoint_info, tensorboard_command
+from sm_dist.errors import ConfigError
+from sm_dist.local import tb_sync
 from sm_dist.local.chain import LinkRecord
 from sm_dist.local.clean import pile_up
 from sm_dist.local.config import LocalJobConfig
@@ -56,6 +58,10 @@ class RunRecord:
     """Whether anything reached the checkpoint URI while the run ran (None: no URI, or it could not be listed)."""
     warnings: list[str] = field(default_factory=list)
     """What this run could not prove (pgwatch: world size, process group)."""
+    tensorboard_uri: str | None = None
+    """The run's TensorBoardOutputConfig.S3OutputPath on the local endpoint (None: tensorboard off)."""
+    tensorboard_keys: dict[str, int] = field(default_factory=dict)
+    """What that prefix held when the run ended -> size, downloaded to `<root>/tensorboard`."""
 
     @property
     def seconds(self) -> float:
@@ -127,6 +133,14 @@ class LocalJob:
         """Step folders at the checkpoint URI when the job ended, newest first, as the cloud
         `Job.checkpoints()` lists them (`CheckpointInfo`; committed = its manifest is there and parses)."""
         return list_checkpoints(self.checkpoint_uri or "", self.run.checkpoint_keys, self.run.checkpoint_manifests)
+
+    def tensorboard(self, start: bool = False, port: int = 6006) -> str:
+        """`tensorboard --logdir <run>/tensorboard`: the event files the job synced to its S3 TensorBoard
+        prefix, downloaded when it ended (a chain's: every job's). `start=True` starts TensorBoard on them
+        and returns its address."""
+        if self.run.tensorboard_uri is None:
+            raise ConfigError("job", self.name, "ran without tensorboard=True (--tensorboard): no TensorBoard folder")
+        return tensorboard_command(str(self.run.root / tb_sync.FOLDER), start=start, port=port)
 
     def cost(self) -> LocalCost:
         """0 $ here, and the same wall-clock time priced on the chosen SageMaker instances."""
@@ -204,7 +218,16 @@ class LocalJob:
             warnings=tuple(run.warnings) + tuple(run.outcome.warnings) + tuple(pile_up(run.root)), stopped_reason=run.outcome.stopped_reason,
             root=str(run.root), run_name=self.run_name, links=tuple(link.line() for link in self.links),
             estimate_usd=self.estimate_usd, s3_requests=self.s3_requests, s3_faults_injected=self.s3_faults_injected,
+            tensorboard=self._tensorboard_line(),
         )
+
+    def _tensorboard_line(self) -> str | None:
+        run = self.run
+        if run.tensorboard_uri is None:
+            return None
+        files, uploads = len(run.tensorboard_keys), run.outcome.tensorboard_uploads_running
+        return (f"{run.tensorboard_uri}: {files} file{'' if files == 1 else 's'}, {uploads} upload"
+                f"{'' if uploads == 1 else 's'} while it ran; tensorboard --logdir {run.root / tb_sync.FOLDER}")
 
 
 def chain_record(links: Sequence[LinkRecord], capacity_specs: Sequence[str] = ()) -> RunRecord:
@@ -224,7 +247,8 @@ def chain_record(links: Sequence[LinkRecord], capacity_specs: Sequence[str] = ()
                      [f for r in ran for f in r.fired] + (list(capacity_specs) if refused else []), last.root,
                      events=[e for r in ran for e in r.events], checkpoint_keys=last.checkpoint_keys,
                      checkpoint_manifests=last.checkpoint_manifests,
-                     warnings=list(dict.fromkeys(w for r in ran for w in r.warnings)))
+                     warnings=list(dict.fromkeys(w for r in ran for w in r.warnings)),
+                     tensorboard_uri=last.tensorboard_uri, tensorboard_keys=last.tensorboard_keys)
 
 
 def list_checkpoints(uri: str, keys: Mapping[str, int], manifests: Mapping[str, bytes]) -> CheckpointList:

@@ -2,7 +2,7 @@
 
 Every host gets its own folder (`<job root>/hosts/algo-N`) with what the platform itself puts
 there (docs/PLATFORM.md §1.1): input/config/{resourceconfig,hyperparameters,inputdataconfig,
-checkpointconfig}.json, input/data/<channel> (including the code bundle), and empty model/,
+checkpointconfig,tensorboardoutputconfig}.json, input/data/<channel> (including the code bundle), and empty model/,
 output/ and checkpoints/ folders. A restarted job (managed spot) gets a fresh folder, as a new
 instance would.
 """
@@ -19,6 +19,8 @@ from sm_dist.contract.container import (
     HYPERPARAMETERS,
     INPUT_DATA_CONFIG,
     RESOURCE_CONFIG,
+    TENSORBOARD_CONFIG,
+    TENSORBOARD_LOCAL_PATH,
     host_order,
     remap,
 )
@@ -110,6 +112,9 @@ def create_host_root(config: LocalJobConfig, host: str, root: Path, checkpoint_u
             layout.config_dir / CHECKPOINT_CONFIG,
             {"LocalPath": config.checkpoint_local_path, "S3Uri": checkpoint_uri},
         )
+    if config.tensorboard_uri is not None:  # the service's default LocalPath: the request sends none
+        _write_json(layout.config_dir / TENSORBOARD_CONFIG,
+                    {"LocalPath": TENSORBOARD_LOCAL_PATH, "S3OutputPath": config.tensorboard_uri})
     return layout
 
 

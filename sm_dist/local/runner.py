@@ -33,7 +33,7 @@ from sm_dist.contract.container import (
 )
 from sm_dist.contract.faults import FAULT_ENV, Fault, hook_env_value
 from sm_dist.contract.log_lines import AloneLine, FaultLine, read_line, read_restart
-from sm_dist.local import interrupt, mountns
+from sm_dist.local import interrupt, mountns, tb_sync
 from sm_dist.local.agent import HostAgent, LineSink
 from sm_dist.local.chaos_driver import ChaosDriver
 from sm_dist.local.ckpt_sync import CheckpointSync
@@ -86,6 +86,7 @@ class Outcome:
     shared_opt_ml: bool = False  # no private /opt/ml per host here (sm_dist.local.mountns): paths remapped only
     warnings: list[str] = field(default_factory=list)  # what the summary must say (the checkpoint sync's problems)
     restart_causes: list[str] = field(default_factory=list)  # "restart N: HOST CAUSE" (sm_dist.local.restarts)
+    tensorboard_uploads_running: int = 0  # TensorBoard files synced while the job ran (before the last pass)
     started: float = field(default_factory=time.time)
     ended: float | None = None
 
@@ -96,6 +97,7 @@ class RunSettings:
 
     job_root: Path
     store: Store | None = None
+    tensorboard_store: Store | None = None  # TensorBoardOutputConfig.S3OutputPath (sm_dist.local.tb_sync)
     faults: Sequence[Fault] = ()
     grace_seconds: float = 120.0
     sync_interval: float = 0.5
@@ -209,6 +211,8 @@ class LocalRunner:
         self.layouts = [create_host_root(self.config, h, hosts_dir / h, uri) for h in self.config.hosts]
         started = time.time()
         sync = self._sync = self._start_sync(attempt)
+        tb = tb_sync.start(self.settings.tensorboard_store, self.layouts, self.settings.sync_interval) \
+            if self.settings.tensorboard_store is not None else None
         self.agents = self._make_agents(attempt)
         self.chaos.attach(self.agents)
         try:
@@ -218,9 +222,12 @@ class LocalRunner:
         finally:
             codes = self._stop_all(self.stop.grace(self.settings.grace_seconds))
             shutil.rmtree(self.settings.job_root / "tmp", ignore_errors=True)  # the hosts' /tmp (hostenv)
-            if sync is not None:
-                sync.stop(flush=True)
-                self.outcome.warnings.extend(w for w in sync.problems() if w not in self.outcome.warnings)
+            for each in (sync, tb):
+                if each is not None:
+                    if each is tb:
+                        self.outcome.tensorboard_uploads_running += each.uploads
+                    each.stop(flush=True)
+                    self.outcome.warnings.extend(w for w in each.problems() if w not in self.outcome.warnings)
             self.outcome.warnings.extend(w for w in self._outside_warnings(started) if w not in self.outcome.warnings)
         _log.debug("attempt %d ended: %s%s", attempt, codes, " (interrupted)" if interrupted else "")
         return codes, interrupted

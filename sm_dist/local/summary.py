@@ -86,6 +86,9 @@ class LocalSummary:
     run_name: str | None = None
     """A chain's run (`--chain`): its links are `links`, one line each."""
     links: tuple[str, ...] = ()
+    tensorboard: str | None = None
+    """With tensorboard=True: the S3 prefix synced, how many files and how many uploads while the job ran,
+    and the folder they were downloaded to."""
 
     @property
     def chaos_missed(self) -> tuple[str, ...]:
@@ -224,6 +227,7 @@ def render_summary(s: LocalSummary) -> str:
         f"  model sha256    {s.model_sha256 or UNKNOWN}",
         f"  verified        {_verified(s)}",
         f"  checkpoints     {s.checkpoint_uri or 'off'}",
+        *([f"  tensorboard     {s.tensorboard}"] if s.tensorboard else []),
         f"  cost here       ${cost.local_usd:.2f}",
         f"  on SageMaker    {_money(cost.sagemaker_usd)} for the same {s.wall_seconds} s on "
         f"{cost.instance_count} × {cost.instance_type}"

@@ -55,9 +55,10 @@ def text(job: LocalJob, host: str | None = None) -> str:
 
 @pytest.fixture(scope="module")
 def kill_job(tmp_path_factory: pytest.TempPathFactory) -> LocalJob:
-    """kill:6 with --verify on two isolated hosts: the chaos run and the uninterrupted run of the same plan."""
+    """kill:6 with --verify on two isolated hosts: the chaos run and the uninterrupted run of the same plan
+    (with tensorboard=True: its sync is the platform's, so isolation does not stop it)."""
     tmp = tmp_path_factory.mktemp("kill")
-    return run(tmp, make_plan(tmp / "src", network_isolation=True), chaos=["kill:6"], verify=True)
+    return run(tmp, make_plan(tmp / "src", network_isolation=True, tensorboard=True), chaos=["kill:6"], verify=True)
 
 
 def test_kill_survives_with_identical_model(kill_job: LocalJob) -> None:
@@ -119,6 +120,25 @@ def test_two_hosts_two_processes(kill_job: LocalJob) -> None:
     status = job.status()
     assert (status.status, status.done, status.failure_reason) == ("Completed", True, None)
     assert s.cost.local_usd == 0.0 and s.cost.sagemaker_usd > 0 and job.cost().usd == 0.0
+
+
+def test_tensorboard_is_synced_while_it_runs(kill_job: LocalJob) -> None:
+    """tensorboard=True (docs/PLATFORM.md §1.14): rank 0 writes the metric lines as scalars to $SM_TENSORBOARD_DIR,
+    local mode syncs the folder to the job's S3 TensorBoard prefix while the job runs (uploads before the last
+    pass), and the event files read back from S3 with TensorBoard's own reader hold the loss of every step."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run_ = kill_job.run
+    assert run_.tensorboard_uri == f"s3://sm-dist-local/sm-dist/{kill_job.name}/tensorboard"
+    assert run_.outcome.tensorboard_uploads_running >= 1, explain(kill_job)  # synced before the job ended
+    assert run_.tensorboard_keys and all(k.startswith("sm_dist/events.out.tfevents.") for k in run_.tensorboard_keys)
+    acc = EventAccumulator(str(kill_job.root / "tensorboard" / "sm_dist"))
+    acc.Reload()
+    steps = {e.step for e in acc.Scalars("loss")}  # the killed workers' file and the restarted ones'
+    assert steps == set(range(1, 17)), steps
+    assert kill_job.tensorboard() == f"tensorboard --logdir {kill_job.root / 'tensorboard'} --port 6006"
+    assert f"tensorboard --logdir {kill_job.root / 'tensorboard'}" in str(kill_job.summary())
+    assert kill_job.verify_run is not None and kill_job.verify_run.tensorboard_uri == f"{run_.tensorboard_uri}-verify"
 
 
 def test_cli_fit_local_json_with_a_sharded_strategy(tmp_path: Path) -> None:
