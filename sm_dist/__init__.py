@@ -44,6 +44,7 @@ _LAZY = {
     "JobHandle": "sm_dist.contract.job:JobHandle",
     "Channel": "sm_dist.planning.channels:Channel",
     "LaunchSettings": "sm_dist.planning.settings:LaunchSettings",
+    "MlflowSettings": "sm_dist.planning.mlflow_setting:MlflowSettings",
 }
 
 if TYPE_CHECKING:  # what type checkers and editors see: the same names, never imported at run time
@@ -57,6 +58,7 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, never i
     from sm_dist.local.job import LocalJob as LocalJob
     from sm_dist.local.options import LocalOptions as LocalOptions
     from sm_dist.planning.channels import Channel as Channel
+    from sm_dist.planning.mlflow_setting import MlflowSettings as MlflowSettings
     from sm_dist.planning.settings import LaunchSettings as LaunchSettings
 else:
     __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
@@ -73,6 +75,7 @@ __all__ = [
     "JobHandle",
     "Channel",
     "LaunchSettings",
+    "MlflowSettings",
     "SmDistError",
     "ConfigError",
     "CatalogError",

@@ -117,7 +117,7 @@ def accepts(wide: Any, narrow: Any) -> bool:
 
 #: The settings whose type is wider than the field's: what the field's check takes and normalizes.
 WIDER = {"precision", "args", "metrics", "subnets", "security_group_ids", "ignore_patterns", "inputs",
-         "fallback_instance_types"}
+         "fallback_instance_types", "mlflow"}
 
 
 def test_launch_settings_are_launch_configs_fields() -> None:
@@ -141,11 +141,13 @@ def test_the_wider_settings_are_accepted(tmp_path: Path) -> None:
     wide: LaunchSettings = {"precision": "bf16", "args": ["--x"], "metrics": ["loss"], "subnets": ["subnet-1"],
                             "security_group_ids": ["sg-1"], "ignore_patterns": ["*.pt"],
                             "inputs": {"a": "s3://bucket/a", "b": {"source": "s3://bucket/b", "mode": "FastFile"},
-                                       "c": Path(tmp_path)}}
+                                       "c": Path(tmp_path)},
+                            "mlflow": {"arn": "arn:aws:sagemaker:us-east-1:123456789012:mlflow-tracking-server/t"}}
     config = LaunchConfig.from_mapping({"entry": "train.py", "instance_type": "ml.g5.xlarge", **wide})
     assert str(config.precision) == "bf16" and config.metrics == ("loss",) and config.subnets == ("subnet-1",)
     assert all(isinstance(channel, Channel) for channel in config.inputs.values())
     assert config.inputs["b"].mode.value == "FastFile"
+    assert config.mlflow is not None and config.mlflow.arn.endswith("mlflow-tracking-server/t")
 
 
 GOOD = '''\

@@ -39,6 +39,8 @@ _HELP = {
     "remote_debug": "let `sm-dist debug JOB` open a shell in the job's containers (SSM; not with --network-isolation)",
     "infra_check": "SageMaker checks the instances' hardware and network before the script "
                    "(default: on for 4+ GPU instances; adds its time to the estimate)",
+    "mlflow": "SageMaker managed MLflow tracking server ARN: MlflowConfig, the script's MLFLOW_* variables, and "
+              "the metric lines logged there (--local: a file store under the run's folder)",
     "training_plan_arn": "run on a SageMaker training plan's reserved capacity (its ARN); checked against the "
                          "instance type and count instead of the account's quota",
     "keep_alive_s": "keep the instances warm this many seconds after the job (0-21600, not with --spot): a "
@@ -93,9 +95,23 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     for name, value in vars(args).items():
         if name in names:
             settings[name] = dict(value) if name in _KV_FIELDS else value
+    _mlflow_names(settings, args)
     if "entry" not in settings:
         raise ConfigError("entry", None, "give the script: sm-dist fit train.py ... (or entry: in --config)")
     return settings
+
+
+def _mlflow_names(settings: dict[str, Any], args: argparse.Namespace) -> None:
+    """--mlflow-experiment and --mlflow-run join --mlflow's ARN (or a config file's mlflow:) as its names."""
+    names = {key: value for key, value in (("experiment", getattr(args, "mlflow_experiment", None)),
+                                           ("run", getattr(args, "mlflow_run", None))) if value is not None}
+    if not names:
+        return
+    base = settings.get("mlflow")
+    if base is None:
+        flag = "--mlflow-experiment" if "experiment" in names else "--mlflow-run"
+        raise ConfigError(flag, next(iter(names.values())), "names a run on a tracking server: add --mlflow ARN")
+    settings["mlflow"] = {**({"arn": base} if isinstance(base, str) else dict(base)), **names}
 
 
 def _print_json(data: object) -> None:
@@ -161,6 +177,8 @@ def register(command: str, parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--local", action="store_true", help="run the job on this machine (CPU, emulated hosts)")
     parser.add_argument("--no-validate-role", action="store_true", help="skip the SDK's IAM permission check")
     _add_fit_flags(parser)
+    parser.add_argument("--mlflow-experiment", help="with --mlflow: the MLflow experiment (default: --base-job-name's)")
+    parser.add_argument("--mlflow-run", help="with --mlflow: the MLflow run's name (default: the job's name)")
     add_local_flags(parser)
     parser.set_defaults(_run=run_fit)
 

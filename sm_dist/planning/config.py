@@ -24,6 +24,7 @@ from sm_dist.contract.sagemaker import BASE_JOB_NAME_RE, check_job_name
 from sm_dist.errors import ConfigError, check_int
 from sm_dist.jobspec import entry_is_function
 from sm_dist.planning.channels import Channel, SourceKind, channels_from
+from sm_dist.planning.mlflow_setting import MlflowTarget, parse_mlflow
 from sm_dist.vocab import Precision, Strategy, parse_enum
 
 #: The PyTorch training image used unless image_uri= is given: AWS's SageMaker PyTorch training
@@ -169,6 +170,10 @@ class LaunchConfig:
     """InfraCheckConfig.EnableInfraCheck: SageMaker checks the instances' hardware and the cluster network
     before the script starts. None: on for 4 or more GPU instances of a family that offers it; its
     time is added to the estimate's start-up (docs/PLATFORM.md §1.16)."""
+    mlflow: MlflowTarget | None = None
+    """SageMaker managed MLflow: the tracking server's ARN, or {"arn":, "experiment":, "run":}
+    (`MlflowSettings`); sets MlflowConfig and the script's MLFLOW_* variables, and the runtime logs its
+    metric lines there (local mode: a file store under the run's folder; docs/guides/live.md)."""
 
     def __post_init__(self) -> None:
         _check_text("entry", self.entry)
@@ -190,6 +195,7 @@ class LaunchConfig:
         if str(self.output_compression).lower() not in OUTPUT_COMPRESSIONS:
             raise ConfigError("output_compression", self.output_compression, "expected gzip, none or auto")
         object.__setattr__(self, "output_compression", str(self.output_compression).lower())
+        object.__setattr__(self, "mlflow", parse_mlflow(self.mlflow))
         if self.job_name is not None:
             check_job_name(self.job_name)
         if not BASE_JOB_NAME_RE.fullmatch(self.base_job_name):

@@ -42,6 +42,7 @@ _SETTINGS = (
     ("StoppingCondition.MaxRuntimeInSeconds", "max_runtime_s"), ("StoppingCondition.MaxWaitTimeInSeconds", "max_wait_s"),
     ("RetryStrategy", "retry_attempts"), ("InputDataConfig", "inputs"), ("HyperParameters", "hyperparameters"),
     ("Environment", "environment"), ("Tags", "tags"), ("RoleArn", "role"), ("TrainingJobName", "job_name"),
+    ("MlflowConfig", "mlflow"),
 )
 #: TensorBoardOutputConfig.LocalPath prefixes CreateTrainingJob refuses, its own default included
 #: (docs/PLATFORM.md §1.14): sm_dist sends no LocalPath, so the default applies.
@@ -138,6 +139,16 @@ def check_debug_settings(request: Mapping[str, Any]) -> list[str]:
     return []
 
 
+def check_mlflow_region(request: Mapping[str, Any], region: str) -> None:
+    """MlflowConfig's tracking server must be in the job's region: SageMaker's managed MLflow is regional
+    and the sagemaker-mlflow plugin reaches the server at the ARN region's endpoint (docs/PLATFORM.md §1.11)."""
+    arn = str((request.get("MlflowConfig") or {}).get("MlflowResourceArn", ""))
+    server_region = arn.split(":")[3] if arn.count(":") >= 5 else None
+    if server_region is not None and server_region != region:
+        raise ConfigError("mlflow", arn, f"the tracking server is in {server_region}, the job in {region}; use a "
+                          f"tracking server in {region}, or run the job there (region='{server_region}', --region)")
+
+
 def check_image_pull(image_uri: str, allowed: tuple[str, ...] | None, stack: str) -> list[str]:
     """The infra stack's role must be allowed to pull the training image; ECR ARNs with IAM's * and ?.
 
@@ -225,4 +236,5 @@ def _string(value: str, shape: Shape, path: str) -> None:
                           f"{meta['pattern']}")
 
 
-__all__ = ["INT32_MAX", "KEEP_ALIVE_GUIDE_MAX_S", "TENSORBOARD_RESERVED", "check_image_pull", "check_request", "pattern_matcher", "warm_pool_rules", "check_debug_settings"]
+__all__ = ["INT32_MAX", "KEEP_ALIVE_GUIDE_MAX_S", "TENSORBOARD_RESERVED", "check_image_pull", "check_mlflow_region",
+           "check_request", "pattern_matcher", "warm_pool_rules", "check_debug_settings"]

@@ -36,7 +36,7 @@ from sm_dist.planning import request as request_mod
 from sm_dist.planning.budget import Limits, chain_policy, stopping_limits
 from sm_dist.planning.channels import Channel, DataUpload, channel_warnings, plan_uploads
 from sm_dist.planning.config import LaunchConfig
-from sm_dist.planning.constraints import check_image_pull, check_request
+from sm_dist.planning.constraints import check_image_pull, check_mlflow_region, check_request
 from sm_dist.planning.locations import LOCAL_BUCKET, local_locations, resolve_locations
 from sm_dist.planning.profile import profile_error, without_missing_profile
 from sm_dist.planning.reach import check_reach
@@ -297,7 +297,11 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
         raise ConfigError("checkpoint_s3_uri", None, "each job of a chain resumes from the checkpoints at a URI: pass "
                           "checkpoint_s3_uri= (--checkpoint-s3-uri) or infra_stack=")
     code_uri = request_mod.s3_join(where.output_s3_uri, job_name, "input", request_mod.CODE_CHANNEL) + "/"
-    environment = {**BASE_ENVIRONMENT, **config.environment, **preflight.isolation_environment(config.network_isolation)}
+    mlflow = config.mlflow.named(config.base_job_name, run or job_name) if config.mlflow else None
+    mlflow_env = {k: v for k, v in (mlflow.environment() if mlflow else {}).items() if k not in config.environment}
+    preflight.check_environment(config.environment, len(BASE_ENVIRONMENT) + config.network_isolation + len(mlflow_env))
+    environment = {**BASE_ENVIRONMENT, **mlflow_env, **config.environment,
+                   **preflight.isolation_environment(config.network_isolation)}
     channels, uploads = plan_uploads(config.inputs, request_mod.s3_join(where.output_s3_uri, DATA_PREFIX))
     box = hardware(config.instance_type)
     data_warnings = channel_warnings(config.inputs, uploads, config.instance_count, config.volume_size_gb,
@@ -305,10 +309,13 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
     settings = _request_spec(config, code, job_name, where.role_arn, image_uri, limits, code_uri, environment,
                              where.output_s3_uri, channels,
                              chain_tags(run, 1, policy, RunState()) if run and policy else {},
-                             tensorboard_uri(where.output_s3_uri, run or job_name) if config.tensorboard else None)
+                             tensorboard_uri(where.output_s3_uri, run or job_name) if config.tensorboard else None,
+                             mlflow.request() if mlflow else None)
     with without_missing_profile():
         request = request_mod.build_request(settings, memo=local)
     request, request_warnings = check_request(request, hardware(config.instance_type))
+    if not local:  # a local plan's region is a label; its MLflow is a file store (sm_dist.local)
+        check_mlflow_region(request, region)
     if config.fallback_instance_types:  # on demand: InstancePreferences (planning.fallbacks)
         request = fallbacks.with_preferences(request, config.fallback_instance_types)
         request_mod.validate_request(request)
@@ -408,7 +415,8 @@ def _source(config: LaunchConfig) -> Path:
 def _request_spec(config: LaunchConfig, code: CodePlan, job_name: str, role_arn: str, image_uri: str, limits: Limits,
                   code_uri: str, environment: dict[str, str], output_uri: str,
                   channels: Mapping[str, Channel], chain: Mapping[str, str],
-                  tensorboard: str | None = None) -> request_mod.RequestSpec:
+                  tensorboard: str | None = None,
+                  mlflow: Mapping[str, str] | None = None) -> request_mod.RequestSpec:
     """What request.build_request turns into a ModelTrainer (`chain`: a link's tags, or none;
     `tensorboard`: TensorBoardOutputConfig.S3OutputPath, or none)."""
     spec = code.spec
@@ -435,6 +443,7 @@ def _request_spec(config: LaunchConfig, code: CodePlan, job_name: str, role_arn:
         tensorboard_s3_uri=tensorboard,
         remote_debug=config.remote_debug,
         infra_check=infra_check_on(config.infra_check, config.instance_type, config.instance_count),
+        mlflow=mlflow,
     )
 
 

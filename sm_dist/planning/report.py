@@ -83,6 +83,7 @@ def render_plan(plan: Plan) -> str:
         f"checkpoints  {spec.checkpoint.mode}: {spec.checkpoint.uri or spec.checkpoint.local_path or '-'}",
         *_tensorboard_lines(plan),
         *_debug_lines(plan),
+        *_mlflow_lines(plan),
         "cost",
         *_cost_lines(plan),
     ]
@@ -147,6 +148,15 @@ def _tensorboard_lines(plan: Plan) -> list[str]:
            "job.tensorboard() shows it" if plan.local else
            f"synced while the job runs; tensorboard --logdir {uri} (or sm-dist tensorboard {plan.job_name})")
     return [f"tensorboard  /opt/ml/output/tensorboard ($SM_TENSORBOARD_DIR) -> {uri}: {how}"]
+def _mlflow_lines(plan: Plan) -> list[str]:
+    """MlflowConfig: where the run goes, and where a local run's really goes (a file store)."""
+    config = plan.request.get("MlflowConfig")
+    if not config:
+        return []
+    names = f"experiment {config.get('MlflowExperimentName', '-')}, run {config.get('MlflowRunName', '-')}"
+    where = ("local mode logs to a file store under the run's folder instead" if plan.local
+             else "MLFLOW_TRACKING_URI for the script (needs the sagemaker-mlflow package); rank 0 logs the metric lines")
+    return [f"mlflow       {config['MlflowResourceArn']}  ({names}; {where})"]
 
 
 def _compression(output: dict[str, str]) -> str:

@@ -131,6 +131,9 @@ class RequestSpec:
     """RemoteDebugConfig.EnableRemoteDebug (docs/PLATFORM.md §1.16)."""
     infra_check: bool = False
     """InfraCheckConfig.EnableInfraCheck, as the plan resolved infra_check (docs/PLATFORM.md §1.16)."""
+    mlflow: Mapping[str, str] | None = None
+    """MlflowConfig as the API spells it (`mlflow_setting.MlflowTarget.request`); ModelTrainer has no
+    field for it, so it is set on the serialized request, as ContainerEntrypoint is."""
 
 
 def _trainer(spec: RequestSpec, session: SageMakerSession | None, training_mode: Mode | None = None) -> ModelTrainer:
@@ -210,6 +213,8 @@ def build_request(spec: RequestSpec, session: SageMakerSession | None = None, *,
     algo = request["AlgorithmSpecification"]
     algo["ContainerEntrypoint"] = list(PID1_COMMAND)
     algo.pop("ContainerArguments", None)
+    if spec.mlflow:
+        request["MlflowConfig"] = dict(spec.mlflow)
     validate_request(request)
     return request
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any, TypedDict
 
 from sm_dist.planning.channels import Channel
+from sm_dist.planning.mlflow_setting import MlflowSettings, MlflowTarget
 from sm_dist.vocab import Precision, Strategy
 
 
@@ -84,6 +85,7 @@ class LaunchSettings(TypedDict, total=False):
     tensorboard: bool
     remote_debug: bool
     infra_check: bool | None
+    mlflow: str | MlflowSettings | MlflowTarget | None  # a tracking server ARN, or {"arn":, "experiment":, "run":}
 
 
 __all__ = ["LaunchSettings"]
