@@ -32,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "release": ("sm_dist.cloud.cli", "end the warm pool a finished job keeps (keep_alive_s), now"),
     "debug": ("sm_dist.launch.debug_cli", "a shell in a job's host: SSM in the cloud (remote_debug), the host's view locally"),
     "stacks": ("sm_dist.launch.debug_cli", "every rank's Python stack of a running job, per host"),
-    "tensorboard": ("sm_dist.cloud.cli", "the tensorboard command on a job's synced TensorBoard folder (--start: run it)"),
+    "tensorboard": ("sm_dist.launch.tensorboard_cli", "the tensorboard command on a job's synced TensorBoard folder (--start: run it)"),
     "infra": ("sm_dist.provision.cli", "CloudFormation for the execution role and checkpoint bucket"),
     "local": ("sm_dist.local.clean", "local runs kept on this machine: clean [--older-than 7d] removes old ones"),
 }

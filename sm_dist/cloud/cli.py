@@ -1,4 +1,4 @@
-"""`sm-dist status | logs | stop | cost | checkpoints | release | tensorboard JOB`: the cloud job handle from the command line.
+"""`sm-dist status | logs | stop | cost | checkpoints | release JOB`: the cloud job handle from the command line.
 
 Each command attaches to an existing SageMaker training job by name (`Job.attach`) and prints what
 the handle returns; `--json` prints the record's `to_dict()`.
@@ -102,20 +102,12 @@ def run_checkpoints(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_tensorboard(args: argparse.Namespace) -> int:
-    print(_job(args).tensorboard(start=args.start, port=args.port))
-    return 0
-
-
 def register(command: str, parser: argparse.ArgumentParser) -> None:
     """Add `command`'s arguments to `parser` (called by sm_dist.cli)."""
     parser.add_argument("job", help="training job name, or a chained run's name")
     parser.add_argument("--region", help="AWS region (default: your AWS configuration's)")
     if command == "logs":
         parser.add_argument("--follow", "-f", action="store_true", help="keep printing until the job ends")
-    elif command == "tensorboard":
-        parser.add_argument("--start", action="store_true", help="start TensorBoard here (the tensorboard package)")
-        parser.add_argument("--port", type=int, default=6006, help="TensorBoard's port (default 6006)")
     else:
         parser.add_argument("--json", action="store_true", help="machine-readable output")
     if command == "cost":
@@ -124,7 +116,7 @@ def register(command: str, parser: argparse.ArgumentParser) -> None:
                                  "`sm-dist estimate-cost --calibration FILE` (needs a job planned with tokens= "
                                  "and the model size)")
     runners = {"status": run_status, "logs": run_logs, "stop": run_stop, "cost": run_cost, "checkpoints": run_checkpoints,
-               "release": run_release, "tensorboard": run_tensorboard}
+               "release": run_release}
     parser.set_defaults(_run=runners[command])
 
 

@@ -1,0 +1,42 @@
+"""`sm-dist tensorboard JOB`: a local job's downloaded folder, else the cloud job's S3 prefix (docs/guides/live.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sm_dist import cli
+from sm_dist.cloud.job import Job
+
+
+def local_run(tmp_path: Path, tensorboard: bool) -> Path:
+    run = tmp_path / "job-1" / "run"
+    (run / "hosts" / "algo-1").mkdir(parents=True)
+    if tensorboard:
+        (run / "tensorboard" / "sm_dist").mkdir(parents=True)
+    return run
+
+
+def test_a_local_job_gets_its_downloaded_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = local_run(tmp_path, tensorboard=True)
+    assert cli.main(["tensorboard", str(tmp_path / "job-1"), "--port", "7007"]) == 0
+    assert capsys.readouterr().out.strip() == f"tensorboard --logdir {run / 'tensorboard'} --port 7007"
+
+
+def test_a_local_job_without_tensorboard_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    local_run(tmp_path, tensorboard=False)
+    assert cli.main(["tensorboard", str(tmp_path / "job-1")]) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "ran locally without tensorboard=True (--tensorboard)" in err
+
+
+def test_a_cloud_job_gets_its_s3_prefix(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    def attach(name: str, region: str | None = None) -> Job:
+        job = Job(name, region="us-east-1")
+        monkeypatch.setattr(job, "describe", lambda: {"TensorBoardOutputConfig": {"S3OutputPath": f"s3://b/{name}/tb"}})
+        return job
+
+    monkeypatch.setattr(Job, "attach", staticmethod(attach))
+    assert cli.main(["tensorboard", "cloud-job-7"]) == 0
+    assert capsys.readouterr().out.strip() == "tensorboard --logdir s3://b/cloud-job-7/tb --port 6006"
