@@ -14,11 +14,12 @@ import shutil
 import subprocess
 from typing import Any
 
+from sm_dist.contract.container import CODE_DIR
 from sm_dist.contract.sagemaker import ssm_command
 from sm_dist.errors import ConfigError
 
 #: What the shell in the container runs to dump its ranks' stacks, also into the host's log stream.
-STACKS_IN_CONTAINER = "PYTHONPATH=/opt/ml/input/data/code python3 -m sm_dist.container.stacks_now --log"
+STACKS_IN_CONTAINER = f"PYTHONPATH={CODE_DIR} python3 -m sm_dist.container.stacks_now --log"
 
 
 def debug_target(desc: Any, host: str) -> list[str]:
