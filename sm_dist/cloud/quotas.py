@@ -87,6 +87,35 @@ def check_capacity(plan: Plan, session: Session, reusing: str | None = None) -> 
     quotas = session.client("service-quotas", region_name=plan.region)
     check_training_quota(quotas, sagemaker, plan.instance_type, plan.instance_count,
                          spot=bool(request.get("EnableManagedSpotTraining")), region=plan.region, reusing=reusing)
+    if request["ResourceConfig"].get("KeepAlivePeriodInSeconds"):
+        warn_warm_pool_quota(quotas, plan.instance_type, plan.instance_count, plan.region)
+
+
+def warn_warm_pool_quota(quotas: ServiceQuotasClient, instance_type: str, count: int, region: str) -> Quota | None:
+    """A job keeping a warm pool: warn when the account's warm-pool quota for its type (0 by default) is
+    below its count, so that no pool will be kept (the job still runs; docs/PLATFORM.md §1.13). The
+    quota is found by its name holding the type and "warm pool" (its exact name is not documented); one
+    that is not listed or cannot be read is left unsaid."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    query: dict[str, Any] = {"ServiceCode": SERVICE_CODE, "MaxResults": 100}
+    found: list[Any] = []
+    try:
+        for _ in range(MAX_QUOTA_PAGES):
+            page = quotas.list_aws_default_service_quotas(**query)
+            found = [q for q in page.get("Quotas", []) if instance_type in str(q.get("QuotaName", "")).split()
+                     and "warm pool" in str(q.get("QuotaName", "")).lower()]
+            if found or not page.get("NextToken"):
+                break
+            query["NextToken"] = page["NextToken"]
+    except (ClientError, BotoCoreError):
+        return None
+    quota = _applied(quotas, found[0], region) if found else None
+    if quota is not None and quota.value < count:
+        _log.warning("warm pool: the account's quota \"%s\" in %s is %g, this job has %d instances: it runs, but "
+                     "SageMaker keeps no pool after it; request %d at %s", quota.name, region, quota.value, count, count,
+                     CONSOLE_URL.format(region=region, code=quota.code))
+    return quota
 
 
 def check_training_quota(quotas: ServiceQuotasClient, sagemaker: SageMakerClient, instance_type: str,
@@ -243,4 +272,4 @@ def _warn_unread(names: tuple[str, ...], region: str, exc: Exception) -> None:
 
 
 __all__ = ["CONSOLE_URL", "Quota", "Usage", "check_capacity", "check_training_quota", "instances_in_use",
-           "quota_name", "read_quotas", "total_quota_name"]
+           "quota_name", "read_quotas", "total_quota_name", "warn_warm_pool_quota"]

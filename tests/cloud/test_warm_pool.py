@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _answers import answer, error
+from _answers import answer, error, sagemaker_quota
 from _project import CKPT_BUCKET, ROLE_ARN
 from botocore.stub import Stubber
 
 import sm_dist
 from sm_dist.cloud.job import Job
+from sm_dist.cloud.quotas import warn_warm_pool_quota
 from sm_dist.cloud.warm_pool import available_pool, base_name
 from sm_dist.errors import ConfigError
 from sm_dist.planning.warm_pool import MATCH_FIELDS, pool_differences
@@ -163,6 +164,33 @@ def test_a_lookup_that_fails_is_a_warning(aws: str, source_dir: Path, caplog: py
                           checkpoint_s3_uri=f"s3://{CKPT_BUCKET}/run", max_runtime_s=3600, keep_alive_s=600)
     assert job.plan is not None and job.plan.warm_pool is None
     assert "warm pool: could not look for an Available pool of sm-dist (AccessDeniedException)" in caplog.text
+
+
+@pytest.mark.parametrize(("applied", "warned"), [(None, True), (2.0, False)], ids=["default 0", "raised to 2"])
+def test_a_warm_pool_quota_below_the_count_is_a_warning(aws_credentials: str, caplog: pytest.LogCaptureFixture,
+                                                        applied: float | None, warned: bool) -> None:
+    import boto3
+
+    quotas = boto3.client("service-quotas", region_name=aws_credentials)
+    name, code = f"{G5} for training warm pool usage", "L-TESTWARM"  # names and codes in tests are made up
+    query = {"ServiceCode": "sagemaker", "MaxResults": 100}
+    with Stubber(quotas) as stub, caplog.at_level(logging.WARNING):
+        stub.add_response("list_aws_default_service_quotas", {"Quotas": [
+            sagemaker_quota(f"{G5}2 for training warm pool usage", "L-TESTOTHER", 0.0),  # a name that only begins with the type
+            sagemaker_quota(f"{G5} for training job usage", "L-TESTJOB", 0.0)], "NextToken": "p2"}, query)
+        stub.add_response("list_aws_default_service_quotas", {"Quotas": [sagemaker_quota(name, code, 0.0)]},
+                          {**query, "NextToken": "p2"})
+        if applied is None:
+            stub.add_client_error("get_service_quota", "NoSuchResourceException", "never changed",
+                                  expected_params={"ServiceCode": "sagemaker", "QuotaCode": code})
+        else:
+            stub.add_response("get_service_quota", {"Quota": sagemaker_quota(name, code, applied)},
+                              {"ServiceCode": "sagemaker", "QuotaCode": code})
+        quota = warn_warm_pool_quota(quotas, G5, 2, aws_credentials)
+        stub.assert_no_pending_responses()
+    assert quota is not None and quota.name == name
+    said = f'warm pool: the account\'s quota "{name}" in us-east-1 is 0, this job has 2 instances: it runs, but SageMaker'
+    assert (said in caplog.text) is warned
 
 
 # --- cost and release -------------------------------------------------------------------------------------
