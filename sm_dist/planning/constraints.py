@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from sm_dist.contract.container import OPT_ML
 from sm_dist.errors import ConfigError
 from sm_dist.planning.preflight import sagemaker_service_model, tag_text_ok
 
@@ -46,7 +47,7 @@ _SETTINGS = (
 )
 #: TensorBoardOutputConfig.LocalPath prefixes CreateTrainingJob refuses, its own default included
 #: (docs/PLATFORM.md §1.14): sm_dist sends no LocalPath, so the default applies.
-TENSORBOARD_RESERVED = ("/opt/ml", "/tmp", "/usr/local/nvidia")
+TENSORBOARD_RESERVED = (OPT_ML, "/tmp", "/usr/local/nvidia")
 #: An ECR image URI: account, region, domain, repository (docs/PLATFORM.md §6.2).
 _ECR_URI = re.compile(r"(\d{12})\.dkr\.ecr(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?/([^:@]+)(?:[:@].*)?")
 
