@@ -53,3 +53,17 @@ def test_without_the_tensorboard_package_one_line_says_why(tmp_path: Path, monke
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"[sm_dist] tensorboard: scalars not written to {tmp_path}")
     assert "pip install tensorboard" in lines[0]
+
+
+@pytest.mark.slow  # no process, but importing transformers takes 3-5 s: the full run's, not the fast set's
+def test_hugging_face_trainer_reads_the_variable_the_job_sets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PID 1 sets TENSORBOARD_LOGGING_DIR beside SM_TENSORBOARD_DIR: transformers' TensorBoardCallback writes there,
+    and Trainer reports to nothing unless told (report_to="tensorboard"), as docs/PLATFORM.md §1.14 says."""
+    pytest.importorskip("transformers")
+    from transformers import TrainingArguments
+    from transformers.integrations import TensorBoardCallback
+
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path))
+    assert TensorBoardCallback().logging_dir == str(tmp_path)
+    assert TrainingArguments(output_dir=str(tmp_path / "out")).report_to == []
+    assert TrainingArguments(output_dir=str(tmp_path / "out"), report_to="tensorboard").report_to == ["tensorboard"]
