@@ -93,23 +93,47 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s" if args.verbose else "%(message)s",
     )
+    if not args.verbose:  # botocore logs "Found credentials in ..." at INFO: only -v shows that
+        for name in ("botocore", "boto3", "urllib3"):
+            logging.getLogger(name).setLevel(logging.WARNING)
     try:
         return int(args._run(args) or 0)
     except SmDistError as exc:
         print(f"sm-dist {command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except Exception as exc:
+        aws = _aws_failure(exc)
+        if aws is None or args.verbose or os.environ.get("SM_DIST_DEBUG"):
+            return _internal_error(command, exc, args.verbose)
+        print(f"sm-dist {command}: error: {aws}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt as exc:  # sm_dist.local.interrupt.Interrupted says what it stopped
         print(f"sm-dist {command}: {exc or 'interrupted'}", file=sys.stderr)
         return int(getattr(exc, "exit_code", 130))
-    except Exception as exc:  # a bug: say so in one line; the traceback only when asked for
-        if args.verbose or os.environ.get("SM_DIST_DEBUG"):
-            raise
-        print(
-            f"sm-dist {command}: internal error: {type(exc).__name__}: {exc} "
-            "(this is a bug; rerun with -v for the traceback)",
-            file=sys.stderr,
-        )
-        return 70
+
+
+def _aws_failure(exc: Exception) -> str | None:
+    """One line for what AWS (or the way to it) answered, which no command turned into its own error: an
+    endpoint that cannot be reached, missing credentials, a refusal with its code. None: not from AWS."""
+    botocore = sys.modules.get("botocore.exceptions")  # loaded only if a command talked to AWS
+    if botocore is None:
+        return None
+    if isinstance(exc, botocore.ClientError):
+        return f"AWS refused: {exc}"
+    if isinstance(exc, (botocore.EndpointConnectionError, botocore.ConnectTimeoutError)):
+        return f"{exc}: check the network, AWS_REGION and AWS_ENDPOINT_URL"
+    if isinstance(exc, botocore.BotoCoreError):
+        return f"{exc} (AWS credentials and region: aws configure, AWS_PROFILE, AWS_REGION)"
+    return None
+
+
+def _internal_error(command: str, exc: Exception, verbose: bool) -> int:
+    """A bug: say so in one line; the traceback only when asked for."""
+    if verbose or os.environ.get("SM_DIST_DEBUG"):
+        raise exc
+    print(f"sm-dist {command}: internal error: {type(exc).__name__}: {exc} "
+          "(this is a bug; rerun with -v for the traceback)", file=sys.stderr)
+    return 70
 
 
 if __name__ == "__main__":

@@ -31,3 +31,4 @@ def test_version() -> None:
     proc = _run("--version")
     assert proc.returncode == 0
     assert proc.stdout.startswith("sm-dist ")
+

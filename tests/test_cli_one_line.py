@@ -33,3 +33,30 @@ def test_a_missing_script_given_by_its_full_path_says_no_such_file(tmp_path: Pat
     (tmp_path / "train.py").write_text("print('hi')\n")
     code = cli.main(["fit", str(tmp_path / "trian.py"), "--source-dir", str(tmp_path), "--local", "--dry-run"])
     assert code == 2 and capsys.readouterr().err == f"sm-dist fit: error: entry={str(tmp_path / 'trian.py')!r}: no such file\n"
+
+
+def test_an_unreachable_aws_endpoint_is_one_line_not_a_bug(monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str],
+                                                            aws_credentials: str) -> None:
+    """botocore's own failures (no route to the endpoint, no credentials) are the user's setup, not sm_dist's bug:
+    one line with the fix, exit 1, and no "Found credentials" log line."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # the discard port: nothing listens
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    assert cli.main(["status", "some-job"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("sm-dist status: error: Could not connect to the endpoint URL")
+    assert err[0].endswith("check the network, AWS_REGION and AWS_ENDPOINT_URL")
+
+
+def test_anything_else_is_an_internal_error_in_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    import sm_dist.cloud.cli as cloud_cli
+
+    def broken(args: object) -> int:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(cloud_cli, "register", lambda command, parser: (
+        parser.add_argument("job"), parser.set_defaults(_run=broken)))
+    assert cli.main(["status", "x"]) == 70
+    assert capsys.readouterr().err == ("sm-dist status: internal error: RuntimeError: boom (this is a bug; rerun with "
+                                       "-v for the traceback)\n")

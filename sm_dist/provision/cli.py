@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from typing import TYPE_CHECKING
 
@@ -44,13 +43,6 @@ def register(command: str, parser: argparse.ArgumentParser) -> None:
     rm.set_defaults(_run=_delete)
 
 
-def _quiet_aws_logs(args: argparse.Namespace) -> None:
-    """botocore logs "Found credentials in ..." at INFO; only -v should show that."""
-    if not getattr(args, "verbose", False):
-        for name in ("botocore", "boto3", "urllib3"):
-            logging.getLogger(name).setLevel(logging.WARNING)
-
-
 def _progress(line: str) -> None:
     print(f"  {line}", file=sys.stderr, flush=True)
 
@@ -78,7 +70,6 @@ def _print_info(info: StackInfo, as_json: bool) -> None:
 
 
 def _deploy(args: argparse.Namespace) -> int:
-    _quiet_aws_logs(args)
     from sm_dist.provision import config, params, stack, template
 
     values = params.parse_assignments(args.param)
@@ -96,7 +87,6 @@ def _deploy(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    _quiet_aws_logs(args)
     from sm_dist.provision import stack
 
     _print_info(stack.show(args.stack_name), args.json)
@@ -104,7 +94,6 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _delete(args: argparse.Namespace) -> int:
-    _quiet_aws_logs(args)
     from sm_dist.provision import teardown
 
     status = teardown.delete(args.stack_name, empty_bucket=args.empty_bucket, on_event=_progress)
