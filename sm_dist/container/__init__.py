@@ -7,8 +7,12 @@ moved under `$SM_DIST_OPT_ML` where local mode cannot mount the host's folder th
 (`sm_dist.contract.container`). On each host, in order:
 
 - `pid1` reads ``input/config/resourceconfig.json`` (hosts in SageMaker's order) and the job
-  spec (`sm_dist.jobspec`), computes the script's `SM_*` variables (`script_env`), pip-installs
-  requirements.txt (`requirements`; local mode turns it off), then starts ``python -m
+  spec (`sm_dist.jobspec`), computes the script's `SM_*` variables (`script_env`); on a warm pool
+  (SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY names a folder) points PIP_CACHE_DIR, HF_HOME,
+  TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR into that persistent cache where the container leaves
+  them unset, and says whether an earlier job left it warm (`warm_cache`); pip-installs
+  requirements.txt (`requirements`: from the wheels the last job on the pool kept, without the index,
+  when the cache has them; local mode turns it off), then starts ``python -m
   torch.distributed.run`` (`pid1_env`: c10d rendezvous on the first host, port 29400,
   `--local-addr` this host's name, TORCH_ELASTIC_SHUTDOWN_TIMEOUT 100 s unless set: SageMaker
   SIGKILLs 120 s after SIGTERM) and forwards SIGTERM/SIGINT to it;

@@ -39,7 +39,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from sm_dist.container import reaper, requirements, worker
+from sm_dist.container import reaper, requirements, warm_cache, worker
 from sm_dist.container.end_watch import EndWatch
 from sm_dist.container.failure_text import FAILURE_MAX_CHARS, compose, where_logs_are
 from sm_dist.container.failure_watch import FailureWatch, shared_view
@@ -113,6 +113,8 @@ def run(env: Mapping[str, str] | None = None) -> int:
             _log.warning("%s", newer_torch)
         spec = JobSpec.from_json((code_dir / JOB_SPEC_FILENAME).read_text(encoding="utf-8"))
         topo = read_topology(root, env, spec, int(env.get("SM_NUM_GPUS") or count_gpus()))
+        # on a warm pool: pip's, HF's and torch.compile's caches in the persistent cache (warm_cache)
+        env = warm_cache.apply(env, env.get("TRAINING_JOB_NAME") or spec.job_name or "sm_dist", topo.current_host)
         requirements.install(code_dir, env)
         if topo.node_rank != 0:
             wait_for_host(topo.rdzv_host)

@@ -4,12 +4,11 @@ by the plan, refused under network isolation without vendored wheels, checked lo
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from _project import ROLE_ARN
+from _wheels import make_wheel
 
 import sm_dist
 from sm_dist.container import requirements
@@ -19,21 +18,6 @@ from sm_dist.planning.report import render_plan
 
 CLOUD = dict(instance_type="ml.g5.xlarge", instance_count=2, strategy="ddp", role=ROLE_ARN, region="us-east-1",
              output_s3_uri="s3://team-bucket/out", max_runtime_s=3600)
-
-
-def make_wheel(folder: Path, name: str = "smdist_probe_pkg", version: str = "1.0") -> Path:
-    """A real, minimal pure-Python wheel built by pip from a throwaway project (no network)."""
-    pytest.importorskip("setuptools")  # the build backend of the throwaway project
-    project = folder / "project"
-    (project / name).mkdir(parents=True)
-    (project / name / "__init__.py").write_text("VALUE = 7\n")
-    (project / "pyproject.toml").write_text(
-        f'[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
-        f'[project]\nname = "{name}"\nversion = "{version}"\n')
-    wheels = folder / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels),
-                    str(project)], check=True, capture_output=True)
-    return wheels
 
 
 @pytest.mark.slow
