@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal, TextIO
 
 from sm_dist.contract.container import INSTALL_REQUIREMENTS_ENV, NPROC_ENV, nproc_per_node
 from sm_dist.errors import ConfigError
-from sm_dist.local import from_plan, mountns, requirements_check, tb_sync, verify
+from sm_dist.local import from_plan, mountns, requirements_check, tb_sync, verify, warm_pool
 from sm_dist.local.chain import LinkRecord, local_policy, run_chain
 from sm_dist.local.chaos import Fault
 from sm_dist.local.config import LocalChannel, LocalJobConfig
@@ -106,6 +106,8 @@ class _Job:
     echo: Callable[[str, str], None]
     view: bool
     """Show the live view (a line, or a notebook's display) instead of echoing the hosts' lines."""
+    pool: Path | None = None
+    """The warm pool the job's runs (not --verify's) start on (`sm_dist.local.warm_pool`)."""
 
     @property
     def nproc(self) -> int:
@@ -127,6 +129,7 @@ def _one_run(job: _Job, root: Path, label: str, faults: tuple[Fault, ...], endpo
     code_dir = from_plan.code_for_run(job.bundle, root / "code", from_plan.local_spec(plan, uri, label))
     tb_uri = tb_sync.tensorboard_uri(plan, label)
     config = from_plan.config_from_plan(plan, code_dir, uri, name or plan.job_name, job.channels, tb_uri)
+    config = replace(config, warm_pool=job.pool) if label == "run" else config
     listed_uri = uri or from_plan.runtime_s3_uri(plan, label)  # what checkpoints() lists
     label = display or label
     store = None
@@ -224,7 +227,10 @@ def run(plan: Plan, options: LocalOptions | Mapping[str, object] | None = None) 
                channels=channels,
                env=env, echo=_echo(echo and not view, opts.echo_stream), view=view)
     with without_missing_profile():  # moto's in-process server makes boto3 Sessions
-        return _run_job(job, base)
+        local, local_start = warm_pool.run_on_pool(base.parent / warm_pool.POOLS_FOLDER, plan.request, plan.job_name,
+                                                   lambda pool: _run_job(replace(job, pool=pool), base))
+    local.warm_pool = local_start
+    return local
 
 
 def _check_requirements(plan: Plan) -> None:

@@ -6,7 +6,8 @@ and a checkpoint resumed from afterwards; nothing else is left on the machine (t
 folders, torchrun's included, go with each attempt). After a day of rehearsals the root holds hundreds
 of runs: this removes those older than the age given (by their newest change), never one in use (a
 process works in it, or it changed in the last `IN_USE_S`). A finished run's summary says when old
-runs pile up (`pile_up`).
+runs pile up (`pile_up`). The warm pools kept between runs (`sm_dist.local.warm_pool`, in `warm-pools/`)
+count as runs: one a job has taken over is in use while its run is.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sm_dist.errors import ConfigError
+from sm_dist.local.warm_pool import POOL_FILE, POOLS_FOLDER
 
 #: A run folder that changed this recently may be running (a host's log gets a line per step or so).
 IN_USE_S = 300.0
@@ -81,16 +83,26 @@ def _worked_in() -> set[Path]:
     return found
 
 
+def _folders(base: Path) -> list[Path]:
+    """The run folders under `base`, then the warm pools (`POOLS_FOLDER`'s folders)."""
+    found = sorted(p for p in base.iterdir() if p.is_dir() and p.name != POOLS_FOLDER) if base.is_dir() else []
+    pools = base / POOLS_FOLDER
+    return found + (sorted(p for p in pools.iterdir() if p.is_dir()) if pools.is_dir() else [])
+
+
 def runs(base: Path, now: float | None = None) -> list[RunFolder]:
-    """The run folders under `base`, oldest first."""
+    """The run folders and warm pools under `base`, oldest first."""
     now = time.time() if now is None else now
     cwds = _worked_in()
-    out = []
-    for path in sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []:
+    out: dict[Path, RunFolder] = {}
+    for path in _folders(base):
         changed, size = _walk(path)
         busy = now - changed < IN_USE_S or any(c == path or path in c.parents for c in cwds)
-        out.append(RunFolder(path, changed, size, busy))
-    return sorted(out, key=lambda r: r.changed)
+        if path.parent.name == POOLS_FOLDER and not (path / POOL_FILE).is_file():  # taken over by its run
+            run = out.get(base / path.name)
+            busy = busy or (run is not None and run.in_use)
+        out[path] = RunFolder(path, changed, size, busy)
+    return sorted(out.values(), key=lambda r: r.changed)
 
 
 def clean(base: Path, older_than_s: float = 0.0, dry_run: bool = False,

@@ -67,6 +67,9 @@ class LocalJobConfig:
     network_isolation: bool = False
     """EnableNetworkIsolation: the container gets no S3 endpoint and no credentials, only its peers
     (`sm_dist.local.hostenv`); the emulated CheckpointConfig sync is the platform's and goes on."""
+    warm_pool: Path | None = None
+    """The warm pool the job runs on (`sm_dist.local.warm_pool`): each host's persistent cache is
+    `<warm_pool>/<host>`, seen at /opt/ml/sagemaker/warmpoolcache; None: no warm pool."""
 
     def __post_init__(self) -> None:
         check_job_name(self.job_name)

@@ -2,7 +2,7 @@
 
 SageMaker starts a training container with the image's own environment, the request's
 `Environment` and two variables of its own, `TRAINING_JOB_NAME` and `TRAINING_JOB_ARN`
-(docs/PLATFORM.md §1.1); every `SM_*` variable a script sees is computed inside the container by
+(docs/PLATFORM.md §1.1), a third on a warm pool, `SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY`; every `SM_*` variable a script sees is computed inside the container by
 its PID 1 — sm_dist's launcher (`sm_dist.container.script_env`). Local mode therefore gives each
 host just those platform variables and, for the emulation itself, `SM_DIST_*` settings: the
 rendezvous and master ports (free ones: another job on this machine may hold SageMaker's fixed
@@ -25,7 +25,14 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from sm_dist.contract.container import LOCAL_LOG_ENV, OPT_ML_ENV, RDZV_HOST_ENV, remap
+from sm_dist.contract.container import (
+    LOCAL_LOG_ENV,
+    OPT_ML_ENV,
+    RDZV_HOST_ENV,
+    WARMPOOL_CACHE_DIR,
+    WARMPOOL_CACHE_ENV,
+    remap,
+)
 from sm_dist.local.config import LocalJobConfig
 from sm_dist.local.layout import HostRoot
 
@@ -72,6 +79,8 @@ def host_environment(
     env = {k: v for k, v in source.items() if not _HOST_ONLY.match(k)}
     env.update(config.environment if private else {k: remap(v, layout.root) for k, v in config.environment.items()})
     env.update(platform_env(config))
+    if config.warm_pool is not None:  # as SageMaker names a warm pool's persistent cache (docs/PLATFORM.md §1.13.1)
+        env[WARMPOOL_CACHE_ENV] = WARMPOOL_CACHE_DIR if private else remap(WARMPOOL_CACHE_DIR, layout.root)
     env.update({key: str(port) for key, port in ports.items()})
     if not private:
         env[OPT_ML_ENV] = str(layout.root)

@@ -87,6 +87,8 @@ class LocalJob:
     """A chain's links in order (`run` then sums them up and holds the last that ran)."""
     run_name: str | None = None
     """A chain's run name (its links are `<run>-1`, ...)."""
+    warm_pool: str | None = None
+    """Whether the job started on a kept warm pool or cold, and why (`sm_dist.local.warm_pool`)."""
 
     @property
     def name(self) -> str:
@@ -219,6 +221,7 @@ class LocalJob:
             root=str(run.root), run_name=self.run_name, links=tuple(link.line() for link in self.links),
             estimate_usd=self.estimate_usd, s3_requests=self.s3_requests, s3_faults_injected=self.s3_faults_injected,
             tensorboard=self._tensorboard_line(),
+            warm_pool=self.warm_pool,
         )
 
     def _tensorboard_line(self) -> str | None:

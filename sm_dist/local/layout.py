@@ -4,7 +4,8 @@ Every host gets its own folder (`<job root>/hosts/algo-N`) with what the platfor
 there (docs/PLATFORM.md §1.1): input/config/{resourceconfig,hyperparameters,inputdataconfig,
 checkpointconfig,tensorboardoutputconfig}.json, input/data/<channel> (including the code bundle), and empty model/,
 output/ and checkpoints/ folders. A restarted job (managed spot) gets a fresh folder, as a new
-instance would.
+instance would. On a warm pool (`sm_dist.local.warm_pool`) sagemaker/warmpoolcache is a link to the
+host's persistent cache, which outlives the job as the platform's does.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from sm_dist.contract.container import (
     RESOURCE_CONFIG,
     TENSORBOARD_CONFIG,
     TENSORBOARD_LOCAL_PATH,
+    WARMPOOL_CACHE_DIR,
     host_order,
     remap,
 )
@@ -91,6 +93,11 @@ def create_host_root(config: LocalJobConfig, host: str, root: Path, checkpoint_u
     for sub in ("model", "output/data", "output/tensorboard", "code"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     layout.container_path(config.checkpoint_local_path).mkdir(parents=True, exist_ok=True)
+    if config.warm_pool is not None:  # a link: the host's folder is remade each attempt, the cache is kept
+        cache = layout.container_path(WARMPOOL_CACHE_DIR)
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        (config.warm_pool / host).mkdir(parents=True, exist_ok=True)
+        cache.symlink_to(config.warm_pool / host, target_is_directory=True)
     if config.code_dir is not None:
         shutil.copytree(config.code_dir, layout.channel_dir("code"), symlinks=False)
     order = host_order(config.hosts)

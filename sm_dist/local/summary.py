@@ -89,6 +89,8 @@ class LocalSummary:
     tensorboard: str | None = None
     """With tensorboard=True: the S3 prefix synced, how many files and how many uploads while the job ran,
     and the folder they were downloaded to."""
+    warm_pool: str | None = None
+    """"warm: ..." or "cold: ..." when the job keeps or found a warm pool (`sm_dist.local.warm_pool`)."""
 
     @property
     def chaos_missed(self) -> tuple[str, ...]:
@@ -219,6 +221,7 @@ def render_summary(s: LocalSummary) -> str:
         f"local job {s.job_name}: {s.status}  ({s.hosts} hosts × {procs} processes, {s.wall_seconds} s)",
         *_failure(s),
         *_links(s),
+        *([f"  warm pool       {s.warm_pool}"] if s.warm_pool else []),
         f"  steps           {steps}",
         *_chaos(s),
         f"  restarts        {s.restarts}  (in-job torchrun: {s.in_job_restarts}, whole-job: {s.job_restarts})",

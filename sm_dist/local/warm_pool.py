@@ -1,0 +1,153 @@
+"""Local mode's warm pool: the hosts' persistent caches kept from one local `fit` to the next.
+
+SageMaker keeps a job's instances in a warm pool for ResourceConfig.KeepAlivePeriodInSeconds and
+runs the next job whose request matches on them, with the persistent cache the last job left
+(docs/PLATFORM.md §1.13.1). Local mode rehearses it: a job whose request keeps its hosts alive
+leaves each host's cache under ``warm-pools/<job>/algo-N`` next to its run folder (the local root's
+parent: `<temp dir>/sm-dist-local` by default), with ``pool.json``: the fields SageMaker matches on,
+when the pool became available and for how long. The next local job whose request has the same
+values takes it over (a rename: two jobs cannot both take one pool) and each of its hosts sees its
+folder at /opt/ml/sagemaker/warmpoolcache, named by SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY
+(`sm_dist.container.warm_cache` then uses it). A pool past its keep-alive is removed, as SageMaker
+ends it; a job that took a pool without keeping its own ends it too. The summary says whether the
+run started warm or cold and, when a kept pool did not match, the first field that differs.
+`sm-dist local clean` removes pools as it removes runs (`sm_dist.local.clean`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
+
+#: The folder next to the run folders that holds the kept pools.
+POOLS_FOLDER = "warm-pools"
+POOL_FILE = "pool.json"
+#: What SageMaker compares to reuse a pool (docs/PLATFORM.md §1.13), as request paths.
+MATCHED = ("RoleArn", "ResourceConfig.InstanceType", "ResourceConfig.InstanceCount", "ResourceConfig.VolumeSizeInGB",
+           "ResourceConfig.VolumeKmsKeyId", "VpcConfig.Subnets", "VpcConfig.SecurityGroupIds",
+           "EnableInterContainerTrafficEncryption", "EnableNetworkIsolation")
+
+
+def matched_fields(request: Mapping[str, Any]) -> dict[str, object]:
+    """The request's values of `MATCHED` (absent: None; false flags: False; lists sorted)."""
+    out: dict[str, object] = {}
+    for path in MATCHED:
+        value: Any = request
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
+        if path.startswith("Enable"):
+            value = bool(value)
+        out[path] = sorted(value) if isinstance(value, list) else value
+    return out
+
+
+def keep_alive_s(request: Mapping[str, Any]) -> int:
+    """ResourceConfig.KeepAlivePeriodInSeconds (0: no pool kept after the job)."""
+    return int((request.get("ResourceConfig") or {}).get("KeepAlivePeriodInSeconds") or 0)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A kept pool: its folder and what `pool.json` says."""
+
+    folder: Path
+    job: str
+    fields: dict[str, object]
+    available_at: float
+    keep_alive_s: int
+
+    @property
+    def expires_at(self) -> float:
+        return self.available_at + self.keep_alive_s
+
+
+@dataclass(frozen=True)
+class Start:
+    """How a local job starts: on a taken-over pool (warm), an empty one, or none."""
+
+    folder: Path | None
+    """The job's pool folder (algo-N inside), or None: the job uses no pool."""
+    line: str | None
+    """The summary's line: warm or cold, and why; None for a job that keeps no pool and found none."""
+
+
+def pools(folder: Path) -> list[Pool]:
+    """The kept pools under `folder`, newest first (a folder whose pool.json cannot be read is skipped)."""
+    found = []
+    for path in folder.iterdir() if folder.is_dir() else []:
+        try:
+            data = json.loads((path / POOL_FILE).read_text(encoding="utf-8"))
+            found.append(Pool(path, str(data["job"]), dict(data["fields"]), float(data["available_at"]),
+                              int(data["keep_alive_s"])))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return sorted(found, key=lambda p: p.available_at, reverse=True)
+
+
+def _differs(pool: Pool, fields: Mapping[str, object]) -> str:
+    name = next(k for k in MATCHED if pool.fields.get(k) != fields.get(k))
+    return f"{name} differs ({pool.fields.get(name)!r} there, {fields.get(name)!r} here)"
+
+
+def take(folder: Path, request: Mapping[str, Any], job: str, now: float | None = None) -> Start:
+    """Take over the newest live pool under `folder` that matches `request` (removing expired ones), or
+    start cold with an empty pool when the job keeps one."""
+    now = time.time() if now is None else now
+    fields, keep, mine = matched_fields(request), keep_alive_s(request), folder / job
+    live = []
+    for pool in pools(folder):
+        if pool.expires_at <= now:
+            shutil.rmtree(pool.folder, ignore_errors=True)  # SageMaker ended it
+        else:
+            live.append(pool)
+    for pool in live:
+        if pool.fields == fields:
+            try:
+                os.rename(pool.folder, mine)
+            except OSError:  # another job took it first
+                continue
+            (mine / POOL_FILE).unlink(missing_ok=True)  # in use: no longer available
+            return Start(mine, f"warm: on the hosts job {pool.job} kept ({now - pool.available_at:.0f} s of its "
+                               f"{pool.keep_alive_s} s keep-alive), their cache at /opt/ml/sagemaker/warmpoolcache")
+    if not keep:
+        return Start(None, f"cold: the pool of job {live[0].job} not reused: {_differs(live[0], fields)}" if live
+                     else None)
+    mine.mkdir(parents=True, exist_ok=True)
+    why = f"the pool of job {live[0].job} not reused: {_differs(live[0], fields)}" if live else "no pool kept"
+    return Start(mine, f"cold: {why}; this job's hosts are kept {keep} s for the next")
+
+
+def release(start: Start, request: Mapping[str, Any], job: str, now: float | None = None) -> None:
+    """After the job: keep its pool for the keep-alive (pool.json written last), or end it."""
+    if start.folder is None:
+        return
+    keep = keep_alive_s(request)
+    if not keep:
+        shutil.rmtree(start.folder, ignore_errors=True)
+        return
+    data = {"job": job, "fields": matched_fields(request), "available_at": time.time() if now is None else now,
+            "keep_alive_s": keep}
+    (start.folder / POOL_FILE).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def run_on_pool(folder: Path, request: Mapping[str, Any], job: str,
+                run: Callable[[Path | None], _T]) -> tuple[_T, str | None]:
+    """`run(pool folder)` on the pool `take` gives, kept or ended after it however it ends (SageMaker keeps
+    a pool after a stopped job, or one the script failed); (its result, the summary's warm/cold line)."""
+    start = take(folder, request, job)
+    try:
+        return run(start.folder), start.line
+    finally:
+        release(start, request, job)
+
+
+__all__ = ["MATCHED", "POOLS_FOLDER", "POOL_FILE", "Pool", "Start", "keep_alive_s", "matched_fields", "pools",
+           "release", "run_on_pool", "take"]
