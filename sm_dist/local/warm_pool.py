@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from sm_dist.contract.container import WARMPOOL_CACHE_DIR
+
 _T = TypeVar("_T")
 
 #: The folder next to the run folders that holds the kept pools.
@@ -115,8 +117,8 @@ def take(folder: Path, request: Mapping[str, Any], job: str, now: float | None =
             except OSError:  # another job took it first
                 continue
             (mine / POOL_FILE).unlink(missing_ok=True)  # in use: no longer available
-            return Start(mine, f"warm: on the hosts job {pool.job} kept ({now - pool.available_at:.0f} s of its "
-                               f"{pool.keep_alive_s} s keep-alive), their cache at /opt/ml/sagemaker/warmpoolcache")
+            return Start(mine, f"warm: on the hosts job {pool.job} kept (idle {now - pool.available_at:.0f} s of its "
+                               f"{pool.keep_alive_s} s keep-alive), each with its cache at {WARMPOOL_CACHE_DIR}")
     if not keep:
         return Start(None, f"cold: the pool of job {live[0].job} not reused: {_differs(live[0], fields)}" if live
                      else None)

@@ -41,7 +41,7 @@ def test_a_kept_pool_is_taken_over_by_the_next_matching_job(tmp_path: Path) -> N
     # the next job (its keep-alive may differ: SageMaker does not match on it)
     second = warm_pool.take(pools, _request(KeepAlivePeriodInSeconds=60), "job-2", now=1100.0)
     assert second.folder == pools / "job-2" and (second.folder / "algo-1" / "marker").read_text() == "left by job-1"
-    assert second.line is not None and second.line.startswith("warm: on the hosts job job-1 kept (90 s of its 600 s")
+    assert second.line is not None and second.line.startswith("warm: on the hosts job job-1 kept (idle 90 s of its 600 s")
     assert warm_pool.pools(pools) == []  # in use: no other job can take it
 
 
