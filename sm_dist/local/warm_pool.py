@@ -1,7 +1,7 @@
 """Local mode's warm pool: the hosts' persistent caches kept from one local `fit` to the next.
 
 SageMaker keeps a job's instances in a warm pool for ResourceConfig.KeepAlivePeriodInSeconds and
-runs the next job whose request matches on them, with the persistent cache the last job left
+runs the next job whose request matches (`sm_dist.planning.warm_pool`) on them, with the persistent cache the last job left
 (docs/PLATFORM.md §1.13.1). Local mode rehearses it: a job whose request keeps its hosts alive
 leaves each host's cache under ``warm-pools/<job>/algo-N`` next to its run folder (the local root's
 parent: `<temp dir>/sm-dist-local` by default), with ``pool.json``: the fields SageMaker matches on,
@@ -10,7 +10,7 @@ values takes it over (a rename: two jobs cannot both take one pool) and each of 
 folder at /opt/ml/sagemaker/warmpoolcache, named by SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY
 (`sm_dist.container.warm_cache` then uses it). A pool past its keep-alive is removed, as SageMaker
 ends it; a job that took a pool without keeping its own ends it too. The summary says whether the
-run started warm or cold and, when a kept pool did not match, the first field that differs.
+run started warm or cold and, when a kept pool did not match, each setting that differs.
 `sm-dist local clean` removes pools as it removes runs (`sm_dist.local.clean`).
 """
 
@@ -26,28 +26,28 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sm_dist.contract.container import WARMPOOL_CACHE_DIR
+from sm_dist.planning.warm_pool import MATCH_FIELDS, pool_differences
 
 _T = TypeVar("_T")
 
 #: The folder next to the run folders that holds the kept pools.
 POOLS_FOLDER = "warm-pools"
 POOL_FILE = "pool.json"
-#: What SageMaker compares to reuse a pool (docs/PLATFORM.md §1.13), as request paths.
-MATCHED = ("RoleArn", "ResourceConfig.InstanceType", "ResourceConfig.InstanceCount", "ResourceConfig.VolumeSizeInGB",
-           "ResourceConfig.VolumeKmsKeyId", "VpcConfig.Subnets", "VpcConfig.SecurityGroupIds",
-           "EnableInterContainerTrafficEncryption", "EnableNetworkIsolation")
 
 
-def matched_fields(request: Mapping[str, Any]) -> dict[str, object]:
-    """The request's values of `MATCHED` (absent: None; false flags: False; lists sorted)."""
-    out: dict[str, object] = {}
-    for path in MATCHED:
-        value: Any = request
-        for part in path.split("."):
-            value = value.get(part) if isinstance(value, Mapping) else None
-        if path.startswith("Enable"):
-            value = bool(value)
-        out[path] = sorted(value) if isinstance(value, list) else value
+def matched_fields(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The request's values SageMaker matches a pool on (`planning.warm_pool.MATCH_FIELDS`, docs/PLATFORM.md
+    §1.13), in the request's own shape: what `pool_differences` compares the next job's request with."""
+    out: dict[str, Any] = {}
+    for _setting, path in MATCH_FIELDS:
+        node: Any = request
+        for key in path:
+            node = node.get(key) if isinstance(node, Mapping) else None
+        if node is not None:
+            parent = out
+            for key in path[:-1]:
+                parent = parent.setdefault(key, {})
+            parent[path[-1]] = node
     return out
 
 
@@ -62,7 +62,7 @@ class Pool:
 
     folder: Path
     job: str
-    fields: dict[str, object]
+    fields: dict[str, Any]
     available_at: float
     keep_alive_s: int
 
@@ -94,16 +94,15 @@ def pools(folder: Path) -> list[Pool]:
     return sorted(found, key=lambda p: p.available_at, reverse=True)
 
 
-def _differs(pool: Pool, fields: Mapping[str, object]) -> str:
-    name = next(k for k in MATCHED if pool.fields.get(k) != fields.get(k))
-    return f"{name} differs ({pool.fields.get(name)!r} there, {fields.get(name)!r} here)"
+def _differs(pool: Pool, request: Mapping[str, Any]) -> str:
+    return f"the pool of job {pool.job} not reused: {'; '.join(pool_differences(request, pool.fields))}"
 
 
 def take(folder: Path, request: Mapping[str, Any], job: str, now: float | None = None) -> Start:
     """Take over the newest live pool under `folder` that matches `request` (removing expired ones), or
     start cold with an empty pool when the job keeps one."""
     now = time.time() if now is None else now
-    fields, keep, mine = matched_fields(request), keep_alive_s(request), folder / job
+    keep, mine = keep_alive_s(request), folder / job
     live = []
     for pool in pools(folder):
         if pool.expires_at <= now:
@@ -111,7 +110,7 @@ def take(folder: Path, request: Mapping[str, Any], job: str, now: float | None =
         else:
             live.append(pool)
     for pool in live:
-        if pool.fields == fields:
+        if not pool_differences(request, pool.fields):
             try:
                 os.rename(pool.folder, mine)
             except OSError:  # another job took it first
@@ -120,10 +119,9 @@ def take(folder: Path, request: Mapping[str, Any], job: str, now: float | None =
             return Start(mine, f"warm: on the hosts job {pool.job} kept (idle {now - pool.available_at:.0f} s of its "
                                f"{pool.keep_alive_s} s keep-alive), each with its cache at {WARMPOOL_CACHE_DIR}")
     if not keep:
-        return Start(None, f"cold: the pool of job {live[0].job} not reused: {_differs(live[0], fields)}" if live
-                     else None)
+        return Start(None, f"cold: {_differs(live[0], request)}" if live else None)
     mine.mkdir(parents=True, exist_ok=True)
-    why = f"the pool of job {live[0].job} not reused: {_differs(live[0], fields)}" if live else "no pool kept"
+    why = _differs(live[0], request) if live else "no pool kept"
     return Start(mine, f"cold: {why}; this job's hosts are kept {keep} s for the next")
 
 
@@ -151,5 +149,5 @@ def run_on_pool(folder: Path, request: Mapping[str, Any], job: str,
         release(start, request, job)
 
 
-__all__ = ["MATCHED", "POOLS_FOLDER", "POOL_FILE", "Pool", "Start", "keep_alive_s", "matched_fields", "pools",
+__all__ = ["POOLS_FOLDER", "POOL_FILE", "Pool", "Start", "keep_alive_s", "matched_fields", "pools",
            "release", "run_on_pool", "take"]

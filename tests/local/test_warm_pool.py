@@ -50,12 +50,12 @@ def test_a_pool_that_does_not_match_is_left_and_the_first_field_that_differs_nam
     warm_pool.release(warm_pool.take(pools, REQUEST, "job-1", now=0.0), REQUEST, "job-1", now=0.0)
     other = warm_pool.take(pools, _request(InstanceCount=3), "job-2", now=10.0)
     assert other.folder == pools / "job-2"
-    assert other.line == ("cold: the pool of job job-1 not reused: ResourceConfig.InstanceCount differs (2 there, 3 "
-                          "here); this job's hosts are kept 600 s for the next")
+    assert other.line == ("cold: the pool of job job-1 not reused: instance_count 3 here, 2 in the pool; this job's "
+                          "hosts are kept 600 s for the next")
     # a job that keeps no pool and finds none that matches runs without one, and says why
     plain = _request(KeepAlivePeriodInSeconds=None, InstanceType="ml.g5.2xlarge")
     none = warm_pool.take(pools, plain, "job-3", now=10.0)
-    assert none.folder is None and none.line is not None and "ResourceConfig.InstanceType differs" in none.line
+    assert none.folder is None and none.line is not None and "instance_type ml.g5.2xlarge here, ml.g5.xlarge in the pool" in none.line
     assert warm_pool.take(tmp_path / "none-kept", plain, "job-4").line is None  # nothing to say
 
 
