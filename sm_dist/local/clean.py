@@ -144,7 +144,7 @@ def run_clean(args: argparse.Namespace) -> int:
     verb = "would remove" if args.dry_run else "removed"
     since = f" older than {args.older_than}" if args.older_than else ""
     print(f"{verb} {len(removed)} local run(s){since} from {base} ({_size(sum(r.size for r in removed))})"
-          + (f"; kept {len(busy)} in use: {', '.join(r.path.name for r in busy)}" if busy else ""))
+          + (f"; kept {len(busy)} in use: {', '.join(r.path.relative_to(base).as_posix() for r in busy)}" if busy else ""))
     return 0
 
 
