@@ -3,6 +3,7 @@ requirements.txt installed on the next job from the wheels the first kept (pip r
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from pathlib import Path
@@ -73,3 +74,14 @@ def test_the_next_job_installs_requirements_from_the_kept_wheels(tmp_path: Path,
     # another requirements.txt is another key: installed from the index as a first job would
     (code / "requirements.txt").write_text("smdist_probe_pkg>=1.0\n")
     assert requirements.wheelhouse(code, {WARMPOOL_CACHE_ENV: str(cache)}) != house
+
+
+def test_a_requirement_not_installed_from_an_archive_keeps_nothing(tmp_path: Path) -> None:
+    """A VCS checkout or a local folder cannot be installed again with --no-index: the next job uses the index."""
+    report = tmp_path / "house.report.json"
+    report.write_text(json.dumps({"install": [
+        {"download_info": {"url": "https://files.example/a-1.0-py3-none-any.whl", "archive_info": {}}},
+        {"download_info": {"url": "file:///src/mypkg", "dir_info": {"editable": True}}},
+    ]}))
+    assert not requirements.keep_wheels(tmp_path / "house", report, tmp_path, {})
+    assert not (tmp_path / "house").exists() and not report.exists()
