@@ -35,7 +35,10 @@ def _value(document: Mapping[str, Any], path: tuple[str, ...]) -> Any:
     for key in path:
         node = node.get(key) if isinstance(node, Mapping) else None
     if node is None and path == ("ResourceConfig", "InstanceType"):  # a job given preferred types
-        node = (document.get("ResourceConfig") or {}).get("SelectedInstanceType")
+        resources = document.get("ResourceConfig") or {}
+        preferred = [p.get("InstanceType") for p in resources.get("InstancePreferences") or []]
+        node = resources.get("SelectedInstanceType") or (  # the one it ran on; a plan's: SageMaker's choice later
+            "one of " + " then ".join(preferred) if preferred else None)
     if path[-1] in _FLAGS:
         return bool(node)
     if isinstance(node, list):  # the order of subnets or groups is not a difference (sm_dist's assumption)

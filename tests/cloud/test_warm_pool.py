@@ -90,6 +90,10 @@ def test_a_spot_job_and_a_chosen_preferred_type() -> None:
         "spot: a warm pool serves no spot job",)
     assert pool_differences({**REQUEST, "ResourceConfig": {**REQUEST["ResourceConfig"], "InstanceCount": 4}}, previous) == (
         "instance_count 4 here, 2 in the pool",)
+    preferring = {**REQUEST, "ResourceConfig": {"InstanceCount": 2, "VolumeSizeInGB": 30, "InstancePreferences": [
+        {"InstanceType": G5}, {"InstanceType": "ml.g5.2xlarge"}]}}  # a chain's fallback types, on demand
+    assert pool_differences(preferring, previous) == (
+        f"instance_type one of {G5} then ml.g5.2xlarge here, {G5} in the pool",)
 
 
 def test_base_name() -> None:
