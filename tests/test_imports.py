@@ -72,7 +72,7 @@ THIRD_PARTY_IN_FUNCTIONS = {
     World.CLOUD: _USER_MACHINE,
     World.LOCAL: _USER_MACHINE,
     World.FACADE: _USER_MACHINE,
-    World.RUNTIME: {"boto3", "botocore"},  # the S3 checkpoint storage
+    World.RUNTIME: {"boto3", "botocore", "mlflow"},  # the S3 checkpoint storage; mlflow= (runtime/mlflow_log.py)
 }
 #: The core's only third-party imports, each inside a function of one module, each optional:
 #: `estimate-cost --prices live` asks the AWS Pricing API; `Estimate.plot()` and `job.plot()` draw

@@ -128,7 +128,7 @@ def _one_run(job: _Job, root: Path, label: str, faults: tuple[Fault, ...], endpo
     uri = from_plan.sync_uri(plan, uri_override, label)
     code_dir = from_plan.code_for_run(job.bundle, root / "code", from_plan.local_spec(plan, uri, label))
     tb_uri = tb_sync.tensorboard_uri(plan, label)
-    config = from_plan.config_from_plan(plan, code_dir, uri, name or plan.job_name, job.channels, tb_uri)
+    config = from_plan.config_from_plan(plan, code_dir, uri, name or plan.job_name, job.channels, tb_uri, root)
     config = replace(config, warm_pool=job.pool) if label == "run" else config
     listed_uri = uri or from_plan.runtime_s3_uri(plan, label)  # what checkpoints() lists
     label = display or label

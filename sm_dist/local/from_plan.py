@@ -134,15 +134,31 @@ def download_prefix(uri: str, dest: Path) -> Path:
     return dest
 
 
+#: mlflow 3.x refuses a file store unless this is "true" (docs/PLATFORM.md §1.15).
+MLFLOW_FILE_STORE_ENV = "MLFLOW_ALLOW_FILE_STORE"
+
+
+def local_environment(plan: Plan, root: Path) -> dict[str, str]:
+    """`plan.environment`, with `mlflow=`'s tracking server replaced by a file store under the run's folder
+    `root` (`<root>/mlflow`): a rehearsal reaches no AWS. A MLFLOW_TRACKING_URI the user set stays."""
+    env = dict(plan.environment)
+    arn = (plan.request.get("MlflowConfig") or {}).get("MlflowResourceArn")
+    if arn and env.get("MLFLOW_TRACKING_URI") == arn:
+        env["MLFLOW_TRACKING_URI"] = (root / "mlflow").resolve().as_uri()
+        env.setdefault(MLFLOW_FILE_STORE_ENV, "true")
+    return env
+
+
 def config_from_plan(plan: Plan, code_dir: Path, uri: str | None, job_name: str,
                      channels: Mapping[str, LocalChannel] | None = None,
-                     tensorboard_uri: str | None = None) -> LocalJobConfig:
+                     tensorboard_uri: str | None = None, root: Path | None = None) -> LocalJobConfig:
     """The LocalJobConfig of `plan`, with its bundle at `code_dir`, sync URI `uri`, data `channels` and
-    TensorBoard prefix `tensorboard_uri` (`tb_sync.tensorboard_uri`)."""
+    TensorBoard prefix `tensorboard_uri` (`tb_sync.tensorboard_uri`); `root`: the run's folder, where an
+    `mlflow=` job's file store goes."""
     return LocalJobConfig(
         job_name=job_name,
         container_command=tuple(plan.container_command),
-        environment=dict(plan.environment),
+        environment=local_environment(plan, root) if root is not None else dict(plan.environment),
         code_dir=code_dir,
         hyperparameters=dict(plan.hyperparameters),
         instance_type=plan.instance_type,

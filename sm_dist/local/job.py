@@ -108,6 +108,13 @@ class LocalJob:
         """The folder the run kept on this machine: hosts, logs, models, checkpoints."""
         return self.run.root
 
+    @property
+    def mlflow_uri(self) -> str | None:
+        """Where this job's MLflow runs went (`mlflow=`: a file store under the run's folder, unless the user's
+        environment= named another MLFLOW_TRACKING_URI); None without `mlflow=`."""
+        env = self.config.environment
+        return env.get("MLFLOW_TRACKING_URI") if env.get("SM_DIST_MLFLOW") == "1" else None
+
     def model_dir(self, host: str = "algo-1") -> Path:
         """The model/ folder of a host (what SageMaker would tar into model.tar.gz)."""
         return self.run.root / "hosts" / host / "model"
@@ -222,6 +229,7 @@ class LocalJob:
             estimate_usd=self.estimate_usd, s3_requests=self.s3_requests, s3_faults_injected=self.s3_faults_injected,
             tensorboard=self._tensorboard_line(),
             warm_pool=self.warm_pool,
+            mlflow_uri=self.mlflow_uri,
         )
 
     def _tensorboard_line(self) -> str | None:

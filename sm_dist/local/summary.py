@@ -91,6 +91,8 @@ class LocalSummary:
     and the folder they were downloaded to."""
     warm_pool: str | None = None
     """"warm: ..." or "cold: ..." when the job keeps or found a warm pool (`sm_dist.local.warm_pool`)."""
+    mlflow_uri: str | None = None
+    """`mlflow=`: the tracking URI the job logged to (local mode's file store under the run's folder)."""
 
     @property
     def chaos_missed(self) -> tuple[str, ...]:
@@ -212,6 +214,15 @@ def _links(s: LocalSummary) -> list[str]:
     return [f"  links           {len(s.links)} jobs of run {s.run_name}, one checkpoint URI", *(f"    {line}" for line in s.links)]
 
 
+def _mlflow(s: LocalSummary) -> list[str]:
+    if s.mlflow_uri is None:
+        return []
+    if not s.mlflow_uri.startswith("file:"):
+        return [f"  mlflow          {s.mlflow_uri}"]
+    return [f"  mlflow          {s.mlflow_uri}  (see it: MLFLOW_ALLOW_FILE_STORE=true mlflow ui --backend-store-uri "
+            f"{s.mlflow_uri})"]
+
+
 def render_summary(s: LocalSummary) -> str:
     """Lines describing a local job for a person."""
     cost = s.cost
@@ -231,6 +242,7 @@ def render_summary(s: LocalSummary) -> str:
         f"  verified        {_verified(s)}",
         f"  checkpoints     {s.checkpoint_uri or 'off'}",
         *([f"  tensorboard     {s.tensorboard}"] if s.tensorboard else []),
+        *_mlflow(s),
         f"  cost here       ${cost.local_usd:.2f}",
         f"  on SageMaker    {_money(cost.sagemaker_usd)} for the same {s.wall_seconds} s on "
         f"{cost.instance_count} × {cost.instance_type}"

@@ -4,7 +4,8 @@
 over every sample of every rank (averaging the ranks' means would weight a short last batch
 wrong). `log_metrics` prints the metric line (sm_dist.contract.log_lines) on rank 0 only: SageMaker
 scrapes every rank's stdout, and one line per step is what its MetricDefinitions expect; with
-tensorboard=True it also writes the line's numbers as TensorBoard scalars (`runtime.tensorboard`).
+tensorboard=True it also writes the line's numbers as TensorBoard scalars (`runtime.tensorboard`), and
+with `mlflow=` logs them to MLflow (`runtime.mlflow_log`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import torch.distributed as dist
 
 from sm_dist.contract.log_lines import step_line
 from sm_dist.runtime import tensorboard
+from sm_dist.runtime.mlflow_log import log_step as mlflow_step
 
 _log = logging.getLogger(__name__)
 
@@ -72,13 +74,15 @@ def all_reduce_mean(value: float | torch.Tensor) -> float:
 
 
 def log_metrics(step: int, metrics: Mapping[str, object], *, stream: TextIO | None = None) -> str | None:
-    """On rank 0, print `[sm_dist] step=N name=value ...` and return it; elsewhere do nothing."""
+    """On rank 0, print `[sm_dist] step=N name=value ...` and return it (and log it into MLflow when the
+    plan set `mlflow=`: sm_dist.runtime.mlflow_log); elsewhere do nothing."""
     if get_rank() != 0:
         return None
     line = step_line(step, metrics)
     out = stream or sys.stdout
     print(line, file=out, flush=True)
     tensorboard.write_scalars(step, metrics)  # with tensorboard=True: $SM_TENSORBOARD_DIR/sm_dist
+    mlflow_step(step, metrics)
     return line
 
 

@@ -28,6 +28,7 @@ from sm_dist.planning.plan import Plan
 
 pytestmark = pytest.mark.slow
 CNN_HPS = {"steps": "16", "dataset-size": "1024", "dropout": "0.2", "lr-schedule": "cosine", "warmup-steps": "5"}
+MLFLOW_ARN = "arn:aws:sagemaker:us-east-1:123456789012:mlflow-tracking-server/team"
 #: Short grace in tests: the runtime commits its SIGTERM checkpoint within a second or two.
 GRACE = 60.0
 
@@ -56,9 +57,11 @@ def text(job: LocalJob, host: str | None = None) -> str:
 @pytest.fixture(scope="module")
 def kill_job(tmp_path_factory: pytest.TempPathFactory) -> LocalJob:
     """kill:6 with --verify on two isolated hosts: the chaos run and the uninterrupted run of the same plan
-    (with tensorboard=True: its sync is the platform's, so isolation does not stop it)."""
+    (with tensorboard=True: its sync is the platform's, so isolation does not stop it; with mlflow=: a local
+    file store, read by test_mlflow_file_store_holds_the_runs_metrics)."""
     tmp = tmp_path_factory.mktemp("kill")
-    return run(tmp, make_plan(tmp / "src", network_isolation=True, tensorboard=True), chaos=["kill:6"], verify=True)
+    return run(tmp, make_plan(tmp / "src", network_isolation=True, tensorboard=True, mlflow=MLFLOW_ARN),
+               chaos=["kill:6"], verify=True)
 
 
 def test_kill_survives_with_identical_model(kill_job: LocalJob) -> None:
@@ -139,6 +142,24 @@ def test_tensorboard_is_synced_while_it_runs(kill_job: LocalJob) -> None:
     assert kill_job.tensorboard() == f"tensorboard --logdir {kill_job.root / 'tensorboard'} --port 6006"
     assert f"tensorboard --logdir {kill_job.root / 'tensorboard'}" in str(kill_job.summary())
     assert kill_job.verify_run is not None and kill_job.verify_run.tensorboard_uri == f"{run_.tensorboard_uri}-verify"
+
+
+def test_mlflow_file_store_holds_the_runs_metrics(kill_job: LocalJob, monkeypatch: pytest.MonkeyPatch) -> None:
+    """mlflow=: rank 0 logged every metric line into a file store under the run's folder, in one run that the
+    restarted rank 0 (after kill:6) continued; the summary says where and how to look (PLATFORM §1.15)."""
+    from mlflow.tracking import MlflowClient
+
+    uri = kill_job.mlflow_uri
+    assert uri == (kill_job.root / "mlflow").resolve().as_uri(), uri
+    assert f"mlflow ui --backend-store-uri {uri}" in str(kill_job.summary())
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("sm-dist")
+    assert experiment is not None, explain(kill_job)
+    [mlrun] = client.search_runs([experiment.experiment_id])
+    assert mlrun.info.run_name == kill_job.name and mlrun.info.status == "FINISHED"
+    steps = [m.step for m in client.get_metric_history(mlrun.info.run_id, "loss")]
+    assert set(steps) == set(range(1, 17)) and steps[-1] == 16, steps  # steps after the resume logged again
 
 
 def test_cli_fit_local_json_with_a_sharded_strategy(tmp_path: Path) -> None:
