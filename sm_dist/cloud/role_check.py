@@ -43,6 +43,12 @@ ECR_PULL = ("ecr:BatchCheckLayerAvailability", "ecr:GetDownloadUrlForLayer", "ec
 #: What the SSM agent in a remote-debug job's container calls with the role (docs/PLATFORM.md §1.16).
 SSM_AGENT = ("ssmmessages:CreateControlChannel", "ssmmessages:CreateDataChannel", "ssmmessages:OpenControlChannel",
              "ssmmessages:OpenDataChannel")
+#: What sm_dist's runtime asks of the MlflowConfig tracking server with the role (sm_dist.runtime.mlflow_log:
+#: find or create the experiment and the job's run, log the lines, end the run), as IAM names the MLflow
+#: REST calls (service prefix sagemaker-mlflow, docs/PLATFORM.md §1.15).
+MLFLOW_ACTIONS = ("sagemaker-mlflow:GetExperimentByName", "sagemaker-mlflow:CreateExperiment",
+                  "sagemaker-mlflow:SearchRuns", "sagemaker-mlflow:CreateRun", "sagemaker-mlflow:GetRun",
+                  "sagemaker-mlflow:LogBatch", "sagemaker-mlflow:UpdateRun")
 
 
 @dataclass(frozen=True)
@@ -72,7 +78,7 @@ def _s3(uri: str, partition: str, why: str, objects: tuple[str, ...], listed: bo
 
 def needs(request: Mapping[str, Any], region: str, account: str, partition: str = "aws") -> list[Need]:
     """What a job started from `request` does with its role: code and data read, output and
-    checkpoints written, logs and metrics sent, the image pulled, network interfaces made."""
+    checkpoints written, logs and metrics sent, the image pulled, MLflow runs logged, network interfaces made."""
     found: list[Need] = []
     for channel in request.get("InputDataConfig") or []:
         uri = ((channel.get("DataSource") or {}).get("S3DataSource") or {}).get("S3Uri")
@@ -96,6 +102,9 @@ def needs(request: Mapping[str, Any], region: str, account: str, partition: str 
         found += [Need(("ecr:GetAuthorizationToken",), "*", "image"), Need(ECR_PULL, repository, "image")]
     if (request.get("RemoteDebugConfig") or {}).get("EnableRemoteDebug"):
         found.append(Need(SSM_AGENT, "*", "remote_debug"))
+    mlflow = (request.get("MlflowConfig") or {}).get("MlflowResourceArn")
+    if mlflow:
+        found.append(Need(MLFLOW_ACTIONS, mlflow, "mlflow"))
     if request.get("VpcConfig"):
         found += [Need(VPC_DESCRIBE, "*", "VPC"),
                   Need(VPC_MANAGE, f"arn:{partition}:ec2:{region}:{account}:network-interface/sm-dist-example", "VPC")]
@@ -215,4 +224,4 @@ def _denial(denied: list[tuple[str, Need]]) -> str:
             "VpcMode=true or KmsKeyArn=…)")
 
 
-__all__ = ["LOG_GROUP", "METRICS_NAMESPACE", "Need", "check_role", "needs"]
+__all__ = ["LOG_GROUP", "METRICS_NAMESPACE", "MLFLOW_ACTIONS", "Need", "check_role", "needs"]

@@ -229,3 +229,23 @@ def test_the_stacks_caller_policy_allows_every_call_fit_makes(aws_session: Any, 
                     {"iam:PassedToService": ["sagemaker.amazonaws.com"]})[0] == "implicitDeny"
     assert evaluate([("caller", document)], "iam:PassRole", out["role_arn"], {})[0] == "implicitDeny"
     assert job.plan.role_arn == out["role_arn"]
+
+
+def test_mlflow_the_stacks_role_may_log_and_a_role_without_it_is_refused(
+        aws_session: Any, config_home: Path, project: Path) -> None:
+    """mlflow= adds the runtime's sagemaker-mlflow calls on the tracking server to what the role is asked
+    (PLATFORM §1.15): the stack grants them for its account and region; TEST_ROLE_POLICY grants none."""
+    from _project import create_test_role
+
+    out = stack.deploy("sm-dist", session=aws_session, poll_seconds=0).outputs
+    account = out["role_arn"].split(":")[4]
+    arn = f"arn:aws:sagemaker:{aws_session.region_name}:{account}:mlflow-tracking-server/team"
+    job = _fit(aws_session, project, mlflow=arn)
+    sent = aws_session.client("sagemaker").describe_training_job(TrainingJobName=job.name)
+    assert job.plan.request["MlflowConfig"]["MlflowResourceArn"] == arn and sent["RoleArn"] == out["role_arn"]
+    role = create_test_role(aws_session, name="no-mlflow")
+    with pytest.raises(ConfigError) as info:
+        _fit(aws_session, project, role=role, infra_stack=None, mlflow=arn.replace("team", "other"))
+    message = str(info.value)
+    assert info.value.field == "role" and "sagemaker-mlflow:CreateRun" in message and "\n" not in message
+    assert f"on {arn.replace('team', 'other')} (mlflow)" in message
