@@ -142,7 +142,7 @@ def check_debug_settings(request: Mapping[str, Any]) -> list[str]:
 
 def check_mlflow_region(request: Mapping[str, Any], region: str) -> None:
     """MlflowConfig's tracking server must be in the job's region: SageMaker's managed MLflow is regional
-    and the sagemaker-mlflow plugin reaches the server at the ARN region's endpoint (docs/PLATFORM.md §1.11)."""
+    and the sagemaker-mlflow plugin reaches the server at the ARN region's endpoint (docs/PLATFORM.md §1.15)."""
     arn = str((request.get("MlflowConfig") or {}).get("MlflowResourceArn", ""))
     server_region = arn.split(":")[3] if arn.count(":") >= 5 else None
     if server_region is not None and server_region != region:

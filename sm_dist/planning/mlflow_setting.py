@@ -6,7 +6,7 @@ script's MLflow environment (`MLFLOW_TRACKING_URI` = the ARN, which the `sagemak
 resolves; `MLFLOW_EXPERIMENT_NAME`; `MLFLOW_RUN_NAME`), below the user's own `environment=`, which
 wins; `SM_DIST_MLFLOW=1` tells sm_dist's runtime to log its metric lines there too
 (`sm_dist.runtime.mlflow_log`). Local mode points `MLFLOW_TRACKING_URI` at a file store instead.
-The API's rules are in docs/PLATFORM.md §1.11.
+The API's rules are in docs/PLATFORM.md §1.15.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TypedDict
 from sm_dist.errors import ConfigError
 
 #: An ARN the sagemaker-mlflow plugin can reach: a tracking server or an MLflow App (docs/PLATFORM.md
-#: §1.11); the service model's own pattern, `mlflow-[a-zA-Z-]*/.*`, is checked on the request too.
+#: §1.15); the service model's own pattern, `mlflow-[a-zA-Z-]*/.*`, is checked on the request too.
 ARN_RE = re.compile(r"arn:aws[a-z\-]*:sagemaker:([a-z0-9\-]+):([0-9]{12}):mlflow-(tracking-server|app)/\S+")
 #: MlflowConfig.MlflowResourceArn, MlflowExperimentName and MlflowRunName: at most these characters.
 MAX_ARN_CHARS = 2048

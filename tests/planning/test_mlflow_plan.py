@@ -1,5 +1,5 @@
 """`mlflow=`: the request's MlflowConfig, the script's MLFLOW_* variables, the checks and the plan's report
-(docs/PLATFORM.md §1.11)."""
+(docs/PLATFORM.md §1.15)."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def test_a_local_plan_takes_any_regions_server(source_dir: Path) -> None:
 
 
 def test_the_service_models_pattern_is_checked_on_the_request() -> None:
-    """The service model's own rule (docs/PLATFORM.md §1.11), for a MlflowConfig built past parse_mlflow."""
+    """The service model's own rule (docs/PLATFORM.md §1.15), for a MlflowConfig built past parse_mlflow."""
     request = {"MlflowConfig": {"MlflowResourceArn": "arn:aws:sagemaker:us-east-1:123456789012:tracking/x"}}
     with pytest.raises(ConfigError, match="must match") as caught:
         check_request(request, None)
