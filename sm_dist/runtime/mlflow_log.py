@@ -11,7 +11,9 @@ One run: the script's own active MLflow run, if it has one when a line is logged
 the user's `MLFLOW_RUN_ID`; else sm_dist's run for the job, tagged `sm_dist_job=<TRAINING_JOB_NAME>`
 in the script's active experiment (else `MLFLOW_EXPERIMENT_NAME`) and named `MLFLOW_RUN_NAME`: found
 again after a restart, created the first time. Its id goes into `MLFLOW_RUN_ID`, so a later
-`mlflow.start_run()` or `mlflow.log_metric()` of the script continues that run. Every line
+`mlflow.start_run()` or `mlflow.log_metric()` of the script continues that run; should the script's
+first MLflow call have raced sm_dist's first line and started a run of its own, sm_dist moves its
+lines there and deletes its run. Every line
 is logged with its step number (`log_batch`, the lines queued meanwhile in one call). At exit the
 queue is drained (at most `DRAIN_S`) and sm_dist's own run is ended. Anything that goes wrong
 (mlflow not importable, the server unreachable, credentials refused) is one warning line and no
@@ -43,6 +45,8 @@ RUN_NAME_ENV = "MLFLOW_RUN_NAME"
 JOB_TAG = "sm_dist_job"
 #: How long the process waits at exit for the queued lines to reach the server.
 DRAIN_S = 30.0
+#: Lines kept to move to the script's own run should it start one after sm_dist's (see `_Worker._move`).
+MOVE_MAX_LINES = 1000
 #: MLflow's log_batch takes at most 1000 metrics a call.
 BATCH_MAX = 1000
 
@@ -115,6 +119,8 @@ class _Worker(threading.Thread):
         self.failed = False
         self.run_id: str | None = None
         self.ours = False
+        self.created: list[_Line] | None = None
+        """The lines sent to a run this process created, while they may still move to the script's run."""
         atexit.register(self.finish)
 
     def run(self) -> None:
@@ -154,19 +160,41 @@ class _Worker(threading.Thread):
         return batch
 
     def _log(self, client: Any, batch: list[_Line]) -> None:
+        active = next((line.active_run for line in reversed(batch) if line.active_run), None)
+        if self.run_id is None:
+            self.run_id = self._run(client, batch[0], active)
+        elif active and active != self.run_id and self.created is not None:
+            self._move(client, active)
+        self._send(client, self.run_id, batch)
+        if self.created is not None:
+            self.created.extend(batch)
+            if len(self.created) > MOVE_MAX_LINES:
+                self.created = None
+
+    @staticmethod
+    def _send(client: Any, run_id: str, lines: list[_Line]) -> None:
         from mlflow.entities import Metric
 
-        if self.run_id is None:
-            self.run_id = self._run(client, batch[0])
-        metrics = [Metric(key, value, line.timestamp_ms, line.step) for line in batch for key, value in line.values.items()]
+        metrics = [Metric(key, value, line.timestamp_ms, line.step) for line in lines for key, value in line.values.items()]
         for start in range(0, len(metrics), BATCH_MAX):
-            client.log_batch(self.run_id, metrics=metrics[start:start + BATCH_MAX])
+            client.log_batch(run_id, metrics=metrics[start:start + BATCH_MAX])
 
-    def _run(self, client: Any, first: _Line) -> str:
+    def _move(self, client: Any, active: str) -> None:
+        """The script started a run of its own after sm_dist created one (its first mlflow call raced sm_dist's
+        first line): the lines go to the script's run, and sm_dist's is deleted, so the job has one run."""
+        old, self.run_id, self.ours = self.run_id, active, False
+        self._send(client, active, self.created or [])
+        self.created = None
+        if old is not None:
+            client.delete_run(old)
+            if os.environ.get("MLFLOW_RUN_ID") == old:
+                del os.environ["MLFLOW_RUN_ID"]
+
+    def _run(self, client: Any, first: _Line, active: str | None) -> str:
         """The script's active run, the user's MLFLOW_RUN_ID, or ours: this job's run if an earlier rank 0
         (before a restart) created it, else a new one."""
-        if first.active_run:
-            return first.active_run
+        if active:
+            return active
         if os.environ.get("MLFLOW_RUN_ID"):
             return os.environ["MLFLOW_RUN_ID"]
         experiment = first.active_experiment
@@ -176,8 +204,11 @@ class _Worker(threading.Thread):
             experiment = found.experiment_id if found is not None else client.create_experiment(name)
         job = os.environ.get("TRAINING_JOB_NAME", "")
         earlier = client.search_runs([experiment], f"tags.{JOB_TAG} = '{job}'", max_results=1) if job else []
-        run = earlier[0] if earlier else client.create_run(experiment, run_name=os.environ.get(RUN_NAME_ENV) or None,
-                                                           tags={JOB_TAG: job})
+        if earlier:
+            run = earlier[0]
+        else:
+            run = client.create_run(experiment, run_name=os.environ.get(RUN_NAME_ENV) or None, tags={JOB_TAG: job})
+            self.created = []
         self.ours = True
         os.environ.setdefault("MLFLOW_RUN_ID", run.info.run_id)  # the script's later mlflow calls continue it
         return str(run.info.run_id)

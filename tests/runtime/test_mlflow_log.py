@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mlflow: Any) -> Itera
                        "MLFLOW_ALLOW_FILE_STORE": "true"}.items():  # as local mode sets it (PLATFORM §1.15)
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_ID", raising=False)  # mlflow.set_experiment() sets it
     monkeypatch.setattr(mlflow.tracking.fluent, "_active_experiment_id", None)  # a test's set_experiment stays in it
     mlflow_log._reset()
     yield uri
@@ -137,6 +139,27 @@ def test_the_scripts_later_mlflow_calls_continue_smdists_run(store: str, mlflow:
     _finish()
     [run] = _runs(store)
     assert set(run.data.metrics) == {"loss", "accuracy"} and run.info.status == "FINISHED"
+
+
+def test_a_script_run_started_after_smdists_gets_the_lines(store: str, mlflow: Any) -> None:
+    """The script's first mlflow call raced sm_dist's first line (seen as a new user: `mlflow.log_metric` right
+    after the first step left two runs): sm_dist's lines move to the script's run and its own is deleted."""
+    log_metrics(1, {"loss": 2.0}, stream=io.StringIO())
+    worker = mlflow_log._worker
+    assert worker is not None
+    for _ in range(400):  # sm_dist's run exists before the script starts its own
+        if worker.run_id is not None:
+            break
+        worker.join(0.05)
+    mlflow.set_tracking_uri(store)
+    sm_dists_run = os.environ.pop("MLFLOW_RUN_ID")  # as if the script's call came before sm_dist set it
+    with mlflow.start_run(run_name="the-scripts") as users:
+        mlflow.log_metric("accuracy", 0.5, step=1)
+        log_metrics(2, {"loss": 1.0}, stream=io.StringIO())
+        _finish()
+    [run] = _runs(store)
+    assert run.info.run_id == users.info.run_id != sm_dists_run
+    assert [m.step for m in MlflowClient(store).get_metric_history(run.info.run_id, "loss")] == [1, 2]
 
 
 def test_an_unreachable_server_is_one_warning_and_training_goes_on(store: str, monkeypatch: pytest.MonkeyPatch,
