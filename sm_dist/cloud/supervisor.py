@@ -45,7 +45,7 @@ COPIED = ("AlgorithmSpecification", "RoleArn", "HyperParameters", "InputDataConf
           "ResourceConfig", "VpcConfig", "StoppingCondition", "EnableNetworkIsolation",
           "EnableInterContainerTrafficEncryption", "EnableManagedSpotTraining", "CheckpointConfig", "Environment",
           "RetryStrategy", "DebugHookConfig", "TensorBoardOutputConfig", "ExperimentConfig", "RemoteDebugConfig",
-          "InfraCheckConfig")
+          "InfraCheckConfig", "MlflowConfig")
 #: ResourceConfig's answers about what SageMaker chose; not part of a request.
 _SELECTED = ("SelectedInstanceType", "SelectedInstanceCount")
 #: CreateTrainingJob's refusals that mean "not now" (docs/PLATFORM.md §1.12): wait and try again.

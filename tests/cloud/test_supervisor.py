@@ -141,6 +141,20 @@ def test_the_next_job_copies_the_request_and_carries_the_runs_state() -> None:
     assert state == RunState(links=3, jobs=3, interruptions=2, spent_usd=110.0, on_demand=True)
 
 
+def test_the_next_job_keeps_mlflowconfig_not_its_answers() -> None:
+    """mlflow=: every link logs to the same tracking server (MlflowConfig, which DescribeTrainingJob returns);
+    MlflowDetails (the experiment and run ids SageMaker reports for a job) is an answer, never sent."""
+    from sm_dist.contract.chain import LinkOutcome, decide
+
+    mlflow = {"MlflowResourceArn": "arn:aws:sagemaker:us-east-1:123456789012:mlflow-tracking-server/team",
+              "MlflowExperimentName": "sm-dist", "MlflowRunName": "run"}
+    desc = {**description("run-1", "Stopped", "MaxRuntimeExceeded"), "MlflowConfig": mlflow,
+            "MlflowDetails": {"MlflowExperimentId": "1", "MlflowRunId": "abc"}}
+    decision = decide("run", LinkOutcome.from_description(desc), RunState(), POLICY)
+    request = supervisor.next_request(desc, {t["Key"]: t["Value"] for t in link_tags(1)}, decision)
+    assert request["MlflowConfig"] == mlflow and "MlflowDetails" not in request
+
+
 def test_after_a_capacity_error_the_next_job_asks_for_the_next_type() -> None:
     """The decision's type: the next request's InstanceType, or the first of its InstancePreferences (an
     on-demand plan with fallbacks lets SageMaker choose; SelectedInstanceType is an answer, never sent)."""
