@@ -124,7 +124,7 @@ def pile_up(run_root: Path, older_than_s: float = 7 * 86400) -> list[str]:
     base = default_base()
     if base not in run_root.parents or not base.is_dir():
         return []
-    folders = [p for p in base.iterdir() if p.is_dir()]
+    folders = [p for p in base.iterdir() if p.is_dir() and p.name != POOLS_FOLDER]
     if len(folders) < PILE_UP_RUNS:
         return []
     now = time.time()
