@@ -29,8 +29,9 @@ def run_debug(args: argparse.Namespace) -> int:
             raise ConfigError("--run", True, "is for a cloud job's SSM session; a local job's shell opens without it")
         return local_debug.shell(run, args.host, args.command)
     if args.command is not None:
-        raise ConfigError("--command", args.command, "runs in a local job's host; in the cloud, type it in the SSM "
-                          "session (--run opens it)")
+        raise ConfigError("--command", args.command, f"runs in a local job's host, and no local job {args.job!r} is "
+                          f"under {local_debug.default_base()} (a run with --local-root: give its folder); in the "
+                          "cloud, type it in the SSM session (--run opens it)")
     from sm_dist.cloud import debug as cloud_debug
 
     return cloud_debug.debug(_describe(args), args.host, args.run)
