@@ -37,6 +37,11 @@ def run_tensorboard(args: argparse.Namespace) -> int:
             from sm_dist.cloud.run import Run
 
             job = Run(args.job, region=args.region)
+            try:
+                job.jobs()
+            except ConfigError:
+                raise ConfigError("job", args.job, f"no local job of that name here, nor a training job or a chained "
+                                  f"run ({args.job}-1) in this region: check the name and --region") from None
         print(job.tensorboard(start=args.start, port=args.port))
     return 0
 

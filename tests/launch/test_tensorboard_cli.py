@@ -40,3 +40,20 @@ def test_a_cloud_job_gets_its_s3_prefix(monkeypatch: pytest.MonkeyPatch, capsys:
     monkeypatch.setattr(Job, "attach", staticmethod(attach))
     assert cli.main(["tensorboard", "cloud-job-7"]) == 0
     assert capsys.readouterr().out.strip() == "tensorboard --logdir s3://b/cloud-job-7/tb --port 6006"
+
+
+def test_a_job_found_nowhere_is_one_line_naming_it(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Neither a local run, a training job nor a run's first job: the name the user typed, not `<name>-1`'s."""
+    from sm_dist.cloud.run import Run
+    from sm_dist.errors import ConfigError
+
+    def missing(*_: object, **__: object) -> None:
+        raise ConfigError("job", "x", "no such training job in this region")
+
+    monkeypatch.setattr(Job, "attach", staticmethod(missing))
+    monkeypatch.setattr(Run, "jobs", missing)
+    assert cli.main(["tensorboard", "no-such-job-42"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["sm-dist tensorboard: error: job='no-such-job-42': no local job of that name here, nor a training "
+                   "job or a chained run (no-such-job-42-1) in this region: check the name and --region"]
