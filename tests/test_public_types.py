@@ -168,6 +168,10 @@ try:
     job.wait()
 except sm_dist.ConfigError as exc:
     print(exc.field)
+ARN = "arn:aws:sagemaker:us-east-1:123456789012:mlflow-tracking-server/team"
+live = sm_dist.plan("train.py", instance_type="ml.p4d.24xlarge", instance_count=4, keep_alive_s=1800, tensorboard=True,
+                    remote_debug=True, infra_check=None, mlflow={"arn": ARN, "run": "r"})
+print(live.tensorboard_uri, job.tensorboard(port=6007), sm_dist.Job("j").release(), sm_dist.Job("j").cost().retained_usd)
 '''
 
 #: Each line of the user's mistakes, and the words mypy's error on that line must contain.
@@ -178,6 +182,9 @@ BAD = {
     'sm_dist.fit("train.py", local=True, instance_count="2")': 'No overload variant of "fit"',
     'sm_dist.fitt("train.py")': '"fitt"',
     'bad: sm_dist.LaunchSettings = {"instance_type": "ml.g5.xlarge", "spott": True}': '"spott"',
+    'sm_dist.plan("train.py", instance_type="ml.g5.2xlarge", keep_alive_s="600")': '"keep_alive_s"',
+    'sm_dist.plan("train.py", instance_type="ml.g5.2xlarge", tensorboard="yes")': '"tensorboard"',
+    'sm_dist.plan("train.py", instance_type="ml.g5.2xlarge", mlflow={"experiment": "e"})': '"mlflow"',
 }
 
 
