@@ -160,7 +160,12 @@ def collect_bundle(source_dir: str | Path, job_spec_json: str, ignore_patterns: 
         if rel.split("/")[0] in ("sm_dist", JOB_SPEC_FILENAME):
             warnings.append(f"{rel}: left out, the bundled sm_dist package and job spec take its place")
             continue
-        files.append(_file(rel, path, "user"))
+        try:
+            files.append(_file(rel, path, "user"))
+        except FileNotFoundError:  # removed since it was listed (a temp file): not part of the code
+            continue
+        except OSError as exc:
+            warnings.append(f"{rel}: left out of the bundle, cannot read it ({exc.strerror or exc})")
     files += _package_files()
     spec_bytes = job_spec_json.encode()
     files.append(BundleFile(JOB_SPEC_FILENAME, len(spec_bytes), hashlib.sha256(spec_bytes).hexdigest(), "jobspec", None))

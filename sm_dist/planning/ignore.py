@@ -90,7 +90,15 @@ def walk_source(source_dir: Path, rules: IgnoreRules) -> tuple[list[tuple[str, P
     stack = [source_dir]
     while stack:
         folder = stack.pop()
-        for child in sorted(folder.iterdir()):
+        try:
+            children = sorted(folder.iterdir())
+        except FileNotFoundError:  # removed while listed (a temp folder): nothing of it to upload
+            continue
+        except OSError as exc:
+            warnings.append(f"{folder.relative_to(source_dir).as_posix()}/: left out of the bundle, cannot read it "
+                            f"({exc.strerror or exc})")
+            continue
+        for child in children:
             rel = child.relative_to(source_dir).as_posix()
             if child.is_symlink() and child.is_dir():
                 warnings.append(f"{rel}/: symlinked folder left out of the bundle")
@@ -98,7 +106,10 @@ def walk_source(source_dir: Path, rules: IgnoreRules) -> tuple[list[tuple[str, P
                 if not rules.ignored(rel, True) and not is_virtualenv(child):
                     stack.append(child)
             elif child.is_file() and not rules.ignored(rel, False):
-                size = child.stat().st_size
+                try:
+                    size = child.stat().st_size
+                except FileNotFoundError:  # removed between the listing and now
+                    continue
                 if size > LARGE_FILE_BYTES:
                     warnings.append(
                         f"{rel}: {size / 2**20:.1f} MiB file left out of the bundle (limit "

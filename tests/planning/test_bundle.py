@@ -113,3 +113,33 @@ def test_a_folder_that_is_not_a_project_is_refused(tmp_path: Path, monkeypatch) 
         (tmp_path / f"f{i}.py").write_text("")
     with pytest.raises(ConfigError, match="more than 3 files"):
         collect_bundle(tmp_path, SPEC)
+
+
+def test_files_that_vanish_or_cannot_be_read_while_listed_are_left_out(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A source folder such as /tmp changes while it is listed: a file removed between the listing and its hash is
+    not code (left out quietly); an unreadable folder is named in a warning, never an internal error."""
+    from sm_dist.planning import bundle as bundle_module
+
+    (tmp_path / "train.py").write_text("print(1)\n")
+    (tmp_path / "gone.tmp").write_text("x")
+    (tmp_path / "private").mkdir()
+    (tmp_path / "private" / "x.py").write_text("")
+    real_file, real_iterdir = bundle_module._file, Path.iterdir
+
+    def vanishing(rel: str, path: Path, origin: str) -> object:
+        if rel == "gone.tmp":
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return real_file(rel, path, origin)
+
+    def iterdir(self: Path) -> object:
+        if self.name == "private":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_iterdir(self)
+
+    monkeypatch.setattr(bundle_module, "_file", vanishing)
+    monkeypatch.setattr(Path, "iterdir", iterdir)
+    bundle = collect_bundle(tmp_path, "{}")
+    users = [f.path for f in bundle.files if f.origin == "user"]
+    assert users == ["train.py"]
+    assert bundle.warnings == ("private/: left out of the bundle, cannot read it (Permission denied)",)
