@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "stop": ("sm_dist.cloud.cli", "stop a training job"),
     "cost": ("sm_dist.cloud.cli", "what a finished job cost, next to its estimate"),
     "checkpoints": ("sm_dist.cloud.cli", "committed checkpoints of a job, newest first"),
-    "release": ("sm_dist.cloud.cli", "end the warm pool a finished job keeps (keep_alive_s), now"),
+    "release": ("sm_dist.launch.debug_cli", "end the warm pool a finished job keeps (keep_alive_s), now"),
     "debug": ("sm_dist.launch.debug_cli", "a shell in a job's host: SSM in the cloud (remote_debug), the host's view locally"),
     "stacks": ("sm_dist.launch.debug_cli", "every rank's Python stack of a running job, per host"),
     "tensorboard": ("sm_dist.launch.tensorboard_cli", "the tensorboard command on a job's synced TensorBoard folder (--start: run it)"),

@@ -1,4 +1,5 @@
-"""`sm-dist debug JOB [--host algo-N] [--command CMD] [--run]` and `sm-dist stacks JOB`: step inside a job.
+"""`sm-dist debug JOB [--host algo-N] [--command CMD] [--run]` and `sm-dist stacks JOB`: step inside a job;
+`sm-dist release JOB`: end the warm pool it keeps.
 
 JOB is a local job when this machine holds its run folder (its name as local mode printed it, or the
 folder: `sm_dist.local.debug.find_run`), else a SageMaker training job (`sm_dist.cloud.debug`). The facade
@@ -48,6 +49,32 @@ def run_stacks(args: argparse.Namespace) -> int:
     return cloud_debug.stacks(_describe(args))
 
 
+def run_release(args: argparse.Namespace) -> int:
+    """End a job's warm pool: a local job's kept hosts (their folder goes), else the cloud job's (sm_dist.cloud.cli)."""
+    from sm_dist.local import debug as local_debug
+
+    run = local_debug.find_run(args.job)
+    if run is None:
+        from sm_dist.cloud.cli import run_release as cloud_release
+        from sm_dist.provision.aws import aws_errors
+
+        with aws_errors(f"DescribeTrainingJob {args.job} (no local job of that name here either)"):
+            return cloud_release(args)
+    import json
+    import time
+
+    from sm_dist.local.warm_pool import end
+
+    pool = end(run, args.job)
+    idle = round(time.time() - pool.available_at)
+    if args.json:
+        print(json.dumps({"job": pool.job, "released": True, "retained_s": idle, "retained_usd": None}, indent=2))
+        return 0
+    print(f"released the warm pool of {pool.job} (local: its hosts' caches, {pool.folder}, removed after {idle} s "
+          f"of its {pool.keep_alive_s} s keep-alive)")
+    return 0
+
+
 def register(command: str, parser: argparse.ArgumentParser) -> None:
     """Add `command`'s arguments to `parser` (called by sm_dist.cli)."""
     parser.add_argument("job", help="a local job's name (or its run folder), or a SageMaker training job's name")
@@ -56,7 +83,9 @@ def register(command: str, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--host", default="algo-1", help="which host: algo-1 (default) ... algo-N")
         parser.add_argument("--command", help="local job: run this in the host's shell instead of an interactive one")
         parser.add_argument("--run", action="store_true", help="cloud job: start the SSM session, not just print it")
-    parser.set_defaults(_run=run_debug if command == "debug" else run_stacks)
+    if command == "release":
+        parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.set_defaults(_run={"debug": run_debug, "stacks": run_stacks, "release": run_release}[command])
 
 
 __all__ = ["register"]

@@ -11,7 +11,7 @@ folder at /opt/ml/sagemaker/warmpoolcache, named by SAGEMAKER_MANAGED_WARMPOOL_C
 (`sm_dist.container.warm_cache` then uses it). A pool past its keep-alive is removed, as SageMaker
 ends it; a job that took a pool without keeping its own ends it too. The summary says whether the
 run started warm or cold and, when a kept pool did not match, each setting that differs.
-`sm-dist local clean` removes pools as it removes runs (`sm_dist.local.clean`).
+`sm-dist local clean` removes pools as it removes runs (`sm_dist.local.clean`); `sm-dist release JOB` ends one.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sm_dist.contract.container import WARMPOOL_CACHE_DIR
+from sm_dist.errors import ConfigError
+from sm_dist.local.layout import HostRoot
 from sm_dist.planning.warm_pool import MATCH_FIELDS, pool_differences
 
 _T = TypeVar("_T")
@@ -138,6 +140,24 @@ def release(start: Start, request: Mapping[str, Any], job: str, now: float | Non
     (start.folder / POOL_FILE).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
+def end(run: Path, job: str, now: float | None = None) -> Pool:
+    """`sm-dist release` on local job `job` (its run folder `run`): end the pool it kept, as UpdateTrainingJob with
+    keep-alive 0 ends a cloud job's (the folder goes); a ConfigError saying why when it keeps none now."""
+    link = HostRoot("algo-1", run / "hosts" / "algo-1").container_path(WARMPOOL_CACHE_DIR)
+    if not link.is_symlink():
+        raise ConfigError("job", job, "nothing to release: it ran on no warm pool (launched without keep_alive_s, "
+                          "--keep-alive-s)")
+    folder = Path(os.readlink(link)).parent
+    kept = next((p for p in pools(folder.parent) if p.folder == folder), None)
+    if kept is None:
+        raise ConfigError("job", job, "nothing to release: its hosts are kept no longer (a later matching job took "
+                          "them over, its keep-alive ran out, or it kept none: launched without keep_alive_s)")
+    shutil.rmtree(kept.folder, ignore_errors=True)
+    if kept.expires_at <= (time.time() if now is None else now):
+        raise ConfigError("job", job, f"nothing to release: its {kept.keep_alive_s} s keep-alive had run out")
+    return kept
+
+
 def run_on_pool(folder: Path, request: Mapping[str, Any], job: str,
                 run: Callable[[Path | None], _T]) -> tuple[_T, str | None]:
     """`run(pool folder)` on the pool `take` gives, kept or ended after it however it ends (SageMaker keeps
@@ -149,5 +169,5 @@ def run_on_pool(folder: Path, request: Mapping[str, Any], job: str,
         release(start, request, job)
 
 
-__all__ = ["POOLS_FOLDER", "POOL_FILE", "Pool", "Start", "keep_alive_s", "matched_fields", "pools",
+__all__ = ["POOLS_FOLDER", "POOL_FILE", "Pool", "Start", "end", "keep_alive_s", "matched_fields", "pools",
            "release", "run_on_pool", "take"]

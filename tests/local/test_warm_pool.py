@@ -106,3 +106,27 @@ def test_clean_removes_pools_as_runs_but_not_one_a_running_job_took(tmp_path: Pa
     assert [r.path for r in removed] == [pools / "job-1"] and not (pools / "job-1").exists()
     assert {r.path for r in in_use} == {base / "job-2", pools / "job-2"} and running.folder is not None
     assert sorted(pools.iterdir()) == [pools / "job-2"]
+
+
+def test_release_ends_a_local_jobs_pool_once(fake_config: LocalJobConfig, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """`sm-dist release JOB` (what the plan's warm pool line says to run) on a local job: its kept hosts go;
+    again, or on a job that ran on no pool, one line saying why."""
+    from sm_dist import cli
+
+    pools = tmp_path / "warm-pools"
+    start = warm_pool.take(pools, REQUEST, "job-1")
+    assert start.folder is not None
+    create_host_root(replace(fake_config, warm_pool=start.folder), "algo-1", tmp_path / "job-1" / "run" / "hosts" / "algo-1",
+                     None)
+    warm_pool.release(start, REQUEST, "job-1")
+    assert cli.main(["release", str(tmp_path / "job-1")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"released the warm pool of job-1 (local: its hosts' caches, {pools / 'job-1'}, removed")
+    assert not (pools / "job-1").exists()
+    assert cli.main(["release", str(tmp_path / "job-1")]) == 2
+    assert capsys.readouterr().err.startswith("sm-dist release: error: job='")
+    create_host_root(fake_config, "algo-1", tmp_path / "job-2" / "run" / "hosts" / "algo-1", None)
+    assert cli.main(["release", str(tmp_path / "job-2")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "nothing to release: it ran on no warm pool (launched without keep_alive_s" in err[0]
