@@ -172,14 +172,15 @@ def tensorboard_command(logdir: str, *, start: bool = False, port: int = 6006) -
     started in the background on `port` (this Python's `tensorboard` package) and the line saying where."""
     import shlex
 
+    from sm_dist.errors import ConfigError, check_int
+
+    check_int("port", port, 1, "expected a TCP port, 1..65535 (TensorBoard's default: 6006)", maximum=65535)
     command = shlex.join(["tensorboard", "--logdir", logdir, "--port", str(port)])
     if not start:
         return command
     import importlib.util
     import subprocess
     import sys
-
-    from sm_dist.errors import ConfigError
 
     if importlib.util.find_spec("tensorboard") is None:
         raise ConfigError("tensorboard", logdir, "the tensorboard package is not installed here: pip install "

@@ -61,3 +61,11 @@ def test_starting_it_without_the_package_is_one_line_with_the_command(monkeypatc
     with pytest.raises(ConfigError, match=r"pip install 'sm_dist\[tensorboard\]', or run: tensorboard --logdir /x"):
         tensorboard_command("/x", start=True)
     assert tensorboard_command("/a b") == "tensorboard --logdir '/a b' --port 6006"
+
+
+@pytest.mark.parametrize("port", [0, -5, 65536, True, "6006"])
+def test_a_port_that_is_no_tcp_port_is_one_line(port: object) -> None:
+    """`sm-dist tensorboard JOB --port 99999` printed a command TensorBoard refuses (or, with --start, said it
+    started TensorBoard there)."""
+    with pytest.raises(ConfigError, match=r"^port=.*: expected a TCP port, 1\.\.65535"):
+        tensorboard_command("/x", port=port)  # type: ignore[arg-type]
