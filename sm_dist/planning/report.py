@@ -115,7 +115,7 @@ def _warm_pool_lines(plan: Plan) -> list[str]:
     """The pool this job keeps, and whether it starts on the last one (docs/PLATFORM.md §1.13)."""
     from sm_dist.planning.warm_pool import keep_alive_line
 
-    kept = keep_alive_line(plan.request, plan.job_name)
+    kept = keep_alive_line(plan.request, plan.job_name, plan.limits.usd_per_hour)
     lines = [f"warm pool    {kept}"] if kept else []
     if plan.warm_pool is not None:
         lines.append(f"warm pool    {plan.warm_pool.line()}")

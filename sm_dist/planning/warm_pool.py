@@ -93,13 +93,15 @@ class PoolReuse:
                 "retained_s": self.retained_s}
 
 
-def keep_alive_line(request: Mapping[str, Any], job_name: str) -> str | None:
-    """The plan report's line for a job that keeps a warm pool; None when it keeps none."""
+def keep_alive_line(request: Mapping[str, Any], job_name: str, usd_per_hour: float | None = None) -> str | None:
+    """The plan report's line for a job that keeps a warm pool; None when it keeps none. `usd_per_hour`: the
+    job's on-demand price for all its instances, which the retained time is billed at (docs/PLATFORM.md §1.13)."""
     keep = (request.get("ResourceConfig") or {}).get("KeepAlivePeriodInSeconds")
     if not keep:
         return None
-    return (f"kept {keep} s after the job ends, billed meanwhile per instance at the on-demand price; a matching next "
-            f"job starts on it (needs a warm-pool quota, 0 by default); end it sooner: sm-dist release {job_name}")
+    cost = "" if usd_per_hour is None else f" (up to ${keep / 3600 * usd_per_hour:,.2f} beyond the job's)"
+    return (f"kept {keep} s after the job ends, billed meanwhile per instance at the on-demand price{cost}; a matching "
+            f"next job starts on it (needs a warm-pool quota, 0 by default); end it sooner: sm-dist release {job_name}")
 
 
 __all__ = ["MATCH_FIELDS", "PoolReuse", "keep_alive_line", "pool_differences"]

@@ -37,6 +37,9 @@ def test_the_local_plan_carries_it_too(source_dir: Path) -> None:
     plan = sm_dist.plan("train.py", local=True, instance_type="ml.g5.xlarge", instance_count=2,
                         source_dir=str(source_dir), keep_alive_s=600)
     assert plan.request["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 600
+    # what the pool may add to the plan's "at most": 600 s of both instances at the plan's price
+    assert plan.limits.usd_per_hour is not None
+    assert f"(up to ${600 / 3600 * plan.limits.usd_per_hour:,.2f} beyond the job's)" in str(plan)
 
 
 def test_the_range_is_the_service_models() -> None:
