@@ -151,6 +151,13 @@ class LocalJob:
             raise ConfigError("job", self.name, "ran without tensorboard=True (--tensorboard): no TensorBoard folder")
         return tensorboard_command(str(self.run.root / tb_sync.FOLDER), start=start, port=port)
 
+    def release(self) -> int:
+        """End the warm pool this job kept (keep_alive_s), as the cloud `Job.release()` does: its hosts' caches
+        go; the seconds they were kept. None kept now: a ConfigError saying why (`sm-dist release JOB`)."""
+        from sm_dist.local.warm_pool import end
+
+        return round(time.time() - end(self.run.root, self.name).available_at)
+
     def cost(self) -> LocalCost:
         """0 $ here, and the same wall-clock time priced on the chosen SageMaker instances."""
         return local_cost(self.config.instance_type, self.config.instance_count, self.run.seconds)

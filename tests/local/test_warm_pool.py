@@ -6,16 +6,21 @@ from __future__ import annotations
 
 import copy
 import os
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sm_dist.errors import ConfigError
 from sm_dist.local import clean, warm_pool
 from sm_dist.local.config import LocalJobConfig
 from sm_dist.local.hostenv import host_environment
+from sm_dist.local.job import LocalJob, RunRecord
 from sm_dist.local.layout import create_host_root
+from sm_dist.local.progress import Progress
+from sm_dist.local.runner import Outcome
 
 REQUEST: dict[str, Any] = {
     "RoleArn": "arn:aws:iam::111122223333:role/sm",
@@ -130,3 +135,13 @@ def test_release_ends_a_local_jobs_pool_once(fake_config: LocalJobConfig, tmp_pa
     assert cli.main(["release", str(tmp_path / "job-2")]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and "nothing to release: it ran on no warm pool (launched without keep_alive_s" in err[0]
+    # in Python, the local handle as the cloud one: job.release()
+    again = warm_pool.take(pools, REQUEST, "job-3")
+    assert again.folder is not None
+    run = tmp_path / "job-3" / "run"
+    create_host_root(replace(fake_config, warm_pool=again.folder), "algo-1", run / "hosts" / "algo-1", None)
+    warm_pool.release(again, REQUEST, "job-3", now=time.time() - 5)
+    job = LocalJob(config=replace(fake_config, job_name="job-3"), run=RunRecord(Outcome(), Progress(), 0, [], run))
+    assert job.release() == 5 and not again.folder.exists()
+    with pytest.raises(ConfigError, match="^job='job-3': nothing to release: its hosts are kept no longer"):
+        job.release()
