@@ -15,6 +15,7 @@ import subprocess
 from typing import Any
 
 from sm_dist.contract.container import CODE_DIR
+from sm_dist.contract.job import TERMINAL
 from sm_dist.contract.sagemaker import ssm_command
 from sm_dist.errors import ConfigError
 
@@ -63,6 +64,9 @@ def debug(desc: Any, host: str, run: bool) -> int:
 def stacks(desc: Any) -> int:
     """How to get the ranks' stacks of a running cloud job: the SSM route when remote debug is on."""
     name = desc["TrainingJobName"]
+    if desc.get("TrainingJobStatus") in TERMINAL:
+        raise ConfigError("job", name, f"is {desc['TrainingJobStatus']}: its ranks' stacks went with its processes; "
+                          f"a hang's stacks are in its log (sm-dist logs {name})")
     if not (desc.get("RemoteDebugConfig") or {}).get("EnableRemoteDebug"):
         raise ConfigError("job", name, "runs without remote_debug, and nothing else reaches its processes: on a hang "
                           f"the hang watch prints every rank's stack to its log (sm-dist logs {name}); relaunch with "

@@ -21,12 +21,13 @@ ARN = f"arn:aws:sagemaker:eu-west-1:123456789012:training-job/{NAME}"
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
-def _described(remote_debug: bool | None, secondary: str = "Training", count: int = 2) -> dict[str, Any]:
+def _described(remote_debug: bool | None, secondary: str = "Training", count: int = 2,
+               status: str = "InProgress") -> dict[str, Any]:
     """DescribeTrainingJob through botocore's Stubber, which checks the response against the service model."""
     import boto3
 
     response: dict[str, Any] = {
-        "TrainingJobName": NAME, "TrainingJobArn": ARN, "TrainingJobStatus": "InProgress", "SecondaryStatus": secondary,
+        "TrainingJobName": NAME, "TrainingJobArn": ARN, "TrainingJobStatus": status, "SecondaryStatus": secondary,
         "AlgorithmSpecification": {"TrainingInputMode": "File", "TrainingImage": "img"},
         "ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": count, "VolumeSizeInGB": 30},
         "StoppingCondition": {"MaxRuntimeInSeconds": 3600}, "CreationTime": NOW,
@@ -79,6 +80,9 @@ def test_stacks_give_the_ssm_route_or_say_nothing_reaches_the_job(capsys: pytest
     assert cloud_debug.stacks(_described(True, count=3)) == 0
     out = capsys.readouterr().out
     assert cloud_debug.STACKS_IN_CONTAINER in out and f"--target sagemaker-training-job:{NAME}_algo-3" in out
+    # a job that ended has no processes left, remote debug or not
+    with pytest.raises(ConfigError, match=rf"^job='{NAME}': is Completed: its ranks' stacks went with its processes"):
+        cloud_debug.stacks(_described(True, secondary="Completed", status="Completed"))
 
 
 def test_the_cli_goes_to_the_cloud_when_no_local_job_has_that_name(monkeypatch: pytest.MonkeyPatch,
