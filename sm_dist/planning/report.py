@@ -102,12 +102,15 @@ def _debug_lines(plan: Plan) -> list[str]:
     from sm_dist.estimator.cost import INFRA_CHECK_SECONDS
 
     req, lines = plan.request, []
+    ssm = shlex.join(ssm_command(plan.job_name))
     if (req.get("RemoteDebugConfig") or {}).get("EnableRemoteDebug"):
-        lines.append(f"debug        remote debug (SSM): sm-dist debug {plan.job_name} [--host algo-N], i.e. "
-                     f"{shlex.join(ssm_command(plan.job_name))}")
+        lines.append(f"debug        sm-dist debug {plan.job_name} [--host algo-N]: a shell in the emulated host here "
+                     f"(in the cloud, remote debug: {ssm})" if plan.local else
+                     f"debug        remote debug (SSM): sm-dist debug {plan.job_name} [--host algo-N], i.e. {ssm}")
     if (req.get("InfraCheckConfig") or {}).get("EnableInfraCheck"):
         lines.append(f"infra check  SageMaker checks the hardware and the cluster network before the script: "
-                     f"+{INFRA_CHECK_SECONDS / 60:.0f} min of start-up in the estimate (assumed)")
+                     f"+{INFRA_CHECK_SECONDS / 60:.0f} min of start-up in the estimate (assumed)"
+                     + ("; local mode runs no check" if plan.local else ""))
     return lines
 
 

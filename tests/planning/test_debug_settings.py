@@ -32,6 +32,11 @@ def test_remote_debug_sets_the_request_and_the_plan_shows_the_ssm_command(source
             and "sm-dist debug llm-debug-1" in str(plan))
     assert "RemoteDebugConfig" not in _plan(source_dir).request
     assert "sm-dist debug" in plan._repr_html_()
+    # rehearsed locally, the same command opens a shell in the emulated host; no infra check runs here
+    text = str(sm_dist.plan("train.py", source_dir=str(source_dir), local=True, instance_type="ml.p4d.24xlarge",
+                            instance_count=4, remote_debug=True, job_name="llm-debug-1"))
+    assert "debug        sm-dist debug llm-debug-1 [--host algo-N]: a shell in the emulated host here (in the cloud" in text
+    assert "(assumed); local mode runs no check" in text
 
 
 def test_the_documented_ssm_target() -> None:
