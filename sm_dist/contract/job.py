@@ -179,15 +179,27 @@ def tensorboard_command(logdir: str, *, start: bool = False, port: int = 6006) -
     if not start:
         return command
     import importlib.util
+    import socket
     import subprocess
     import sys
+    import tempfile
+    from pathlib import Path
 
     if importlib.util.find_spec("tensorboard") is None:
         raise ConfigError("tensorboard", logdir, "the tensorboard package is not installed here: pip install "
                           f"'sm_dist[tensorboard]', or run: {command}")
-    process = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", logdir, "--port", str(port)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    return f"TensorBoard on http://localhost:{port}/ (pid {process.pid}; kill {process.pid} to stop it): {command}"
+    with socket.socket() as probe:  # TensorBoard would exit on a taken port, after this had said it runs there
+        try:
+            probe.bind(("localhost", port))
+        except OSError:
+            raise ConfigError("port", port, "is in use here (a TensorBoard started before?): pick another port "
+                              "(--port)") from None
+    log = Path(tempfile.gettempdir()) / f"sm-dist-tensorboard-{port}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", logdir, "--port", str(port)],
+                                   stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    return (f"TensorBoard on http://localhost:{port}/ (pid {process.pid}; kill {process.pid} to stop it; its log "
+            f"{log}): {command}")
 
 
 __all__ = ["CHECKPOINT_COLUMNS", "TERMINAL", "CheckpointInfo", "CheckpointList", "Cost", "JobHandle", "JobStatus", "Summary",

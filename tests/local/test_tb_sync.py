@@ -69,3 +69,22 @@ def test_a_port_that_is_no_tcp_port_is_one_line(port: object) -> None:
     started TensorBoard there)."""
     with pytest.raises(ConfigError, match=r"^port=.*: expected a TCP port, 1\.\.65535"):
         tensorboard_command("/x", port=port)  # type: ignore[arg-type]
+
+
+def test_a_port_in_use_is_refused_before_tensorboard_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TensorBoard exits on a taken port, after `start=True` had said it runs there: refused first, nothing started."""
+    import importlib.util
+    import socket
+    import subprocess
+
+    def no_process(*_: object, **__: object) -> None:
+        raise AssertionError("started TensorBoard on a taken port")
+
+    monkeypatch.setattr(subprocess, "Popen", no_process)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())  # installed or not here
+    with socket.socket() as taken:
+        taken.bind(("localhost", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ConfigError, match=rf"^port={port}: is in use here"):
+            tensorboard_command("/x", start=True, port=port)
