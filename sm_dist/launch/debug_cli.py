@@ -77,7 +77,8 @@ def run_release(args: argparse.Namespace) -> int:
 
 def register(command: str, parser: argparse.ArgumentParser) -> None:
     """Add `command`'s arguments to `parser` (called by sm_dist.cli)."""
-    parser.add_argument("job", help="a local job's name (or its run folder), or a SageMaker training job's name")
+    parser.add_argument("job", help="a local job's name (or its run folder), or a SageMaker training job's name"
+                        + (" (or a chained run's: its current job)" if command == "release" else ""))
     parser.add_argument("--region", help="AWS region of a cloud job (default: your AWS configuration's)")
     if command == "debug":
         parser.add_argument("--host", default="algo-1", help="which host: algo-1 (default) ... algo-N")
