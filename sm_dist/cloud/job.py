@@ -235,7 +235,8 @@ class Job:
         uri = self.plan.checkpoint_uri if self.plan is not None else None
         uri = uri or (desc.get("CheckpointConfig") or {}).get("S3Uri") or tags.get(TAG_CHECKPOINT)
         return CloudSummary(status=_status(self.name, desc), cost=job_cost(self.name, desc, tags, self._region),
-                            checkpoint_uri=uri, region=self._region)
+                            checkpoint_uri=uri, region=self._region,
+                            tensorboard_uri=(desc.get("TensorBoardOutputConfig") or {}).get("S3OutputPath"))
 
 
 def training_phase_seconds(desc: DescribeTrainingJobResponseTypeDef) -> float | None:
@@ -276,6 +277,8 @@ class CloudSummary:
     cost: JobCost
     checkpoint_uri: str | None
     region: str | None
+    tensorboard_uri: str | None = None
+    """TensorBoardOutputConfig.S3OutputPath (None: launched without tensorboard=True)."""
 
     @property
     def logs(self) -> str:
@@ -284,7 +287,8 @@ class CloudSummary:
 
     def to_dict(self) -> dict[str, object]:
         return {"job_name": self.status.name, **self.status.to_dict(), "cost": self.cost.to_dict(),
-                "checkpoint_uri": self.checkpoint_uri, "region": self.region, "logs": self.logs}
+                "checkpoint_uri": self.checkpoint_uri, "region": self.region, "logs": self.logs,
+                "tensorboard_uri": self.tensorboard_uri}
 
     def __str__(self) -> str:
         s = self.status
@@ -292,6 +296,8 @@ class CloudSummary:
         if s.failure_reason:
             lines.append(f"  failure         {s.failure_reason}")
         lines += [f"  checkpoints     {self.checkpoint_uri or 'none'}", f"  logs            {self.logs}",
+                  *([f"  tensorboard     {self.tensorboard_uri} (sm-dist tensorboard {s.name})"]
+                    if self.tensorboard_uri else []),
                   *(f"  {line}" for line in str(self.cost).splitlines())]
         return "\n".join(lines)
 

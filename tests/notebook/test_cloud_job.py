@@ -29,6 +29,10 @@ def test_the_cloud_summary_and_cost_as_tables() -> None:
     assert html.count("<tr>") == len(str(summary).splitlines()) - 1
     assert repr(summary) == f"CloudSummary({NAME!r}, Failed / Failed, usd={_cost().usd})"
     assert "billable" in _cost()._repr_html_()
+    assert "tensorboard" not in str(summary)  # launched without it
+    watched = CloudSummary(status=status, cost=_cost(), checkpoint_uri=None, region=None, tensorboard_uri="s3://b/tb")
+    assert f"  tensorboard     s3://b/tb (sm-dist tensorboard {NAME})" in str(watched).splitlines()
+    assert "s3://b/tb" in watched._repr_html_() and watched.to_dict()["tensorboard_uri"] == "s3://b/tb"
 
 
 def _describe(status: str, secondary: str, message: str) -> dict:
