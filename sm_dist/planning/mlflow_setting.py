@@ -92,8 +92,11 @@ def parse_mlflow(value: object) -> MlflowTarget | None:
     elif isinstance(value, MlflowTarget):
         target = value
     elif isinstance(value, Mapping):
-        unknown = sorted(set(value) - {"arn", "experiment", "run"})
-        if unknown or "arn" not in value:
+        unknown = sorted(map(str, set(value) - {"arn", "experiment", "run"}))
+        if unknown:
+            raise ConfigError("mlflow", dict(value), f"unknown key {', '.join(map(repr, unknown))}: the keys are 'arn', "
+                              "'experiment' and 'run'")
+        if "arn" not in value:
             raise ConfigError("mlflow", dict(value), _FIX)
         target = MlflowTarget(value["arn"], value.get("experiment"), value.get("run"))
     else:

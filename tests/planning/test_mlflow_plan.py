@@ -71,6 +71,11 @@ def test_what_aws_or_the_plugin_would_refuse_is_one_line(value: object, field: s
     assert caught.value.field == field and "\n" not in str(caught.value)
 
 
+def test_a_misspelled_key_is_named() -> None:
+    with pytest.raises(ConfigError, match=r"unknown key 'experimnt': the keys are 'arn', 'experiment' and 'run'$"):
+        parse_mlflow({"arn": ARN, "experimnt": "x"})
+
+
 def test_a_tracking_server_in_another_region_is_refused(source_dir: Path) -> None:
     other = ARN.replace("us-east-1", "eu-west-1")
     with pytest.raises(ConfigError, match="the tracking server is in eu-west-1, the job in us-east-1") as caught:
