@@ -4,8 +4,8 @@
 namespace with the host's folder at /opt/ml (`sm_dist.local.mountns`), or with `SM_DIST_OPT_ML` naming
 that folder where the machine allows no namespace. It adds the variables a script on that host gets
 (`SM_CURRENT_HOST`, `SM_HOSTS`, `SM_CHANNEL_*`, ...: `script_env.script_environment`, from the host's
-/opt/ml/input/config), puts the code channel on PYTHONPATH, changes to the code folder, and runs
-COMMAND with `bash -c`, or an interactive bash without one (`--norc`: the prompt names the host). In the cloud the SSM session is the shell.
+/opt/ml/input/config; on a warm pool, SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY), puts the code channel on
+PYTHONPATH, changes to the code folder, and runs COMMAND with `bash -c`, or an interactive bash without one (`--norc`: the prompt names the host). In the cloud the SSM session is the shell.
 """
 
 from __future__ import annotations
@@ -18,7 +18,15 @@ from pathlib import Path
 
 from sm_dist.container.pid1_env import count_gpus
 from sm_dist.container.script_env import Host, cpu_count, script_environment
-from sm_dist.contract.container import CODE_DIR, RESOURCE_CONFIG, host_order, opt_ml_root, remap
+from sm_dist.contract.container import (
+    CODE_DIR,
+    RESOURCE_CONFIG,
+    WARMPOOL_CACHE_DIR,
+    WARMPOOL_CACHE_ENV,
+    host_order,
+    opt_ml_root,
+    remap,
+)
 
 
 def host_environment(root: Path, env: dict[str, str]) -> dict[str, str]:
@@ -31,6 +39,9 @@ def host_environment(root: Path, env: dict[str, str]) -> dict[str, str]:
     out = {**env, **script_environment(root, env, host)}
     out["PYTHONPATH"] = os.pathsep.join(p for p in (code, env.get("PYTHONPATH", "")) if p)
     out["PS1"] = f"({host.current_host}) \\w\\$ "
+    cache = remap(WARMPOOL_CACHE_DIR, str(root))
+    if Path(cache).is_dir():  # on a warm pool the platform names its cache (docs/PLATFORM.md §1.13.1)
+        out[WARMPOOL_CACHE_ENV] = cache
     return out
 
 

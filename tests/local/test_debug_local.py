@@ -66,6 +66,10 @@ def test_the_shells_environment_is_the_hosts(tmp_path: Path, monkeypatch: pytest
     assert env["SM_CURRENT_HOST_RANK"] == "1" and env["SM_MODEL_DIR"] == f"{root}/model"
     assert env["PYTHONPATH"].split(":") == [f"{root}/input/data/code", "/elsewhere"]
     assert env["PS1"].startswith("(algo-2)")
+    assert "SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY" not in env  # off a warm pool the platform sets none
+    (root / "sagemaker" / "warmpoolcache").mkdir(parents=True)  # local mode's link to the kept pool
+    env = shell_mod.host_environment(root, {})
+    assert env["SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"] == f"{root}/sagemaker/warmpoolcache"
 
 
 def _stack(rank: str, *files: str) -> Stack:
