@@ -120,6 +120,8 @@ def _aws_failure(exc: Exception) -> str | None:
         return None
     if isinstance(exc, botocore.ClientError):
         return f"AWS refused: {exc}"
+    if isinstance(exc, botocore.NoRegionError):
+        return "region=None: set AWS_REGION (or a region in your AWS profile; --region where the command has it)"
     if isinstance(exc, (botocore.EndpointConnectionError, botocore.ConnectTimeoutError)):
         return f"{exc}: check the network, AWS_REGION and AWS_ENDPOINT_URL"
     if isinstance(exc, botocore.BotoCoreError):

@@ -46,6 +46,12 @@ def test_an_unreachable_aws_endpoint_is_one_line_not_a_bug(monkeypatch: pytest.M
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("sm-dist status: error: Could not connect to the endpoint URL")
     assert err[0].endswith("check the network, AWS_REGION and AWS_ENDPOINT_URL")
+    for name in ("AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION", "AWS_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")  # no profile's region either
+    assert cli.main(["logs", "some-job"]) == 1
+    assert capsys.readouterr().err == ("sm-dist logs: error: region=None: set AWS_REGION (or a region in your AWS "
+                                       "profile; --region where the command has it)\n")
 
 
 def test_anything_else_is_an_internal_error_in_one_line(monkeypatch: pytest.MonkeyPatch,
