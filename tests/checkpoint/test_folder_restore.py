@@ -13,6 +13,7 @@ import boto3
 import pytest
 
 from sm_dist.container.restore import folder_restore as fr
+from sm_dist.container.restore import meeting, remotes
 
 
 @pytest.fixture
@@ -47,7 +48,7 @@ def test_a_restarted_host_gets_what_the_uri_holds(s3, tmp_path: Path) -> None:
     write(host / "checkpoint-10/rng_state_1.pth", b"r", age_s=60)  # rotated away on algo-1: deleted
     write(host / "step-000000008/model/__1_0.distcp", b"shard")  # the checkpointer's own: kept
     write(host / "snapshot.pt.sagemaker-uploaded", b"")  # SageMaker's marker: kept
-    got, deleted = fr.restore(host, fr.S3Remote("s3://ckpt/job"))
+    got, deleted = fr.restore(host, remotes.S3Remote("s3://ckpt/job"))
     assert got == ["checkpoint-20/model.safetensors", "snapshot.pt"]
     assert deleted == ["checkpoint-10/rng_state_1.pth"]
     assert (host / "snapshot.pt").read_bytes() == b"epoch-8"
@@ -66,8 +67,8 @@ def test_the_writer_does_not_download_its_own_files_again(s3, tmp_path: Path) ->
         s3.upload_file(str(path), "ckpt", key, Config=client_cfg)
     etag = s3.head_object(Bucket="ckpt", Key="job/checkpoint-5/model.safetensors")["ETag"]
     assert etag.strip('"').endswith("-2")  # really multipart
-    assert fr.pending(host, fr.S3Remote("s3://ckpt/job")) == []  # settled: both are there
-    got, deleted = fr.restore(host, fr.S3Remote("s3://ckpt/job"))
+    assert fr.pending(host, remotes.S3Remote("s3://ckpt/job")) == []  # settled: both are there
+    got, deleted = fr.restore(host, remotes.S3Remote("s3://ckpt/job"))
     assert got == [] and deleted == []
 
 
@@ -77,7 +78,7 @@ def test_settle_waits_while_this_hosts_newest_file_moves(tmp_path: Path) -> None
     uri, host = tmp_path / "uri", tmp_path / "algo-1"
     write(uri / "snapshot.pt", b"old", age_s=60)
     write(host / "snapshot.pt", b"new!")
-    remote = fr.FolderRemote(uri)
+    remote = remotes.FolderRemote(uri)
     assert fr.pending(host, remote) == ["snapshot.pt"]
     uploader = threading.Timer(0.3, lambda: write(uri / "snapshot.pt", b"new!"))
     uploader.start()
@@ -100,7 +101,7 @@ def test_files_restored_at_job_start_are_at_the_uri(s3, tmp_path: Path) -> None:
     write(host / "checkpoint-100/optimizer.pt", b"o" * 100)  # downloaded just now
     future = time.time() + 60
     os.utime(host / "checkpoint-100/optimizer.pt", (future, future))  # whatever the clocks say
-    assert fr.pending(host, fr.S3Remote("s3://ckpt/job")) == []
+    assert fr.pending(host, remotes.S3Remote("s3://ckpt/job")) == []
 
 
 def test_two_hosts_writing_one_name_do_not_stall_the_restore(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -110,7 +111,7 @@ def test_two_hosts_writing_one_name_do_not_stall_the_restore(tmp_path: Path, cap
     uri, host = tmp_path / "uri", tmp_path / "algo-1"
     write(host / "checkpoint-20/trainer_state.json", b"{...164019 bytes}", age_s=30)
     write(uri / "checkpoint-20/trainer_state.json", b"{...164020 bytes!}")
-    remote = fr.FolderRemote(uri)
+    remote = remotes.FolderRemote(uri)
     conflicts: list[str] = []
     assert fr.pending(host, remote, conflicts) == [] and conflicts == ["checkpoint-20/trainer_state.json"]
     with caplog.at_level("WARNING"):
@@ -127,11 +128,11 @@ def test_the_hosts_meet_on_the_rendezvous_store(tmp_path: Path) -> None:
     server = TCPStore("127.0.0.1", 0, is_master=True, timeout=timedelta(seconds=30), wait_for_workers=False)
     endpoint = f"127.0.0.1:{server.port}"
     hosts = ["algo-1", "algo-2"]
-    assert fr.meet(endpoint, "run-1", hosts, "algo-1", timeout=0.5) == (["algo-2"], {})  # alone: names who
-    assert fr.meet(endpoint, "run-1", hosts, "algo-1", timeout=0.5)[0] == ["algo-2"]  # tried again: still alone
+    assert meeting.meet(endpoint, "run-1", hosts, "algo-1", timeout=0.5) == (["algo-2"], {})  # alone: names who
+    assert meeting.meet(endpoint, "run-1", hosts, "algo-1", timeout=0.5)[0] == ["algo-2"]  # tried again: still alone
     results: list[tuple[list[str], dict[str, str]]] = []
     others = [threading.Thread(target=lambda h=h: results.append(
-        fr.meet(endpoint, "run-2", hosts, h, timeout=30, share=f'["{h}: snapshot.pt"]' if h == "algo-1" else "[]")))
+        meeting.meet(endpoint, "run-2", hosts, h, timeout=30, share=f'["{h}: snapshot.pt"]' if h == "algo-1" else "[]")))
         for h in hosts]
     for t in others:
         t.start()
@@ -139,9 +140,9 @@ def test_the_hosts_meet_on_the_rendezvous_store(tmp_path: Path) -> None:
         t.join()
     assert [missing for missing, _ in results] == [[], []]
     shared = results[0][1]  # what each host left: its files outside the synced folder
-    assert fr.split_resume(shared) == "algo-1 has algo-1: snapshot.pt, algo-2 has not"
-    assert fr.split_resume({"algo-1": '["cwd: a.pt"]', "algo-2": '["cwd: a.pt"]'}) is None  # the same everywhere
-    assert fr.meet("", "run-3", hosts, "algo-1") == ([], {"algo-1": ""})  # no endpoint (one host): nothing to wait for
+    assert meeting.split_resume(shared) == "algo-1 has algo-1: snapshot.pt, algo-2 has not"
+    assert meeting.split_resume({"algo-1": '["cwd: a.pt"]', "algo-2": '["cwd: a.pt"]'}) is None  # the same everywhere
+    assert meeting.meet("", "run-3", hosts, "algo-1") == ([], {"algo-1": ""})  # no endpoint (one host): nothing to wait for
 
 
 def test_run_reports_and_never_raises(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -216,14 +216,14 @@ def test_a_host_starting_for_the_first_time_does_not_hold_up_a_host_that_restore
     from _harness import free_port
     from torch.distributed import TCPStore
 
-    from sm_dist.container.restore import folder_restore
+    from sm_dist.container.restore import meeting
     from sm_dist.runtime import run_script
 
     port = free_port()
     master = TCPStore("127.0.0.1", port, is_master=True, timeout=timedelta(seconds=30))
     endpoint = f"127.0.0.1:{port}"
     met: list[tuple[list[str], dict[str, str]]] = []
-    waiter = threading.Thread(target=lambda: met.append(folder_restore.meet(
+    waiter = threading.Thread(target=lambda: met.append(meeting.meet(
         endpoint, "job-1-41007", ["algo-1", "algo-2"], "algo-2", timeout=HANG_GUARD_S, share='["snapshot.pt"]')))
     waiter.start()
     time.sleep(0.5)
@@ -232,5 +232,5 @@ def test_a_host_starting_for_the_first_time_does_not_hold_up_a_host_that_restore
     waiter.join(HANG_GUARD_S)
     [(missing, shared)] = met
     assert missing == [] and shared == {"algo-1": worker.NOT_RESTORING, "algo-2": '["snapshot.pt"]'}
-    assert folder_restore.split_resume(shared) is None  # a host that did not restore splits nothing
+    assert meeting.split_resume(shared) is None  # a host that did not restore splits nothing
     del master

@@ -14,10 +14,12 @@ Run by `sm_dist.container.worker` on each host's local rank 0 when torchrun rest
    host's files are at the URI before any host restores;
 2. **meet** — every host's restore waits for the others on algo-1's rendezvous store (the
    c10d TCPStore that torchrun's agents already share), so nobody downloads before the
-   slowest host's uploads are in;
+   slowest host's uploads are in (`sm_dist.container.restore.meeting`);
 3. **restore** — download what the URI has and the folder lacks (missing, another size, or
    written at the URI after the local copy), and delete what the URI no longer has (another
    host's retention deleted it). The URI is the truth, as at job start.
+
+The URI is a `Remote` (`sm_dist.container.restore.remotes`): an S3 prefix, or a folder in local mode.
 
 Under network isolation (``--peers``) the container has no S3: the folder is made what the hosts'
 folders hold together instead, over the cluster network (`sm_dist.container.restore.peer_restore`).
@@ -32,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import json
 import logging
 import os
@@ -41,21 +42,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
 
-from sm_dist.container.worker import MEET_PREFIX, NOT_RESTORING, RESTORE_SPLIT
+from sm_dist.container.restore.meeting import MEET_TIMEOUT_S, meet, said_split
+from sm_dist.container.restore.remotes import Entry, Remote, remote_for
+from sm_dist.container.worker import RESTORE_SPLIT
 from sm_dist.contract.checkpoint import parse_step
-from sm_dist.contract.container import (
-    PARTIAL_SUFFIX,
-    SYNC_IGNORE_SUFFIX,
-    SYNC_UPLOADING_SUFFIX,
-    sync_skipped,
-    synced_files,
-)
-from sm_dist.contract.worker_errors import SPLIT_RESUME_PREFIX
-
-if TYPE_CHECKING:
-    from mypy_boto3_s3 import S3Client
+from sm_dist.contract.container import SYNC_IGNORE_SUFFIX, SYNC_UPLOADING_SUFFIX, sync_skipped, synced_files
 
 _log = logging.getLogger("sm_dist.folder_restore")
 
@@ -65,134 +57,11 @@ _log = logging.getLogger("sm_dist.folder_restore")
 SETTLE_IDLE_S = 15.0
 #: The longest the settle waits even while files keep moving (a large checkpoint on its way).
 SETTLE_LIMIT_S = 1800.0
-#: How long to wait for the other hosts at the rendezvous store.
-MEET_TIMEOUT_S = 600.0
 #: Clock slack between this host's file times and S3's LastModified.
 CLOCK_SLACK_S = 2.0
 #: Files named in one conflict report.
 REPORT_FILES = 3
 _POLL_S = 0.5
-
-
-#: boto3's default multipart part size (docs/PLATFORM.md §4.3): the ETag of a file uploaded in parts of it.
-ETAG_PART_BYTES = 8 << 20
-
-
-@dataclass(frozen=True)
-class Entry:
-    """A file at the URI: size in bytes, when it was written there (Unix seconds), S3's ETag."""
-
-    size: int
-    modified: float
-    etag: str | None = None
-
-
-class Remote(Protocol):
-    """The checkpoint URI: an S3 prefix, or a folder (local mode's --local-checkpoints)."""
-
-    def list(self) -> dict[str, Entry]: ...
-
-    def get(self, key: str, dest: Path) -> None: ...
-
-    def put(self, path: Path, key: str) -> None: ...
-
-    def same(self, key: str, entry: Entry, path: Path) -> bool:
-        """Whether `path` holds the bytes of `key` (False when it cannot tell)."""
-        ...
-
-
-def s3_etag(path: Path, part_bytes: int = ETAG_PART_BYTES) -> str:
-    """The ETag S3 gives `path` uploaded whole (its md5) or in parts of `part_bytes` (md5 of the parts' md5s)."""
-    import hashlib
-
-    digests = []
-    with open(path, "rb") as f:
-        while chunk := f.read(part_bytes):
-            digests.append(hashlib.md5(chunk, usedforsecurity=False).digest())
-    if len(digests) <= 1:
-        return (digests[0] if digests else hashlib.md5(b"", usedforsecurity=False).digest()).hex()
-    return f"{hashlib.md5(b''.join(digests), usedforsecurity=False).hexdigest()}-{len(digests)}"
-
-
-class S3Remote:
-    def __init__(self, uri: str, client: S3Client | None = None) -> None:
-        from sm_dist.runtime.checkpoint.s3 import make_client, parse_s3_uri
-
-        self.bucket, self.prefix = parse_s3_uri(uri)
-        self.client = client or make_client()
-
-    def _key(self, rel: str) -> str:
-        return f"{self.prefix}/{rel}" if self.prefix else rel
-
-    def list(self) -> dict[str, Entry]:
-        found: dict[str, Entry] = {}
-        base = f"{self.prefix}/" if self.prefix else ""
-        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=base):
-            for obj in page.get("Contents", []):
-                rel = obj["Key"][len(base):]
-                if rel and not rel.endswith("/"):
-                    found[rel] = Entry(int(obj["Size"]), obj["LastModified"].timestamp(), obj.get("ETag", "").strip('"'))
-        return found
-
-    def get(self, key: str, dest: Path) -> None:
-        self.client.download_file(self.bucket, self._key(key), str(dest))
-
-    def put(self, path: Path, key: str) -> None:
-        self.client.upload_file(str(path), self.bucket, self._key(key))
-
-    def same(self, key: str, entry: Entry, path: Path) -> bool:
-        # a file this host wrote itself, uploaded whole or in boto3's default parts; another
-        # uploader's part size gives another ETag, and the file is downloaded again (correct, slower)
-        if not entry.etag:
-            return False
-        st = path.stat()
-        return _etag_of(str(path), st.st_size, st.st_mtime_ns) == entry.etag
-
-
-@functools.lru_cache(maxsize=4096)
-def _etag_of(path: str, _size: int, _mtime_ns: int) -> str:
-    """`s3_etag` of one version of a file (the settle asks every poll: hashed once per version)."""
-    return s3_etag(Path(path))
-
-
-class FolderRemote:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def list(self) -> dict[str, Entry]:
-        if not self.path.is_dir():
-            return {}
-        found = {}
-        for p in self.path.rglob("*"):
-            if p.is_file() and not p.name.endswith(PARTIAL_SUFFIX):
-                st = p.stat()
-                found[p.relative_to(self.path).as_posix()] = Entry(st.st_size, st.st_mtime)
-        return found
-
-    def get(self, key: str, dest: Path) -> None:
-        import shutil
-
-        shutil.copyfile(self.path / key, dest)
-
-    def put(self, path: Path, key: str) -> None:
-        import shutil
-
-        dest = self.path / key
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(dest.name + PARTIAL_SUFFIX)
-        shutil.copyfile(path, tmp)
-        os.replace(tmp, dest)
-
-    def same(self, key: str, entry: Entry, path: Path) -> bool:
-        import filecmp
-
-        return filecmp.cmp(self.path / key, path, shallow=False)
-
-
-def remote_for(uri: str) -> Remote:
-    if uri.startswith("s3://"):
-        return S3Remote(uri)
-    return FolderRemote(Path(uri[len("file://"):] if uri.startswith("file://") else uri))
 
 
 def managed(rel: str) -> bool:
@@ -284,52 +153,6 @@ def settle(folder: Path, remote: Remote, idle: float = SETTLE_IDLE_S, limit: flo
         sleep(_POLL_S)
 
 
-def meet(endpoint: str, key: str, hosts: Sequence[str], me: str, timeout: float = MEET_TIMEOUT_S,
-         share: str = "") -> tuple[list[str], dict[str, str]]:
-    """Wait on the rendezvous store until every host of `hosts` arrived for `key`, each leaving
-    `share`; (the hosts still missing at the timeout, empty when met; host -> what it shared).
-    Arriving twice (a retried restore) counts once; a host that starts its workers for the first
-    time comes as NOT_RESTORING (its folder holds what the job started with: nothing to wait for)."""
-    if len(hosts) <= 1 or not endpoint:
-        return [], {me: share}
-    from datetime import timedelta
-
-    from torch.distributed import TCPStore
-
-    host, _, port = endpoint.rpartition(":")
-    store = TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=min(timeout, 60.0) or 1.0))
-    prefix = f"{MEET_PREFIX}/{key}"
-    store.set(f"{prefix}/{me}", share)
-    deadline = time.monotonic() + timeout
-    while True:
-        missing = [h for h in hosts if not store.check([f"{prefix}/{h}"])]
-        if not missing:
-            return [], {h: store.get(f"{prefix}/{h}").decode("utf-8", "replace") for h in hosts}
-        if time.monotonic() >= deadline:
-            return missing, {}
-        time.sleep(_POLL_S)
-
-
-def _outside_of(text: str) -> tuple[str, ...]:
-    """A host's share: the JSON list of its files outside the folder, or the peer restore's record holding it."""
-    data = json.loads(text or "[]")
-    return tuple(sorted(data.get("outside", []) if isinstance(data, dict) else data))
-
-
-def split_resume(shared: dict[str, str]) -> str | None:
-    """What differs between the hosts' checkpoint-like files outside the synced folder (each host
-    shares a JSON list of them), or None when every host has the same."""
-    lists = {host: _outside_of(text) for host, text in shared.items() if text != NOT_RESTORING}
-    if len(set(lists.values())) <= 1:
-        return None
-    every = sorted({name for names in lists.values() for name in names})
-    name = next(n for n in every if any(n not in names for names in lists.values()))
-    have = [h for h, names in sorted(lists.items()) if name in names]
-    lack = [h for h, names in sorted(lists.items()) if name not in names]
-    return f"{', '.join(have)} {'has' if len(have) == 1 else 'have'} {name}, {', '.join(lack)} " \
-           f"{'has' if len(lack) == 1 else 'have'} not"
-
-
 def restore(folder: Path, remote: Remote, delete: bool = True) -> tuple[list[str], list[str]]:
     """Download what the URI has newer or the folder lacks; delete what the URI lacks. Returns (got, deleted)."""
     there = {rel: e for rel, e in remote.list().items() if managed(rel)}
@@ -359,16 +182,6 @@ class RestoreFailed(Exception):
     """A step of the restore failed; the message is the reason, in one line."""
 
 
-def _said_split(shared: dict[str, str], folder: Path) -> bool:
-    """Print the split-resume line when the hosts' files outside the folder differ; whether they did."""
-    split = split_resume(shared)
-    if split:  # read by the launcher's failure watch: the reason if the job then fails (a hang, a rendezvous error)
-        print(f"{SPLIT_RESUME_PREFIX}{split} (outside the checkpoint folder {folder}, which alone is synced): the "
-              "hosts resume from different states; save the script's checkpoints under the checkpoint folder "
-              "(SM_CHECKPOINT_DIR)", file=sys.stderr, flush=True)
-    return split is not None
-
-
 def _names(names: Sequence[str]) -> str:
     more = len(names) - REPORT_FILES
     return ", ".join(names[:REPORT_FILES]) + (f" and {more} more" if more > 0 else "")
@@ -390,7 +203,7 @@ def run_peers(folder: Path, endpoint: str, hosts: Sequence[str], round_key: str,
                      "writes them into the checkpoint folder and the last write wins (Hugging Face: "
                      "save_on_each_node=True; save on one node, or give each host its own names); every host gets "
                      "the newest copy", host, _names(done.conflicts))
-    split = _said_split(shared, folder)
+    split = said_split(shared, folder)
     fetched = sum(held.size for _, held in done.fetch.values())
     _log.info("%s: checkpoint folder restored from the other hosts (network isolation: no S3 in the container): "
               "%d file(s) fetched (%.1f MiB), %d deleted", host, len(done.fetch), fetched / 2**20, len(done.delete))
@@ -412,7 +225,7 @@ def run(folder: Path, uri: str, endpoint: str, hosts: Sequence[str], round_key: 
     missing, shared = meet(endpoint, round_key, hosts, host, share=json.dumps(sorted(outside)))
     if missing:
         raise RestoreFailed(f"{', '.join(missing)} did not reach the restore in {MEET_TIMEOUT_S:.0f} s")
-    split = _said_split(shared, folder)
+    split = said_split(shared, folder)
     got, deleted = restore(folder, remote)
     _log.info("%s: checkpoint folder restored from %s: %d file(s) downloaded, %d deleted", host, uri, len(got),
               len(deleted))

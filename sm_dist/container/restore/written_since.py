@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from sm_dist.container.restore.folder_restore import Remote, S3Remote, remote_for
+from sm_dist.container.restore.remotes import Remote, S3Remote, remote_for
 from sm_dist.contract.container import sync_skipped
 from sm_dist.runtime.checkpoint.s3 import make_client
 
