@@ -7,7 +7,7 @@ read it for their defaults (explicit arguments win). Strategy, precision, checkp
 seed therefore never have to be squeezed into hyperparameters.
 
 Its `checkpoint` block is the one checkpoint record, `sm_dist.contract.checkpoint.CheckpointSettings`,
-built from the LaunchConfig in one place (`sm_dist.planning.plan`) and taken as it is by the
+built from the LaunchConfig in one place (`sm_dist.planning.code_plan`) and taken as it is by the
 checkpointer; an entrypoint's flags replace its fields (`sm_dist.runtime.train_args`). One documented
 rename: the checkpoint period is `checkpoint_interval_steps` on LaunchConfig (and `sm-dist fit
 --checkpoint-interval-steps`), `interval_steps` inside the record (`Checkpointer(interval_steps=)`),

@@ -27,8 +27,10 @@ from sm_dist.errors import ConfigError
 from sm_dist.local import api as local_backend
 from sm_dist.local.job import LocalJob
 from sm_dist.local.options import LocalOptions
+from sm_dist.planning.build import launch_config, make_plan, new_job_name
+from sm_dist.planning.code_plan import plan_code
 from sm_dist.planning.config import LaunchConfig
-from sm_dist.planning.plan import Plan, launch_config, make_plan, new_job_name, plan_code
+from sm_dist.planning.plan import Plan
 
 if TYPE_CHECKING:
     from boto3 import Session

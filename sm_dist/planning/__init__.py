@@ -2,7 +2,7 @@
 
 Both backends take a Plan — the cloud one (`sm_dist.cloud`) and the local one (`sm_dist.local`) —
 and neither imports the other; the facade (`sm_dist.launch.api`: `sm_dist.plan`, `sm_dist.fit`)
-makes the plan and picks the backend. One path (`plan.launch_config`, `plan.make_plan`): the
+makes the plan and picks the backend. One path (`build.launch_config`, `build.make_plan`): the
 keyword settings (settings: LaunchSettings) →
 config (LaunchConfig, each field checked) → the code bundle (ignore, bundle, wheels), the strategy
 (sizing: the estimator), locations (role, S3, an infra stack's outputs), the request (request:
