@@ -29,17 +29,12 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from sm_dist.contract.container import WARMPOOL_CACHE_ENV
+from sm_dist.contract.container import WARMPOOL_CACHE_ENV, WARMPOOL_CACHE_FOLDERS
 
 _log = logging.getLogger("sm_dist.launcher")
 
-#: The variables pointed into the cache, and their folder in it.
-CACHE_FOLDERS = {
-    "PIP_CACHE_DIR": "pip",
-    "HF_HOME": "huggingface",
-    "TORCHINDUCTOR_CACHE_DIR": "torchinductor",
-    "TRITON_CACHE_DIR": "triton",
-}
+#: The variables pointed into the cache, and their folder in it (the contract's: local mode reads it too).
+CACHE_FOLDERS = WARMPOOL_CACHE_FOLDERS
 #: sm_dist's own folder in the cache (the wheelhouse, the last job's name).
 OWN_FOLDER = "sm_dist"
 LAST_JOB_FILE = "last_job"

@@ -71,6 +71,13 @@ INSTALL_REQUIREMENTS_ENV = "SM_DIST_INSTALL_REQUIREMENTS"
 #: here and named by the variable (docs/PLATFORM.md §1.13.1); `sm_dist.container.warm_cache` uses it.
 WARMPOOL_CACHE_DIR = f"{OPT_ML}/sagemaker/warmpoolcache"
 WARMPOOL_CACHE_ENV = "SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"
+#: The caches PID 1 points into that folder (variable -> its folder there; sm_dist.container.warm_cache).
+WARMPOOL_CACHE_FOLDERS = {
+    "PIP_CACHE_DIR": "pip",
+    "HF_HOME": "huggingface",
+    "TORCHINDUCTOR_CACHE_DIR": "torchinductor",
+    "TRITON_CACHE_DIR": "triton",
+}
 
 #: Suffix of a file still being copied into local mode's folder store (a URI's stand-in): never a checkpoint file.
 PARTIAL_SUFFIX = ".sm-dist-partial"
@@ -263,5 +270,5 @@ __all__ = [
     "SYNC_UPLOADED_SUFFIX", "SYNC_UPLOADING_SUFFIX", "CHECKPOINT_SUFFIXES", "WEIGHT_SUFFIXES", "checkpoint_like", "CheckpointConfig", "read_checkpoint_config", "ResourceConfig",
     "TENSORBOARD_CONFIG", "TENSORBOARD_LOCAL_PATH", "read_tensorboard_dir", "config_path", "host_order",
     "opt_ml_root", "read_config", "read_resource_config", "remap", "sync_skipped", "synced_files", "PARTIAL_SUFFIX",
-    "WARMPOOL_CACHE_DIR", "WARMPOOL_CACHE_ENV",
+    "WARMPOOL_CACHE_DIR", "WARMPOOL_CACHE_ENV", "WARMPOOL_CACHE_FOLDERS",
 ]

@@ -31,6 +31,7 @@ from sm_dist.contract.container import (
     RDZV_HOST_ENV,
     WARMPOOL_CACHE_DIR,
     WARMPOOL_CACHE_ENV,
+    WARMPOOL_CACHE_FOLDERS,
     remap,
 )
 from sm_dist.local.config import LocalJobConfig
@@ -81,6 +82,11 @@ def host_environment(
     env.update(platform_env(config))
     if config.warm_pool is not None:  # as SageMaker names a warm pool's persistent cache (docs/PLATFORM.md §1.13.1)
         env[WARMPOOL_CACHE_ENV] = WARMPOOL_CACHE_DIR if private else remap(WARMPOOL_CACHE_DIR, layout.root)
+        # a cache variable of this process (your shell's HF_HOME; torch sets TORCHINDUCTOR_CACHE_DIR in
+        # os.environ once it compiled) is not the container's: PID 1 points it into the pool, as in the cloud
+        for name in WARMPOOL_CACHE_FOLDERS:
+            if name not in config.environment:
+                env.pop(name, None)
     env.update({key: str(port) for key, port in ports.items()})
     if not private:
         env[OPT_ML_ENV] = str(layout.root)

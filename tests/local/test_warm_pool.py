@@ -89,6 +89,14 @@ def test_each_host_sees_its_cache_at_the_platforms_path(fake_config: LocalJobCon
     assert env["SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"] == str(cache)
     assert "SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY" not in host_environment(fake_config, layout, ports,
                                                                                 private=True, base={})
+    # this process's cache variables (a shell's HF_HOME; TORCHINDUCTOR_CACHE_DIR, which torch puts in os.environ
+    # once it compiled) are not the container's: on a pool PID 1 points them into it, unless environment= sets them
+    mine = {"HF_HOME": "/home/me/.cache/hf", "TORCHINDUCTOR_CACHE_DIR": "/tmp/torchinductor_me", "PATH": "/bin"}
+    env = host_environment(config, layout, ports, private=True, base=mine)
+    assert "HF_HOME" not in env and "TORCHINDUCTOR_CACHE_DIR" not in env and env["PATH"] == "/bin"
+    pinned = replace(config, environment={**config.environment, "HF_HOME": "/data/hf"})
+    assert host_environment(pinned, layout, ports, private=True, base=mine)["HF_HOME"] == "/data/hf"
+    assert host_environment(fake_config, layout, ports, private=True, base=mine)["HF_HOME"] == "/home/me/.cache/hf"
     # the next attempt remakes the host's folder; the cache is kept
     (cache / "kept").write_text("x")
     create_host_root(config, "algo-2", tmp_path / "h2", None)
