@@ -1,29 +1,32 @@
 """What the user asks for when launching: one frozen, validated value (`LaunchConfig`).
 
 `sm_dist.plan(...)`, `sm_dist.fit(...)` and `sm-dist fit` all build a LaunchConfig first, so a
-bad argument fails here — before anything is read from AWS, uploaded or created. Checks that
-need the catalog, the estimator or the source dir live in `preflight`.
+bad argument fails here — before anything is read from AWS, uploaded or created. The field checks
+are `sm_dist.planning.config_checks`; checks that need the catalog, the estimator or the source dir
+live in `preflight`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
-from sm_dist.contract.checkpoint import (
-    CheckpointMode,
-    check_interval,
-    check_keep,
-    parse_mode,
-)
+from sm_dist.contract.checkpoint import CheckpointMode, parse_mode
 from sm_dist.contract.sagemaker import BASE_JOB_NAME_RE, check_job_name
-from sm_dist.errors import ConfigError, check_int
+from sm_dist.errors import ConfigError
 from sm_dist.jobspec import entry_is_function
-from sm_dist.planning.channels import Channel, SourceKind, channels_from
+from sm_dist.planning.channels import Channel
+from sm_dist.planning.config_checks import KEEP_ALIVE_MAX_S as KEEP_ALIVE_MAX_S  # keep_alive_s's bound, named here too
+from sm_dist.planning.config_checks import (
+    check_chain,
+    check_mappings,
+    check_numbers,
+    check_s3,
+    check_text,
+    check_training_plan_arn,
+)
 from sm_dist.planning.mlflow_setting import MlflowTarget, parse_mlflow
 from sm_dist.vocab import Precision, Strategy, parse_enum
 
@@ -40,12 +43,6 @@ DEFAULT_MAX_RESTARTS = 2
 DEFAULT_VOLUME_GB = 30
 #: output_compression's values: OutputDataConfig.CompressionType GZIP or NONE, or the plan's choice.
 OUTPUT_COMPRESSIONS = ("auto", "gzip", "none")
-_ENV_KEY_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-_TAG_KEY_RE = re.compile(r"[\w\s.:/=+\-@]{1,128}")
-#: ResourceConfig.KeepAlivePeriodInSeconds's range in the service model (docs/PLATFORM.md §1.13).
-KEEP_ALIVE_MAX_S = 21_600
-#: ResourceConfig.TrainingPlanArn as the service model writes it, with a plan name (docs/PLATFORM.md §1.10).
-_TRAINING_PLAN_ARN_RE = re.compile(r"arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]+:[0-9]{12}:training-plan/[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,8 +173,8 @@ class LaunchConfig:
     metric lines there (local mode: a file store under the run's folder; docs/guides/live.md)."""
 
     def __post_init__(self) -> None:
-        _check_text("entry", self.entry)
-        _check_text("instance_type", self.instance_type)
+        check_text("entry", self.entry)
+        check_text("instance_type", self.instance_type)
         if not Path(self.source_dir).is_dir():
             raise ConfigError("source_dir", self.source_dir, "expected an existing folder")
         if str(self.strategy).lower() != "auto":
@@ -185,10 +182,10 @@ class LaunchConfig:
         else:
             object.__setattr__(self, "strategy", "auto")
         object.__setattr__(self, "precision", parse_enum(Precision, self.precision, "precision"))
-        self._check_numbers()
-        self._check_chain()
-        self._check_s3()
-        self._check_mappings()
+        check_numbers(self)
+        check_chain(self)
+        check_s3(self)
+        check_mappings(self)
         object.__setattr__(self, "checkpoint_mode", parse_mode(self.checkpoint_mode, "checkpoint_mode"))
         if sum(x is not None for x in (self.params, self.model, self.hf_config)) > 1:
             raise ConfigError("params", self.params, "give only one of params=, model=, hf_config=")
@@ -204,90 +201,9 @@ class LaunchConfig:
             value = getattr(self, name)
             if not isinstance(value, bool) and not (name == "infra_check" and value is None):
                 raise ConfigError(name, value, "expected true or false" + (" (or leave it unset)" if name == "infra_check" else ""))
-        if self.training_plan_arn is not None and not _TRAINING_PLAN_ARN_RE.fullmatch(str(self.training_plan_arn)):
-            raise ConfigError("training_plan_arn", self.training_plan_arn, "expected the plan's ARN, "
-                              "arn:aws:sagemaker:<region>:<account>:training-plan/<name> (aws sagemaker list-training-plans)")
+        check_training_plan_arn(self.training_plan_arn)
         if not isinstance(self.tensorboard, bool):
             raise ConfigError("tensorboard", self.tensorboard, "expected True or False")
-
-    def _check_numbers(self) -> None:
-        _check_int("instance_count", self.instance_count, 1)
-        _check_int("seed", self.seed, 0)
-        _check_int("max_restarts", self.max_restarts, 0)
-        if self.hang_timeout_s is not None:
-            _check_int("hang_timeout_s", self.hang_timeout_s, 0)
-        _check_int("volume_size_gb", self.volume_size_gb, 1)
-        _check_int("micro_batch", self.micro_batch, 1)
-        if self.seq_len is not None:
-            _check_int("seq_len", self.seq_len, 1)
-        if self.tokens is not None and not (isinstance(self.tokens, (int, float)) and self.tokens > 0):
-            raise ConfigError("tokens", self.tokens, "expected a positive number of training tokens, e.g. 2e12")
-        check_keep(self.checkpoint_keep, "checkpoint_keep")  # the contract's rule, as in the spec and runtime
-        check_interval(self.checkpoint_interval_steps, "checkpoint_interval_steps")
-        for name in ("nproc_per_node", "max_runtime_s", "max_wait_s"):
-            if getattr(self, name) is not None:
-                _check_int(name, getattr(self, name), 1)
-        if self.keep_alive_s is not None:
-            _check_int("keep_alive_s", self.keep_alive_s, 0, KEEP_ALIVE_MAX_S)
-        if self.retry_attempts is not None:
-            _check_int("retry_attempts", self.retry_attempts, 1, 30)
-        if self.max_cost_usd is not None and not (isinstance(self.max_cost_usd, (int, float)) and self.max_cost_usd > 0):
-            raise ConfigError("max_cost_usd", self.max_cost_usd, "expected a positive number of dollars")
-        if self.params is not None and not (isinstance(self.params, (int, float)) and self.params > 0):
-            raise ConfigError("params", self.params, "expected a positive parameter count, e.g. 7e9")
-
-    def _check_chain(self) -> None:
-        for name in ("max_links", "on_demand_after"):
-            value = getattr(self, name)
-            if value is not None:
-                _check_int(name, value, 1, 99 if name == "max_links" else None)
-                if not self.chain:
-                    raise ConfigError(name, value, "applies to a chain of jobs: add chain=True (--chain)")
-        if self.on_demand_after is not None and not self.spot:
-            raise ConfigError("on_demand_after", self.on_demand_after, "counts spot interruptions: add spot=True (--spot)")
-        self._check_fallbacks()
-        if self.chain and str(self.checkpoint_mode).lower() == CheckpointMode.OFF:
-            raise ConfigError("checkpoint_mode", "off", "each job of a chain resumes from the checkpoints: "
-                              "use another mode")
-
-    def _check_fallbacks(self) -> None:
-        kinds: Any = self.fallback_instance_types  # what the caller gave: a list, a tuple, or a wrong type
-        if isinstance(kinds, str) or not all(isinstance(k, str) and k.strip() for k in kinds):
-            raise ConfigError("fallback_instance_types", kinds, "expected a list of instance types, e.g. "
-                              "['ml.p4de.24xlarge'] (--fallback-instance-type, repeatable)")
-        object.__setattr__(self, "fallback_instance_types", kinds := tuple(kinds))
-        if kinds and not self.chain:
-            raise ConfigError("fallback_instance_types", list(kinds), "applies to a chain of jobs: add chain=True "
-                              "(--chain)")
-        if len(kinds) > 4 or len(set(kinds)) != len(kinds) or self.instance_type in kinds:
-            raise ConfigError("fallback_instance_types", list(kinds), "give at most 4 types, each once, other than "
-                              "instance_type (InstancePreferences holds 5 in all)")
-
-    def _check_s3(self) -> None:
-        for name in ("checkpoint_s3_uri", "output_s3_uri"):
-            value = getattr(self, name)
-            if value is not None and not re.fullmatch(r"s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?", str(value)):
-                raise ConfigError(name, value, "expected s3://bucket/prefix")
-        object.__setattr__(self, "inputs", MappingProxyType(channels_from(self.inputs)))
-        for name, channel in self.inputs.items():
-            if channel.kind in (SourceKind.FSX_LUSTRE, SourceKind.EFS) and not self.subnets:
-                raise ConfigError(f"inputs.{name}", channel.source, "a file system is reached through the job's VPC: "
-                                  "pass subnets= and security_group_ids= (--subnet, --security-group-id)")
-
-    def _check_mappings(self) -> None:
-        for key, value in self.environment.items():
-            if not _ENV_KEY_RE.fullmatch(str(key)) or not isinstance(value, str):
-                raise ConfigError(f"environment.{key}", value, "names: letters, digits, _; values: strings")
-        for key, value in self.tags.items():
-            if not _TAG_KEY_RE.fullmatch(str(key)) or not isinstance(value, str):
-                raise ConfigError(f"tags.{key}", value, "tag keys ≤128 chars, values strings")
-        for name in ("metrics", "subnets", "security_group_ids", "ignore_patterns", "args"):
-            value = getattr(self, name)
-            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
-                raise ConfigError(name, value, "expected a list of strings")
-            object.__setattr__(self, name, tuple(value))
-        if bool(self.subnets) != bool(self.security_group_ids):
-            raise ConfigError("subnets", self.subnets, "a VPC needs both subnets and security_group_ids")
 
     @property
     def entry_is_function(self) -> bool:
@@ -304,15 +220,6 @@ class LaunchConfig:
 
                 raise ConfigError(key, data[key], f"unknown setting{did_you_mean(key, sorted(known))}")
         return cls(**dict(data))
-
-
-def _check_text(name: str, value: object) -> None:
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(name, value, "expected a non-empty string")
-
-
-def _check_int(name: str, value: object, low: int, high: int | None = None) -> None:
-    check_int(name, value, low, f"expected a whole number {f'>= {low}' if high is None else f'in {low}..{high}'}", maximum=high)
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
