@@ -197,13 +197,11 @@ class LaunchConfig:
             check_job_name(self.job_name)
         if not BASE_JOB_NAME_RE.fullmatch(self.base_job_name):
             raise ConfigError("base_job_name", self.base_job_name, "use 1-40 letters, digits and hyphens")
-        for name in ("remote_debug", "infra_check"):
+        for name in ("remote_debug", "infra_check", "tensorboard"):
             value = getattr(self, name)
             if not isinstance(value, bool) and not (name == "infra_check" and value is None):
-                raise ConfigError(name, value, "expected true or false" + (" (or leave it unset)" if name == "infra_check" else ""))
+                raise ConfigError(name, value, "expected True or False" + (" (or leave it unset)" if name == "infra_check" else ""))
         check_training_plan_arn(self.training_plan_arn)
-        if not isinstance(self.tensorboard, bool):
-            raise ConfigError("tensorboard", self.tensorboard, "expected True or False")
 
     @property
     def entry_is_function(self) -> bool:

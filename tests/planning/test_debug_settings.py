@@ -82,9 +82,9 @@ def test_the_estimate_adds_the_infra_checks_time(source_dir: Path) -> None:
 
 
 def test_a_setting_that_is_not_a_bool_is_refused(source_dir: Path) -> None:
-    with pytest.raises(ConfigError, match="remote_debug='yes': expected true or false"):
+    with pytest.raises(ConfigError, match="remote_debug='yes': expected True or False"):
         _plan(source_dir, remote_debug="yes")
-    with pytest.raises(ConfigError, match="infra_check=1: expected true or false"):
+    with pytest.raises(ConfigError, match="infra_check=1: expected True or False"):
         _plan(source_dir, infra_check=1)
 
 
