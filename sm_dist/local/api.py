@@ -26,7 +26,8 @@ from sm_dist.local.chaos import Fault
 from sm_dist.local.config import LocalChannel, LocalJobConfig
 from sm_dist.local.job import LocalJob, RunRecord, chain_record, store_manifests
 from sm_dist.local.options import LocalOptions
-from sm_dist.local.runner import LocalRunner, Outcome, RunSettings, print_line
+from sm_dist.local.run_records import Outcome, RunSettings, print_line
+from sm_dist.local.runner import LocalRunner
 from sm_dist.local.stores import Store, open_store, written_since
 from sm_dist.local.verify import Verification
 from sm_dist.local.view import ProgressView

@@ -15,7 +15,7 @@ from sm_dist.contract.worker_errors import WorkerError, cause, errors_in
 from sm_dist.local.mountns import HELPER_PREFIX
 
 if TYPE_CHECKING:
-    from sm_dist.local.runner import Outcome
+    from sm_dist.local.run_records import Outcome
 
 _log = logging.getLogger("sm_dist.local.runner")  # the runner's log: where "stopping the others" was said
 

@@ -26,7 +26,7 @@ from sm_dist.local.clean import pile_up
 from sm_dist.local.config import LocalJobConfig
 from sm_dist.local.cost import LocalCost, local_cost
 from sm_dist.local.progress import Progress
-from sm_dist.local.runner import Outcome
+from sm_dist.local.run_records import Outcome
 from sm_dist.local.stores import Store
 from sm_dist.local.summary import LocalSummary, StepsWentBack
 from sm_dist.local.verify import Verification

@@ -5,13 +5,15 @@ there (docs/PLATFORM.md §1.1): input/config/{resourceconfig,hyperparameters,inp
 checkpointconfig,tensorboardoutputconfig}.json, input/data/<channel> (including the code bundle), and empty model/,
 output/ and checkpoints/ folders. A restarted job (managed spot) gets a fresh folder, as a new
 instance would. On a warm pool (`sm_dist.local.warm_pool`) sagemaker/warmpoolcache is a link to the
-host's persistent cache, which outlives the job as the platform's does.
+host's persistent cache, which outlives the job as the platform's does. `outside_warnings` reads a
+finished attempt's folders for checkpoint-like files written outside the synced one.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,12 +21,15 @@ from sm_dist.contract.container import (
     CHECKPOINT_CONFIG,
     HYPERPARAMETERS,
     INPUT_DATA_CONFIG,
+    OPT_ML,
     RESOURCE_CONFIG,
     TENSORBOARD_CONFIG,
     TENSORBOARD_LOCAL_PATH,
     WARMPOOL_CACHE_DIR,
+    checkpoint_like,
     host_order,
     remap,
+    synced_files,
 )
 from sm_dist.local.config import LocalJobConfig
 
@@ -127,3 +132,23 @@ def create_host_root(config: LocalJobConfig, host: str, root: Path, checkpoint_u
 
 def _write_json(path: Path, value: object) -> None:
     path.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def outside_warnings(config: LocalJobConfig, layouts: Sequence[HostRoot], since: float) -> list[str]:
+    """Checkpoint-like files the script wrote in a host's /opt/ml outside the synced folder (the
+    code dir is its working directory): SageMaker neither syncs them nor keeps them for a restart."""
+    synced = config.checkpoint_local_path.removeprefix(OPT_ML).strip("/")
+    kept = (synced, "model", "output", "input/config")  # synced, or what SageMaker does keep
+    out = []
+    for layout in layouts:
+        found = sorted(rel for rel, st in synced_files(layout.root).items()
+                       if st.st_mtime >= since and checkpoint_like(rel)
+                       and not any(rel == k or rel.startswith(k + "/") for k in kept))
+        if found:
+            names = ", ".join(f"{OPT_ML}/{rel}" for rel in found[:3]) + (f" and {len(found) - 3} more"
+                                                                         if len(found) > 3 else "")
+            out.append(f"{layout.host} wrote {names} outside the checkpoint folder "
+                       f"{config.checkpoint_local_path}: SageMaker does not sync it, so after a restart each "
+                       "host resumes from its own copy (or none) and a new job from none; save checkpoints "
+                       "under the checkpoint folder (SM_CHECKPOINT_DIR)")
+    return out

@@ -16,7 +16,7 @@ from sm_dist.contract.sagemaker import STOP_GRACE_SECONDS
 from sm_dist.errors import ConfigError, check_int
 from sm_dist.local.chaos import Fault, parse_faults
 from sm_dist.local.ckpt_sync import DEFAULT_INTERVAL
-from sm_dist.local.runner import DEFAULT_MAX_JOB_RESTARTS
+from sm_dist.local.run_records import DEFAULT_MAX_JOB_RESTARTS
 from sm_dist.vocab import did_you_mean
 
 

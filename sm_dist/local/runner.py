@@ -17,40 +17,33 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
 
 from sm_dist.contract import hang
 from sm_dist.contract.container import (
     MASTER_PORT_ENV,
-    OPT_ML,
     RDZV_PORT_ENV,
-    checkpoint_like,
     nproc_per_node,
-    synced_files,
 )
-from sm_dist.contract.faults import FAULT_ENV, Fault, hook_env_value
+from sm_dist.contract.faults import FAULT_ENV, hook_env_value
 from sm_dist.contract.log_lines import AloneLine, FaultLine, read_line, read_restart
 from sm_dist.local import interrupt, mountns, tb_sync
-from sm_dist.local.agent import HostAgent, LineSink
+from sm_dist.local.agent import HostAgent
 from sm_dist.local.chaos_driver import ChaosDriver
 from sm_dist.local.ckpt_sync import CheckpointSync
 from sm_dist.local.config import LocalJobConfig
 from sm_dist.local.failure import explain_failure, failed_first
 from sm_dist.local.hostenv import host_environment, host_files_env
-from sm_dist.local.layout import HostRoot, create_host_root, remap
+from sm_dist.local.layout import HostRoot, create_host_root, outside_warnings, remap
 from sm_dist.local.progress import Progress
 from sm_dist.local.restarts import Restarts
-from sm_dist.local.stores import Store
+from sm_dist.local.run_records import Outcome as Outcome  # importable from here as before
+from sm_dist.local.run_records import RunSettings as RunSettings
 
 #: SageMaker keeps only the first 1024 characters of output/failure (FailureReason, docs/PLATFORM.md §1.1).
 FAILURE_CHARS = 1024
 #: How often the supervisor looks at the hosts and fires due chaos.
 TICK_SECONDS = 0.2
-#: Managed spot restarts a job as long as MaxWaitTimeInSeconds allows; local mode caps the count.
-DEFAULT_MAX_JOB_RESTARTS = 3
 _log = logging.getLogger(__name__)
 
 
@@ -59,56 +52,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def print_line(host: str, line: str, stream: TextIO | None = None) -> None:
-    """Default log sink: the line with a host prefix, as CloudWatch shows one stream per host."""
-    out = stream or sys.stdout
-    out.write(f"[{host}] {line}\n")
-    out.flush()
-
-
-@dataclass
-class Outcome:
-    """How a local job ended."""
-
-    status: str = "InProgress"  # InProgress | Completed | Failed | Stopped
-    job_restarts: int = 0
-    exit_codes: list[dict[str, int]] = field(default_factory=list)  # per attempt
-    failures: dict[str, str] = field(default_factory=dict)  # host -> output/failure
-    restored_files: list[int] = field(default_factory=list)  # per attempt
-    stopped_reason: str | None = None  # "MaxRuntimeExceeded" when the time limit stopped it
-    error: str | None = None  # the failing worker's own error line, host and rank (from the logs)
-    error_detail: dict[str, object] | None = None  # that error's fields (type, message, file, line, host, rank)
-    first_failed: list[str] = field(default_factory=list)  # the hosts whose failure ended the job
-    stopped_hosts: list[str] = field(default_factory=list)  # the hosts local mode stopped because of it
-    host_outcomes: dict[str, str] = field(default_factory=dict)  # host -> its own outcome (sm_dist.local.failure)
-    shared_opt_ml: bool = False  # no private /opt/ml per host here (sm_dist.local.mountns): paths remapped only
-    warnings: list[str] = field(default_factory=list)  # what the summary must say (the checkpoint sync's problems)
-    restart_causes: list[str] = field(default_factory=list)  # "restart N: HOST CAUSE" (sm_dist.local.restarts)
-    tensorboard_uploads_running: int = 0  # TensorBoard files synced while the job ran (before the last pass)
-    started: float = field(default_factory=time.time)
-    ended: float | None = None
-
-
-@dataclass
-class RunSettings:
-    """How local mode runs a job (not part of the job itself)."""
-
-    job_root: Path
-    store: Store | None = None
-    tensorboard_store: Store | None = None  # TensorBoardOutputConfig.S3OutputPath (sm_dist.local.tb_sync)
-    faults: Sequence[Fault] = ()
-    grace_seconds: float = 120.0
-    sync_interval: float = 0.5
-    extra_env: Mapping[str, str] = field(default_factory=dict)
-    on_line: LineSink = print_line
-    max_job_restarts: int = DEFAULT_MAX_JOB_RESTARTS
-    s3_fault_switch: Callable[[float], None] | None = None  # fail the endpoint for N seconds
-    max_runtime_s: float | None = None  # StoppingCondition.MaxRuntimeInSeconds, over all attempts
-    nproc_per_host: int | None = None  # worker processes per host, when known (thread budget)
-    on_tick: Callable[[LocalRunner], None] | None = None  # the live view, called every supervise tick
-    private_opt_ml: bool = True  # show each host its own folder at /opt/ml where the OS allows it
 
 
 class LocalRunner:
@@ -228,28 +171,9 @@ class LocalRunner:
                         self.outcome.tensorboard_uploads_running += each.uploads
                     each.stop(flush=True)
                     self.outcome.warnings.extend(w for w in each.problems() if w not in self.outcome.warnings)
-            self.outcome.warnings.extend(w for w in self._outside_warnings(started) if w not in self.outcome.warnings)
+            self.outcome.warnings.extend(w for w in outside_warnings(self.config, self.layouts, started) if w not in self.outcome.warnings)
         _log.debug("attempt %d ended: %s%s", attempt, codes, " (interrupted)" if interrupted else "")
         return codes, interrupted
-
-    def _outside_warnings(self, since: float) -> list[str]:
-        """Checkpoint-like files the script wrote in a host's /opt/ml outside the synced folder (the
-        code dir is its working directory): SageMaker neither syncs them nor keeps them for a restart."""
-        synced = self.config.checkpoint_local_path.removeprefix(OPT_ML).strip("/")
-        kept = (synced, "model", "output", "input/config")  # synced, or what SageMaker does keep
-        out = []
-        for layout in self.layouts:
-            found = sorted(rel for rel, st in synced_files(layout.root).items()
-                           if st.st_mtime >= since and checkpoint_like(rel)
-                           and not any(rel == k or rel.startswith(k + "/") for k in kept))
-            if found:
-                names = ", ".join(f"{OPT_ML}/{rel}" for rel in found[:3]) + (f" and {len(found) - 3} more"
-                                                                             if len(found) > 3 else "")
-                out.append(f"{layout.host} wrote {names} outside the checkpoint folder "
-                           f"{self.config.checkpoint_local_path}: SageMaker does not sync it, so after a restart each "
-                           "host resumes from its own copy (or none) and a new job from none; save checkpoints "
-                           "under the checkpoint folder (SM_CHECKPOINT_DIR)")
-        return out
 
     def _start_sync(self, attempt: int) -> CheckpointSync | None:
         if self.settings.store is None:

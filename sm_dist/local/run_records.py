@@ -1,0 +1,72 @@
+"""What a local run is told and what it reports: `RunSettings` (how local mode runs a job, apart from
+the job itself) and `Outcome` (how the job ended), shared by the runner (`sm_dist.local.runner`), the
+failure reading (`sm_dist.local.failure`) and the job handle (`sm_dist.local.job`)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from sm_dist.contract.faults import Fault
+from sm_dist.local.agent import LineSink
+from sm_dist.local.stores import Store
+
+if TYPE_CHECKING:
+    from sm_dist.local.runner import LocalRunner
+
+#: Managed spot restarts a job as long as MaxWaitTimeInSeconds allows; local mode caps the count.
+DEFAULT_MAX_JOB_RESTARTS = 3
+
+
+def print_line(host: str, line: str, stream: TextIO | None = None) -> None:
+    """Default log sink: the line with a host prefix, as CloudWatch shows one stream per host."""
+    out = stream or sys.stdout
+    out.write(f"[{host}] {line}\n")
+    out.flush()
+
+
+@dataclass
+class Outcome:
+    """How a local job ended."""
+
+    status: str = "InProgress"  # InProgress | Completed | Failed | Stopped
+    job_restarts: int = 0
+    exit_codes: list[dict[str, int]] = field(default_factory=list)  # per attempt
+    failures: dict[str, str] = field(default_factory=dict)  # host -> output/failure
+    restored_files: list[int] = field(default_factory=list)  # per attempt
+    stopped_reason: str | None = None  # "MaxRuntimeExceeded" when the time limit stopped it
+    error: str | None = None  # the failing worker's own error line, host and rank (from the logs)
+    error_detail: dict[str, object] | None = None  # that error's fields (type, message, file, line, host, rank)
+    first_failed: list[str] = field(default_factory=list)  # the hosts whose failure ended the job
+    stopped_hosts: list[str] = field(default_factory=list)  # the hosts local mode stopped because of it
+    host_outcomes: dict[str, str] = field(default_factory=dict)  # host -> its own outcome (sm_dist.local.failure)
+    shared_opt_ml: bool = False  # no private /opt/ml per host here (sm_dist.local.mountns): paths remapped only
+    warnings: list[str] = field(default_factory=list)  # what the summary must say (the checkpoint sync's problems)
+    restart_causes: list[str] = field(default_factory=list)  # "restart N: HOST CAUSE" (sm_dist.local.restarts)
+    tensorboard_uploads_running: int = 0  # TensorBoard files synced while the job ran (before the last pass)
+    started: float = field(default_factory=time.time)
+    ended: float | None = None
+
+
+@dataclass
+class RunSettings:
+    """How local mode runs a job (not part of the job itself)."""
+
+    job_root: Path
+    store: Store | None = None
+    tensorboard_store: Store | None = None  # TensorBoardOutputConfig.S3OutputPath (sm_dist.local.tb_sync)
+    faults: Sequence[Fault] = ()
+    grace_seconds: float = 120.0
+    sync_interval: float = 0.5
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    on_line: LineSink = print_line
+    max_job_restarts: int = DEFAULT_MAX_JOB_RESTARTS
+    s3_fault_switch: Callable[[float], None] | None = None  # fail the endpoint for N seconds
+    max_runtime_s: float | None = None  # StoppingCondition.MaxRuntimeInSeconds, over all attempts
+    nproc_per_host: int | None = None  # worker processes per host, when known (thread budget)
+    on_tick: Callable[[LocalRunner], None] | None = None  # the live view, called every supervise tick
+    private_opt_ml: bool = True  # show each host its own folder at /opt/ml where the OS allows it
