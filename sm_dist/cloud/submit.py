@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
     from sm_dist.planning.bundle import BundleFile
-    from sm_dist.planning.channels import DataUpload
+    from sm_dist.planning.channel_data import DataUpload
     from sm_dist.planning.plan import Plan
 
 _log = logging.getLogger(__name__)

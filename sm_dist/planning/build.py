@@ -25,7 +25,8 @@ from sm_dist.metric_format import metric_definitions
 from sm_dist.planning import fallbacks, preflight
 from sm_dist.planning import request as request_mod
 from sm_dist.planning.budget import Limits, chain_policy, stopping_limits
-from sm_dist.planning.channels import Channel, channel_warnings, plan_uploads
+from sm_dist.planning.channel_data import channel_warnings, plan_uploads
+from sm_dist.planning.channels import Channel
 from sm_dist.planning.code_plan import BASE_ENVIRONMENT, CodePlan, plan_code
 from sm_dist.planning.config import LaunchConfig
 from sm_dist.planning.constraints import check_image_pull, check_mlflow_region, check_request

@@ -26,7 +26,8 @@ from sm_dist.jobspec import JobSpec
 from sm_dist.planning import bundle as bundle_mod
 from sm_dist.planning import request as request_mod
 from sm_dist.planning.budget import Limits
-from sm_dist.planning.channels import Channel, DataUpload
+from sm_dist.planning.channel_data import DataUpload
+from sm_dist.planning.channels import Channel
 from sm_dist.planning.report import render_plan
 from sm_dist.planning.sizing import Sizing
 from sm_dist.planning.warm_pool import PoolReuse

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sm_dist.errors import CatalogError, ConfigError, DoesNotFitError
-from sm_dist.planning.channels import data_load
+from sm_dist.planning.channel_data import data_load
 from sm_dist.vocab import Strategy
 
 if TYPE_CHECKING:
