@@ -4,6 +4,8 @@
 from the given boto3 session (None → a default one, created on first use). sm_dist records the
 pre-launch estimate and the checkpoint URI as job tags (`sm-dist:*`), so `cost()` and
 `checkpoints()` work from any process, not only the one that launched the job.
+Reading DescribeTrainingJob's answer (status, the wait's lines, `CloudSummary`) is
+`sm_dist.cloud.job_status`'s.
 """
 
 from __future__ import annotations
@@ -11,17 +13,16 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeAlias, overload
 
 from sm_dist.cloud.checkpoints import list_checkpoints
 from sm_dist.cloud.cost import JobCost, job_cost
-from sm_dist.cloud.logs import FOLLOW_POLL_S, LOG_GROUP, iter_log_lines
+from sm_dist.cloud.job_status import CloudSummary, job_status, status_html, status_line, training_phase_seconds
+from sm_dist.cloud.logs import FOLLOW_POLL_S, iter_log_lines
 from sm_dist.contract.job import CheckpointList, JobStatus, tensorboard_command
 from sm_dist.errors import ConfigError, LaunchError
 from sm_dist.estimator.calibration import Calibration, from_job
 from sm_dist.notebook.live import LiveDisplay
-from sm_dist.notebook.markup import text_table
 from sm_dist.notebook.metrics import Metrics, read_metrics
 from sm_dist.planning.tags import TAG_CHECKPOINT, TAG_FLOPS_PARAMS, TAG_TOKENS
 
@@ -98,7 +99,7 @@ class Job:
 
     def status(self) -> JobStatus:
         """Primary and secondary status, with the latest status message."""
-        return _status(self.name, self.describe())
+        return job_status(self.name, self.describe())
 
     def wait(self, *, poll_s: float = WAIT_POLL_S, timeout_s: float | None = None, progress: bool = True,
              out: TextIO | None = None, logs: bool = False, sleep: Callable[[float], None] = time.sleep) -> JobStatus:
@@ -113,8 +114,8 @@ class Job:
         while True:
             current = self.status()
             if display is not None:
-                display.show(f"[{time.strftime('%H:%M:%S')}] {self.name} {_status_line(current)}",
-                             key=_status_line(current), html=_status_html(current, time.monotonic() - start),
+                display.show(f"[{time.strftime('%H:%M:%S')}] {self.name} {status_line(current)}",
+                             key=status_line(current), html=status_html(current, time.monotonic() - start),
                              final=current.done)
             if current.done:
                 return current
@@ -234,79 +235,9 @@ class Job:
         tags = self.tags()
         uri = self.plan.checkpoint_uri if self.plan is not None else None
         uri = uri or (desc.get("CheckpointConfig") or {}).get("S3Uri") or tags.get(TAG_CHECKPOINT)
-        return CloudSummary(status=_status(self.name, desc), cost=job_cost(self.name, desc, tags, self._region),
+        return CloudSummary(status=job_status(self.name, desc), cost=job_cost(self.name, desc, tags, self._region),
                             checkpoint_uri=uri, region=self._region,
                             tensorboard_uri=(desc.get("TensorBoardOutputConfig") or {}).get("S3OutputPath"))
-
-
-def training_phase_seconds(desc: DescribeTrainingJobResponseTypeDef) -> float | None:
-    """Seconds the job spent in SecondaryStatus "Training" (every spell, for a spot job resumed after
-    an interruption): its throughput's denominator, without start-up, data download and upload."""
-    spells = [t for t in desc.get("SecondaryStatusTransitions") or [] if t.get("Status") == "Training"]
-    total = sum((t["EndTime"] - t["StartTime"]).total_seconds() for t in spells if t.get("EndTime"))
-    return total or None
-
-
-def _status_line(status: JobStatus) -> str:
-    return f"{status.status} / {status.secondary}" + (f": {status.message}" if status.message else "")
-
-
-def _status_html(status: JobStatus, elapsed: float) -> str:
-    """The notebook's view of a wait: the job, its status and secondary status, the latest message."""
-    lines = [status.name, f"status      {status.status}", f"secondary   {status.secondary}",
-             f"message     {status.message or '-'}", f"waited      {elapsed:.0f} s"]
-    if status.failure_reason:
-        lines.append(f"failure     {status.failure_reason}")
-    return text_table("\n".join(lines))
-
-
-def _status(name: str, desc: DescribeTrainingJobResponseTypeDef) -> JobStatus:
-    transitions = desc.get("SecondaryStatusTransitions") or []
-    return JobStatus(
-        name=name, status=desc.get("TrainingJobStatus", "?"), secondary=desc.get("SecondaryStatus", "?"),
-        message=transitions[-1].get("StatusMessage", "") if transitions else "",
-        failure_reason=desc.get("FailureReason"),
-    )
-
-
-@dataclass(frozen=True)
-class CloudSummary:
-    """What `sm-dist fit --wait` prints at the end of a cloud job (and `--json` as one object)."""
-
-    status: JobStatus
-    cost: JobCost
-    checkpoint_uri: str | None
-    region: str | None
-    tensorboard_uri: str | None = None
-    """TensorBoardOutputConfig.S3OutputPath (None: launched without tensorboard=True)."""
-
-    @property
-    def logs(self) -> str:
-        """Where the hosts' logs are (CloudWatch, one stream per host)."""
-        return f"CloudWatch {LOG_GROUP} {self.status.name}/algo-N (sm-dist logs {self.status.name})"
-
-    def to_dict(self) -> dict[str, object]:
-        return {"job_name": self.status.name, **self.status.to_dict(), "cost": self.cost.to_dict(),
-                "checkpoint_uri": self.checkpoint_uri, "region": self.region, "logs": self.logs,
-                "tensorboard_uri": self.tensorboard_uri}
-
-    def __str__(self) -> str:
-        s = self.status
-        lines = [f"job {s.name}: {s.status} / {s.secondary}" + (f" — {s.message}" if s.message else "")]
-        if s.failure_reason:
-            lines.append(f"  failure         {s.failure_reason}")
-        lines += [f"  checkpoints     {self.checkpoint_uri or 'none'}", f"  logs            {self.logs}",
-                  *([f"  tensorboard     {self.tensorboard_uri} (sm-dist tensorboard {s.name})"]
-                    if self.tensorboard_uri else []),
-                  *(f"  {line}" for line in str(self.cost).splitlines())]
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return f"CloudSummary({self.status.name!r}, {self.status.status} / {self.status.secondary}, usd={self.cost.usd})"
-
-    def _repr_html_(self) -> str:
-        """The printed summary, line for line, as a table."""
-        return text_table(str(self))
 
 
 __all__ = ["CloudSummary", "Job"]
