@@ -9,14 +9,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import Any, TextIO
 
 from sm_dist.contract.faults import Fault
 from sm_dist.local.agent import LineSink
 from sm_dist.local.stores import Store
-
-if TYPE_CHECKING:
-    from sm_dist.local.runner import LocalRunner
 
 #: Managed spot restarts a job as long as MaxWaitTimeInSeconds allows; local mode caps the count.
 DEFAULT_MAX_JOB_RESTARTS = 3
@@ -68,5 +65,6 @@ class RunSettings:
     s3_fault_switch: Callable[[float], None] | None = None  # fail the endpoint for N seconds
     max_runtime_s: float | None = None  # StoppingCondition.MaxRuntimeInSeconds, over all attempts
     nproc_per_host: int | None = None  # worker processes per host, when known (thread budget)
-    on_tick: Callable[[LocalRunner], None] | None = None  # the live view, called every supervise tick
+    # the live view, called every supervise tick with the LocalRunner (Any: the records do not import the runner)
+    on_tick: Callable[[Any], None] | None = None
     private_opt_ml: bool = True  # show each host its own folder at /opt/ml where the OS allows it
