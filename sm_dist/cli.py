@@ -114,7 +114,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _aws_failure(exc: Exception) -> str | None:
     """One line for what AWS (or the way to it) answered, which no command turned into its own error: an
-    endpoint that cannot be reached, missing credentials, a refusal with its code. None: not from AWS."""
+    endpoint that cannot be reached, missing credentials, a refusal with its code. None: not from AWS.
+
+    A net only: a command that talks to AWS runs inside `sm_dist.provision.aws.aws_errors`, which names what it
+    was doing (this core module cannot import it)."""
     botocore = sys.modules.get("botocore.exceptions")  # loaded only if a command talked to AWS
     if botocore is None:
         return None

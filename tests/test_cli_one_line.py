@@ -38,20 +38,39 @@ def test_a_missing_script_given_by_its_full_path_says_no_such_file(tmp_path: Pat
 def test_an_unreachable_aws_endpoint_is_one_line_not_a_bug(monkeypatch: pytest.MonkeyPatch,
                                                             capsys: pytest.CaptureFixture[str],
                                                             aws_credentials: str) -> None:
-    """botocore's own failures (no route to the endpoint, no credentials) are the user's setup, not sm_dist's bug:
-    one line with the fix, exit 1, and no "Found credentials" log line."""
+    """botocore's own failures (no route to the endpoint, no region) are the user's setup, not sm_dist's bug: one line
+    naming the job and the fix, and no "Found credentials" log line (the cloud commands run inside aws_errors)."""
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # the discard port: nothing listens
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     assert cli.main(["status", "some-job"]) == 1
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("sm-dist status: error: Could not connect to the endpoint URL")
-    assert err[0].endswith("check the network, AWS_REGION and AWS_ENDPOINT_URL")
+    assert capsys.readouterr().err == ("sm-dist status: error: job some-job: cannot reach http://127.0.0.1:9/; check "
+                                       "AWS_ENDPOINT_URL / network\n")
     for name in ("AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION", "AWS_REGION"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")  # no profile's region either
-    assert cli.main(["logs", "some-job"]) == 1
+    assert cli.main(["logs", "some-job"]) == 2
     assert capsys.readouterr().err == ("sm-dist logs: error: region=None: set AWS_REGION (or a region in your AWS "
-                                       "profile; --region where the command has it)\n")
+                                       "profile)\n")
+
+
+def test_a_botocore_error_no_command_turned_into_its_own_is_still_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The dispatcher's net, for a command that talks to AWS outside aws_errors: not "internal error ... a bug"."""
+    from botocore.exceptions import EndpointConnectionError, NoRegionError
+
+    import sm_dist.cloud.cli as cloud_cli
+
+    for exc, line in ((EndpointConnectionError(endpoint_url="https://x/"), 'Could not connect to the endpoint URL: '
+                       '"https://x/": check the network, AWS_REGION and AWS_ENDPOINT_URL'),
+                      (NoRegionError(), "region=None: set AWS_REGION (or a region in your AWS profile; --region where "
+                       "the command has it)")):
+        def fails(args: object, exc: Exception = exc) -> int:
+            raise exc
+
+        monkeypatch.setattr(cloud_cli, "register", lambda command, parser, fails=fails: (
+            parser.add_argument("job"), parser.set_defaults(_run=fails)))
+        assert cli.main(["status", "x"]) == 1
+        assert capsys.readouterr().err == f"sm-dist status: error: {line}\n"
 
 
 def test_anything_else_is_an_internal_error_in_one_line(monkeypatch: pytest.MonkeyPatch,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from sm_dist.cloud.job import Job
@@ -117,7 +118,19 @@ def register(command: str, parser: argparse.ArgumentParser) -> None:
                                  "and the model size)")
     runners = {"status": run_status, "logs": run_logs, "stop": run_stop, "cost": run_cost, "checkpoints": run_checkpoints,
                "release": run_release}
-    parser.set_defaults(_run=runners[command])
+    parser.set_defaults(_run=_with_aws_errors(runners[command]))
+
+
+def _with_aws_errors(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """`run` with botocore's transport and configuration errors (no region, no credentials, no route) turned into
+    one line naming the job, as `sm-dist debug`, `stacks` and `tensorboard` say them (provision.aws.aws_errors)."""
+    def wrapped(args: argparse.Namespace) -> int:
+        from sm_dist.provision.aws import aws_errors
+
+        with aws_errors(f"job {args.job}"):
+            return run(args)
+
+    return wrapped
 
 
 __all__ = ["register"]
