@@ -9,6 +9,8 @@ are resolved on first use:
   the cloud, `sm_dist.LocalJob` here, run as `sm_dist.LocalOptions` say); their keyword arguments
   are `sm_dist.LaunchSettings`, so an editor or mypy checks them (a dict of settings too, annotated
   `settings: sm_dist.LaunchSettings = {...}`)
+- `sm_dist.attach(name)` — the `JobHandle` of an existing job by name: a local run on this machine, else a
+  SageMaker training job (or chained run)
 - `sm_dist.runtime` — what runs inside the job (torch)
 """
 
@@ -38,6 +40,7 @@ _LAZY = {
     "estimate": "sm_dist.estimator.api:estimate",
     "plan": "sm_dist.launch.api:plan",
     "fit": "sm_dist.launch.api:fit",
+    "attach": "sm_dist.launch.attach:attach",
     "Job": "sm_dist.cloud.job:Job",
     "LocalJob": "sm_dist.local.job:LocalJob",
     "LocalOptions": "sm_dist.local.options:LocalOptions",
@@ -55,6 +58,7 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, never i
     from sm_dist.estimator.api import estimate as estimate
     from sm_dist.launch.api import fit as fit
     from sm_dist.launch.api import plan as plan
+    from sm_dist.launch.attach import attach as attach
     from sm_dist.local.job import LocalJob as LocalJob
     from sm_dist.local.options import LocalOptions as LocalOptions
     from sm_dist.planning.channels import Channel as Channel
@@ -69,6 +73,7 @@ __all__ = [
     "estimate",
     "plan",
     "fit",
+    "attach",
     "Job",
     "LocalJob",
     "LocalOptions",

@@ -48,9 +48,12 @@ def test_an_unreachable_aws_endpoint_is_one_line_not_a_bug(monkeypatch: pytest.M
     for name in ("AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION", "AWS_REGION"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")  # no profile's region either
+    from sm_dist.local.clean import default_base
+
     assert cli.main(["logs", "some-job"]) == 2
-    assert capsys.readouterr().err == ("sm-dist logs: error: region=None: set AWS_REGION (or a region in your AWS "
-                                       "profile)\n")
+    assert capsys.readouterr().err == ("sm-dist logs: error: job='some-job': no job of that name here (no local run of "
+                                       f"that name under {default_base()}) or in no AWS region (region=None: set "
+                                       "AWS_REGION, or give --region): check the name (and --region)\n")
 
 
 def test_a_botocore_error_no_command_turned_into_its_own_is_still_one_line(monkeypatch: pytest.MonkeyPatch,
@@ -58,7 +61,7 @@ def test_a_botocore_error_no_command_turned_into_its_own_is_still_one_line(monke
     """The dispatcher's net, for a command that talks to AWS outside aws_errors: not "internal error ... a bug"."""
     from botocore.exceptions import EndpointConnectionError, NoRegionError
 
-    import sm_dist.cloud.cli as cloud_cli
+    import sm_dist.launch.job_cli as job_cli
 
     for exc, line in ((EndpointConnectionError(endpoint_url="https://x/"), 'Could not connect to the endpoint URL: '
                        '"https://x/": check the network, AWS_REGION and AWS_ENDPOINT_URL'),
@@ -67,7 +70,7 @@ def test_a_botocore_error_no_command_turned_into_its_own_is_still_one_line(monke
         def fails(args: object, exc: Exception = exc) -> int:
             raise exc
 
-        monkeypatch.setattr(cloud_cli, "register", lambda command, parser, fails=fails: (
+        monkeypatch.setattr(job_cli, "register", lambda command, parser, fails=fails: (
             parser.add_argument("job"), parser.set_defaults(_run=fails)))
         assert cli.main(["status", "x"]) == 1
         assert capsys.readouterr().err == f"sm-dist status: error: {line}\n"
@@ -75,12 +78,12 @@ def test_a_botocore_error_no_command_turned_into_its_own_is_still_one_line(monke
 
 def test_anything_else_is_an_internal_error_in_one_line(monkeypatch: pytest.MonkeyPatch,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    import sm_dist.cloud.cli as cloud_cli
+    import sm_dist.launch.job_cli as job_cli
 
     def broken(args: object) -> int:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(cloud_cli, "register", lambda command, parser: (
+    monkeypatch.setattr(job_cli, "register", lambda command, parser: (
         parser.add_argument("job"), parser.set_defaults(_run=broken)))
     assert cli.main(["status", "x"]) == 70
     assert capsys.readouterr().err == ("sm-dist status: internal error: RuntimeError: boom (this is a bug; rerun with "

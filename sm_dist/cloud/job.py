@@ -19,7 +19,7 @@ from sm_dist.cloud.checkpoints import list_checkpoints
 from sm_dist.cloud.cost import JobCost, job_cost
 from sm_dist.cloud.job_status import CloudSummary, job_status, status_html, status_line, training_phase_seconds
 from sm_dist.cloud.logs import FOLLOW_POLL_S, iter_log_lines
-from sm_dist.contract.job import CheckpointList, JobStatus, tensorboard_command
+from sm_dist.contract.job import CheckpointList, JobStatus, Released, tensorboard_command
 from sm_dist.errors import ConfigError, LaunchError
 from sm_dist.estimator.calibration import Calibration, from_job
 from sm_dist.notebook.live import LiveDisplay
@@ -188,6 +188,32 @@ class Job:
 
         desc: Any = self.describe()
         return release(self.client("sagemaker"), self.name, desc)
+
+    def release_pool(self) -> Released:
+        """`release()`, and what the pool was billed for so far: the line `sm-dist release JOB` prints."""
+        cost = self.cost()
+        retained = self.release()
+        usd = cost.retained_usd if retained == cost.retained_s else None
+        billed = "" if retained is None else f"; kept {retained} s × {cost.instance_count} instances" + (
+            f" ≈ ${usd:,.2f}" if usd is not None else "")
+        return Released(cost.name, retained, usd, f"released the warm pool of {cost.name} (KeepAlivePeriodInSeconds 0: "
+                        f"SageMaker ends it now){billed}")
+
+    def debug(self, host: str = "algo-1", command: str | None = None, start: bool = False) -> int:
+        """The SSM session into `host` of a job launched with remote_debug: printed, or opened with `start`
+        (`sm_dist.cloud.debug`). A command runs only in a local job's host: here, type it in the session."""
+        from sm_dist.cloud import debug
+
+        if command is not None:
+            raise ConfigError("--command", command, "runs in a local job's host (a run on this machine: its name or "
+                              "folder); in a SageMaker job, type it in the SSM session (--run opens it)")
+        return debug.debug(self.describe(), host, start)
+
+    def stacks(self) -> int:
+        """How to see every rank's stack of the running job: the SSM route (`sm_dist.cloud.debug.stacks`)."""
+        from sm_dist.cloud import debug
+
+        return debug.stacks(self.describe())
 
     def calibration(self) -> Calibration:
         """What this finished job measured, as `estimate-cost --calibration` takes it: the tokens its

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, TextIO
 from sm_dist.cloud.cost import JobCost, job_cost
 from sm_dist.cloud.job import WAIT_POLL_S, Job
 from sm_dist.contract.chain import TAG_DECISION, LinkOutcome, link_name
-from sm_dist.contract.job import CheckpointList, JobStatus
+from sm_dist.contract.job import CheckpointList, JobStatus, Released
 from sm_dist.errors import ConfigError, LaunchError
 from sm_dist.notebook.markup import text_table
 
@@ -175,6 +175,10 @@ class Run(Job):
         """End the warm pool of the run's current job (`Job.release`)."""
         return self.current().release()
 
+    def release_pool(self) -> Released:
+        """End the warm pool of the run's current job (`Job.release_pool`)."""
+        return self.current().release_pool()
+
     def __repr__(self) -> str:
         return f"Run({self.name!r})"
 
@@ -204,6 +208,28 @@ class RunCost:
         return "\n".join([*(str(c) for c in self.jobs), f"run total    {total} for {len(self.jobs)} jobs{pool}"])
 
 
+def find(name: str, region: str | None) -> Job | str:
+    """The SageMaker training job `name`, else the chained run `name` (its jobs `<name>-1`, ...), in `region`
+    (None: your AWS configuration's); else where it looked ("in us-east-1"). `sm_dist.launch.jobs.attach` asks it
+    last: it alone needs AWS."""
+    from botocore.exceptions import NoRegionError
+
+    job = Job(name, region=region)
+    try:
+        job.describe()
+        return job
+    except ConfigError:
+        pass
+    except NoRegionError:
+        return "in no AWS region (region=None: set AWS_REGION, or give --region)"
+    run = Run(name, region=region, clients={"sagemaker": job.client("sagemaker")})
+    try:
+        run.jobs()
+    except ConfigError:
+        return f"in {job.client('sagemaker').meta.region_name} (a training job, or a chained run's {link_name(name, 1)})"
+    return run
+
+
 def _run_status(name: str, links: list[LinkInfo]) -> JobStatus:
     """The run's status: its current job's while it runs; after it, what the supervisor decided."""
     last = links[-1]
@@ -223,4 +249,4 @@ def _run_status(name: str, links: list[LinkInfo]) -> JobStatus:
                      "sm-dist-chain.yaml)")
 
 
-__all__ = ["LinkInfo", "Run", "RunCost", "RunSummary"]
+__all__ = ["LinkInfo", "Run", "RunCost", "RunSummary", "find"]

@@ -167,6 +167,48 @@ class JobHandle(Protocol):
         ...
 
 
+@runtime_checkable
+class Steppable(Protocol):
+    """A job one can step inside (`sm-dist debug`, `sm-dist stacks`): a shell in one host, every rank's stack."""
+
+    def debug(self, host: str = "algo-1", command: str | None = None, start: bool = False) -> int:
+        """A shell in `host` (`command`: run that there instead; a cloud job: print the SSM session, `start`
+        opens it); its exit code."""
+        ...
+
+    def stacks(self) -> int:
+        """Print every running rank's Python stack, per host; its exit code."""
+        ...
+
+
+@dataclass(frozen=True)
+class Released:
+    """What `release_pool()` ended: the warm pool a finished job kept (keep_alive_s), and for how long."""
+
+    job: str
+    retained_s: int | None
+    """Seconds the pool was kept (None: not reported)."""
+    retained_usd: float | None
+    line: str
+    """The one line `sm-dist release` prints."""
+
+    def to_dict(self) -> dict[str, object]:
+        """The fields but the line, and `released`, for JSON."""
+        return {"job": self.job, "released": True, "retained_s": self.retained_s, "retained_usd": self.retained_usd}
+
+    def __str__(self) -> str:
+        return self.line
+
+
+@runtime_checkable
+class Releasable(Protocol):
+    """A job that may keep a warm pool after it ends (`sm-dist release`)."""
+
+    def release_pool(self) -> Released:
+        """End the pool now; a ConfigError saying why when there is none to end."""
+        ...
+
+
 def tensorboard_command(logdir: str, *, start: bool = False, port: int = 6006) -> str:
     """The shell command that shows `logdir` (a folder or s3://...) in TensorBoard; with `start`, TensorBoard
     started in the background on `port` (this Python's `tensorboard` package) and the line saying where."""
@@ -202,5 +244,5 @@ def tensorboard_command(logdir: str, *, start: bool = False, port: int = 6006) -
             f"{log}): {command}")
 
 
-__all__ = ["CHECKPOINT_COLUMNS", "TERMINAL", "CheckpointInfo", "CheckpointList", "Cost", "JobHandle", "JobStatus", "Summary",
-           "checkpoint_info", "tensorboard_command"]
+__all__ = ["CHECKPOINT_COLUMNS", "TERMINAL", "CheckpointInfo", "CheckpointList", "Cost", "JobHandle", "JobStatus",
+           "Releasable", "Released", "Steppable", "Summary", "checkpoint_info", "tensorboard_command"]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from sm_dist.contract.container import INSTALL_REQUIREMENTS_ENV, NPROC_ENV
 from sm_dist.errors import ConfigError
-from sm_dist.local import from_plan, mountns, requirements_check, verify, warm_pool
+from sm_dist.local import from_plan, kept_job, mountns, requirements_check, verify, warm_pool
 from sm_dist.local.chain import LinkRecord, local_policy, run_chain
 from sm_dist.local.chaos import Fault
 from sm_dist.local.config import LocalJobConfig
@@ -85,6 +85,7 @@ def run(plan: Plan, options: LocalOptions | Mapping[str, object] | None = None) 
         local, local_start = warm_pool.run_on_pool(base.parent / warm_pool.POOLS_FOLDER, plan.request, plan.job_name,
                                                    lambda pool: _run_job(replace(job, pool=pool), base))
     local.warm_pool = local_start
+    kept_job.keep_record(base, local)  # `sm-dist status NAME` and the rest, from another process
     return local
 
 

@@ -27,12 +27,20 @@ from sm_dist.local.clean import default_base
 def find_run(job: str) -> Path | None:
     """The run folder of local job `job` (a name or a folder), or None when there is none on this machine."""
     for base in (Path(job), default_base() / job):
-        for run in (base / "run", base):
-            if (run / "hosts").is_dir():
-                return run
-            links = sorted(run.glob("link-*"), key=lambda p: int(p.name.split("-")[1]) if p.name[5:].isdigit() else 0)
-            if links and (links[-1] / "hosts").is_dir():
-                return links[-1]
+        run = run_in(base)
+        if run is not None:
+            return run
+    return None
+
+
+def run_in(base: Path) -> Path | None:
+    """The run folder with the hosts in a local job's folder `base` (a chain's: its newest link's), or None."""
+    for run in (base / "run", base):
+        if (run / "hosts").is_dir():
+            return run
+        links = sorted(run.glob("link-*"), key=lambda p: int(p.name.split("-")[1]) if p.name[5:].isdigit() else 0)
+        if links and (links[-1] / "hosts").is_dir():
+            return links[-1]
     return None
 
 
@@ -80,4 +88,4 @@ def stacks(run: Path) -> int:
     return subprocess.call([sys.executable, "-m", "sm_dist.container.stacks_now", *named])
 
 
-__all__ = ["find_run", "hosts", "shell", "shell_argv", "stacks"]
+__all__ = ["find_run", "hosts", "run_in", "shell", "shell_argv", "stacks"]

@@ -14,7 +14,6 @@ from sm_dist import cli
 from sm_dist.cloud import debug as cloud_debug
 from sm_dist.cloud.job import Job
 from sm_dist.errors import ConfigError
-from sm_dist.launch import debug_cli
 
 NAME = "llm-debug-20260101"
 ARN = f"arn:aws:sagemaker:eu-west-1:123456789012:training-job/{NAME}"
@@ -88,7 +87,7 @@ def test_stacks_give_the_ssm_route_or_say_nothing_reaches_the_job(capsys: pytest
 def test_the_cli_goes_to_the_cloud_when_no_local_job_has_that_name(monkeypatch: pytest.MonkeyPatch,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     described = _described(True)
-    monkeypatch.setattr(debug_cli, "_describe", lambda args: described)
+    monkeypatch.setattr(Job, "describe", lambda self: described)
     assert cli.main(["debug", NAME, "--host", "algo-2"]) == 0
     assert f"sagemaker-training-job:{NAME}_algo-2" in capsys.readouterr().out
     assert cli.main(["debug", NAME, "--command", "ls"]) == 2

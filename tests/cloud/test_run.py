@@ -74,4 +74,4 @@ def test_a_run_lists_every_job_and_what_followed_it(aws: str, capsys) -> None:
     assert "total           3 jobs, 0 spot interruptions" in text and "pretrain-2" in text
     assert run.status().name == "pretrain" and not run.status().done
     assert main(["status", "nothing-here"]) == 2
-    assert "no such training job, nor a run of that name (nothing-here-1)" in capsys.readouterr().err
+    assert "no job of that name here (no local run of that name under " in capsys.readouterr().err

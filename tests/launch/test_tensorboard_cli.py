@@ -32,28 +32,26 @@ def test_a_local_job_without_tensorboard_is_one_line(tmp_path: Path, capsys: pyt
 
 
 def test_a_cloud_job_gets_its_s3_prefix(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    def attach(name: str, region: str | None = None) -> Job:
-        job = Job(name, region="us-east-1")
-        monkeypatch.setattr(job, "describe", lambda: {"TensorBoardOutputConfig": {"S3OutputPath": f"s3://b/{name}/tb"}})
-        return job
-
-    monkeypatch.setattr(Job, "attach", staticmethod(attach))
-    assert cli.main(["tensorboard", "cloud-job-7"]) == 0
+    monkeypatch.setattr(Job, "describe", lambda self: {"TensorBoardOutputConfig": {"S3OutputPath": f"s3://b/{self.name}/tb"}})
+    assert cli.main(["tensorboard", "cloud-job-7", "--region", "us-east-1"]) == 0
     assert capsys.readouterr().out.strip() == "tensorboard --logdir s3://b/cloud-job-7/tb --port 6006"
 
 
 def test_a_job_found_nowhere_is_one_line_naming_it(monkeypatch: pytest.MonkeyPatch,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    """Neither a local run, a training job nor a run's first job: the name the user typed, not `<name>-1`'s."""
+    """Neither a local run, a training job nor a run's first job: the name the user typed, not `<name>-1`'s, and
+    every place looked in."""
     from sm_dist.cloud.run import Run
     from sm_dist.errors import ConfigError
+    from sm_dist.local.clean import default_base
 
     def missing(*_: object, **__: object) -> None:
         raise ConfigError("job", "x", "no such training job in this region")
 
-    monkeypatch.setattr(Job, "attach", staticmethod(missing))
+    monkeypatch.setattr(Job, "describe", missing)
     monkeypatch.setattr(Run, "jobs", missing)
-    assert cli.main(["tensorboard", "no-such-job-42"]) == 2
+    assert cli.main(["tensorboard", "no-such-job-42", "--region", "eu-west-1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["sm-dist tensorboard: error: job='no-such-job-42': no local job of that name here, nor a training "
-                   "job or a chained run (no-such-job-42-1) in this region: check the name and --region"]
+    assert err == ["sm-dist tensorboard: error: job='no-such-job-42': no job of that name here (no local run of that "
+                   f"name under {default_base()}) or in eu-west-1 (a training job, or a chained run's no-such-job-42-1): "
+                   "check the name"]

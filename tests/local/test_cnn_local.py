@@ -13,9 +13,11 @@ hosts restore from each other, docs/PLATFORM.md §1.7.1), while the spot test's 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -164,22 +166,40 @@ def test_mlflow_file_store_holds_the_runs_metrics(kill_job: LocalJob, monkeypatc
     assert set(range(resumed + 1, 17)) <= steps <= set(range(1, 17)), steps
 
 
-def test_cli_fit_local_json_with_a_sharded_strategy(tmp_path: Path) -> None:
+def test_cli_fit_local_json_with_a_sharded_strategy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """`sm-dist fit --local --json --logs`: one JSON object on stdout, the hosts' logs on stderr. The job
     is gpt.py under fsdp on 2 hosts: the plan's strategy is in every host's job spec and the runtime
-    trains with it (each workload under each sharded strategy is tests/workloads/test_entrypoints.py's)."""
+    trains with it (each workload under each sharded strategy is tests/workloads/test_entrypoints.py's).
+    Then, in this process, `sm-dist status | logs | checkpoints | cost NAME` find it by the name it printed, with
+    no AWS region anywhere (any AWS call would fail)."""
+    from sm_dist import cli
+
     src = tmp_path / "src"
     src.mkdir()
     argv = [sys.executable, "-m", "sm_dist.cli", "fit", "gpt.py", "--local", "--json", "--source-dir", str(src),
             "--instance-type", "ml.g5.xlarge", "--instance-count", "2", "--nproc-per-node", "1", "--strategy", "fsdp",
-            "--hp", "steps=2", "--hp", "dataset-tokens=8192", "--hp", "seq-len=32",
-            "--local-root", str(tmp_path / "root"), "--logs"]
-    out = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path)
+            "--hp", "steps=2", "--hp", "dataset-tokens=8192", "--hp", "seq-len=32", "--job-name", "gpt-fsdp-7",
+            "--logs"]
+    out = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "TMPDIR": str(tmp_path)})
     assert out.returncode == 0, out.stderr[-4000:]
     summary = json.loads(out.stdout)
     assert (summary["status"], summary["steps"], summary["restarts"], summary["verified"]) == ("Completed", 2, 0, None)
     assert summary["model_sha256"], summary
     assert "[algo-2] " in out.stderr
-    spec = json.loads((tmp_path / "root" / "run" / "hosts" / "algo-2" / "input" / "data" / "code" /
-                       "sm_dist_job.json").read_text())
+    root = tmp_path / "sm-dist-local" / "gpt-fsdp-7"
+    spec = json.loads((root / "run" / "hosts" / "algo-2" / "input" / "data" / "code" / "sm_dist_job.json").read_text())
     assert spec["strategy"] == "fsdp"  # what every host's launcher and runtime read
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    assert cli.main(["status", "gpt-fsdp-7", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "Completed"
+    assert cli.main(["logs", "gpt-fsdp-7"]) == 0
+    assert "[algo-2] " in capsys.readouterr().out
+    assert cli.main(["checkpoints", "gpt-fsdp-7"]) == 0
+    listed = capsys.readouterr().out.splitlines()  # the final step's checkpoint, listed when the run ended
+    assert len(listed) == 1 and listed[0].startswith("step         2  committed") and summary["checkpoints_committed"] == [2]
+    assert cli.main(["cost", "gpt-fsdp-7", "--json"]) == 0
+    cost = json.loads(capsys.readouterr().out)
+    assert (cost["local_usd"], cost["instance_count"]) == (0.0, 2) and cost == summary["cost"]
