@@ -111,6 +111,15 @@ def _shape(params: float | None, model: ModelLike | None, hf: HfConfigLike | Non
     return shape, 0
 
 
+def _storage(value: str) -> str:
+    from sm_dist.estimator.goodput import STORAGES
+
+    if value not in STORAGES:
+        raise ConfigError("checkpoint_storage", value, "expected 's3' (the runtime uploads) or 'local' "
+                          "(sagemaker-sync: written to the instance's disk, uploaded by SageMaker)")
+    return value
+
+
 def _tokens(tokens: float | None, samples: float | None, epochs: float, seq_len: int) -> int:
     if tokens is not None:
         return _whole("tokens", tokens)
@@ -208,6 +217,7 @@ def estimate(
     mfu: float | None = None, prices: str = "catalog", max_hours: float | None = None, budget: float | None = None,
     spot_discount: float | None = None, pricing_client: PricingClient | None = None, cache_dir: StrPath | None = None,
     calibration: CalibrationLike | None = None, data: DataLoad | None = None, infra_check: bool | None = False,
+    async_checkpoint: bool = False, checkpoint_storage: str = "s3",
 ) -> Estimate:
     """Estimate memory per GPU, step time, hours and cost for every combination asked for, and
     recommend the cheapest plan that fits (fastest within `budget`, cheapest within `max_hours`).
@@ -217,7 +227,10 @@ def estimate(
     job's figures, see estimator/calibration.py) replaces the MFU prior of its GPU family by the
     measured MFU; other families keep the prior. `data` (the job's channels by how they arrive)
     adds their File-mode download to the billed start-up, and `infra_check` (True, or None: SageMaker's
-    default rule per row, `cost.infra_check_on`) the infra check's time."""
+    default rule per row, `cost.infra_check_on`) the infra check's time. Every row's hours and dollars
+    include its expected failures, checkpoint stalls and restarts (goodput.py: `row.goodput`, with the
+    Young/Daly checkpoint interval); `async_checkpoint` and `checkpoint_storage` ("s3", or "local" for
+    sagemaker-sync) say how its checkpoints are saved."""
     warnings: list[str] = []
     settings = _settings(activation_checkpointing, micro_batch)
     shape, buffers = _shape(params, model, hf_config, warnings)
@@ -228,7 +241,8 @@ def estimate(
                       else max(1, round(DEFAULT_GLOBAL_BATCH_TOKENS / seq))),
         micro_batch=settings[0][1], precision=parse_enum(Precision, precision, "precision"),
         optimizer=str(optimizer).lower(), checkpointing=settings[0][0],
-        buffers_bytes=buffers, data=data, infra_check=infra_check,
+        buffers_bytes=buffers, data=data, infra_check=infra_check, spot=bool(spot),
+        async_checkpoint=bool(async_checkpoint), checkpoint_storage=_storage(checkpoint_storage),
     )
     optimizer_states(work.optimizer)  # validates the name
     mfu_value = _number("mfu", mfu) if mfu is not None else None

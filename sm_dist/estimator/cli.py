@@ -92,6 +92,11 @@ def register(command: str, parser: argparse.ArgumentParser) -> None:
                             "prior for that GPU family (other families keep theirs)")
     money.add_argument("--prices", default="catalog", choices=("catalog", "live"),
                        help="catalog (shipped, dated) or live (AWS Price List API, cached)")
+    money.add_argument("--async-checkpoint", action="store_true",
+                       help="checkpoints stall training only for the copy to host memory (goodput: failures, checkpoint "
+                            "stalls and restarts are in every row's hours)")
+    money.add_argument("--checkpoint-storage", default="s3", choices=("s3", "local"),
+                       help="s3 (the runtime uploads; default) or local (sagemaker-sync: the instance's disk)")
     money.add_argument("--max-hours", help="recommend the cheapest plan finishing within this many hours")
     money.add_argument("--budget", help="recommend the fastest plan within this many dollars")
     out = parser.add_argument_group("output")
@@ -127,7 +132,8 @@ def run(args: argparse.Namespace) -> int:
         max_hours=parse_number("--max-hours", args.max_hours, integer=False),
         budget=parse_number("--budget", args.budget, integer=False),
         spot_discount=parse_number("--spot-discount", args.spot_discount, integer=False),
-        calibration=args.calibration,
+        calibration=args.calibration, async_checkpoint=args.async_checkpoint,
+        checkpoint_storage=args.checkpoint_storage,
     )
     sys.stdout.write((result.to_json() if args.json else result.table(all_rows=args.all)) + "\n")
     if args.plot:

@@ -26,9 +26,6 @@ DEFAULT_SPOT_DISCOUNT = 0.60
 #: types in its ">20% per month" bucket; one instance lost stops the whole multi-instance job.
 #: 0.01/h (one per ~100 instance-hours) is a deliberately pessimistic assumption.
 SPOT_INTERRUPTIONS_PER_INSTANCE_HOUR = 0.01
-#: Time to get going again after an interruption: new capacity + start-up + loading the
-#: checkpoint; an assumption.
-SPOT_RESTART_SECONDS = 600.0
 #: SageMaker's infra check (InfraCheckConfig: the instances' hardware and the cluster network, before the
 #: script). AWS publishes no figure for its time: 10 minutes is an assumption, billed as start-up
 #: (docs/PLATFORM.md §1.16).
@@ -38,9 +35,6 @@ INFRA_CHECK_MIN_INSTANCES = 4
 #: The families the check is assumed offered on: AWS documents it for accelerated training instances
 #: without a list (docs/PLATFORM.md §1.16); GPU (p, g) and Trainium (trn) families.
 INFRA_CHECK_FAMILIES = ("p", "g", "trn")
-#: Checkpoint interval assumed for spot: on average half an interval of work is lost per
-#: interruption.
-CHECKPOINT_INTERVAL_SECONDS = 1800.0
 
 
 # NamedTuple, not a frozen dataclass: immutable all the same, and ~7x cheaper to define,
@@ -50,8 +44,8 @@ class Cost(NamedTuple):
 
     sagemaker: float  #: on-demand SageMaker
     ec2: float  #: the same instance-hours on EC2 on-demand (the SageMaker premium is the gap)
-    spot: float  #: SageMaker managed spot, with the expected interruption overhead
-    spot_hours: float  #: wall-clock hours on spot, interruptions included
+    spot: float  #: SageMaker managed spot, with its interruptions (goodput.py)
+    spot_hours: float  #: billed hours on spot, interruptions included
 
     def to_dict(self) -> dict[str, float]:
         return {"sagemaker": round(self.sagemaker, 2), "ec2": round(self.ec2, 2), "spot": round(self.spot, 2)}
@@ -102,20 +96,16 @@ def job_hours(steps: int, step_seconds: float, startup_seconds: float = STARTUP_
     return (steps * step_seconds + startup_seconds) / 3600.0
 
 
-def spot_overhead_hours(hours: float, count: int, rate: float = SPOT_INTERRUPTIONS_PER_INSTANCE_HOUR) -> float:
-    """Expected hours lost to interruptions: interruptions × (restart + half a checkpoint interval)."""
-    interruptions = hours * count * rate
-    return interruptions * (SPOT_RESTART_SECONDS + CHECKPOINT_INTERVAL_SECONDS / 2) / 3600.0
-
-
-def job_cost(hours: float, count: int, inst: Instance, spot_discount: float = DEFAULT_SPOT_DISCOUNT) -> Cost:
-    """Expected cost of `count` instances of `inst` for `hours` of billed time."""
+def job_cost(hours: float, count: int, inst: Instance, spot_discount: float = DEFAULT_SPOT_DISCOUNT,
+             spot_hours: float | None = None) -> Cost:
+    """Expected cost of `count` instances of `inst` for `hours` of billed time on demand and
+    `spot_hours` on spot (its interruptions included: goodput.py; None: as on demand)."""
     sagemaker = hours * count * inst.sagemaker_usd_per_hour
     ec2 = hours * count * inst.ec2_usd_per_hour
-    spot_hours = hours + spot_overhead_hours(hours, count)
+    spot_hours = hours if spot_hours is None else spot_hours
     spot = spot_hours * count * inst.sagemaker_usd_per_hour * (1.0 - spot_discount)
     return Cost(sagemaker, ec2, spot, spot_hours)
 
 
-__all__ = ["INFRA_CHECK_SECONDS", "INFRA_CHECK_MIN_INSTANCES", "infra_check_offered", "infra_check_on", "Cost", "DataLoad", "job_cost", "job_hours", "spot_overhead_hours", "startup_seconds", "STARTUP_SECONDS",
-           "DEFAULT_SPOT_DISCOUNT"]
+__all__ = ["INFRA_CHECK_SECONDS", "INFRA_CHECK_MIN_INSTANCES", "infra_check_offered", "infra_check_on", "Cost", "DataLoad", "job_cost", "job_hours", "startup_seconds", "STARTUP_SECONDS",
+           "DEFAULT_SPOT_DISCOUNT", "SPOT_INTERRUPTIONS_PER_INSTANCE_HOUR"]

@@ -13,11 +13,13 @@ from typing import Any, NamedTuple
 
 from sm_dist.catalog import Instance
 from sm_dist.estimator.activations import activation_bytes
-from sm_dist.estimator.cost import Cost, DataLoad, job_cost, job_hours, startup_seconds
+from sm_dist.estimator.cost import Cost, DataLoad, job_cost, startup_seconds
+from sm_dist.estimator.goodput import Goodput, estimate_goodput
 from sm_dist.estimator.memory import (
     MemoryBreakdown,
     memory_breakdown,
     not_runnable_reason,
+    persistent_bytes_per_param,
 )
 from sm_dist.estimator.models import ModelShape
 from sm_dist.estimator.timing import StepTime, step_time
@@ -53,6 +55,9 @@ class Workload(NamedTuple):
     buffers_bytes: int = 0
     data: DataLoad | None = None  #: the data channels' bytes (None: not known, start-up is the assumption alone)
     infra_check: bool | None = False  #: SageMaker's infra check: on, off, or None (cost.infra_check_on decides per row)
+    spot: bool = False  #: the rows' goodput is spot's (its interruptions too), else on demand's
+    async_checkpoint: bool = False  #: checkpoints stall for the copy to host memory only (goodput.py)
+    checkpoint_storage: str = "s3"  #: "s3" (the runtime uploads) or "local" (sagemaker-sync: the disk)
 
 
 class Row(NamedTuple):
@@ -77,6 +82,7 @@ class Row(NamedTuple):
     checkpointing: str = ""  #: the activation checkpointing this row was evaluated with
     micro_batch: int = 0  #: the micro-batch this row was evaluated with
     note: str = ""  #: why a searched setting was chosen over the first one tried (the binding memory term)
+    goodput: Goodput | None = None  #: failures, checkpoints and restarts (spot's when the estimate is for spot)
 
     @property
     def gpu_hours(self) -> float | None:
@@ -112,7 +118,20 @@ class Row(NamedTuple):
             "hours": None if self.hours is None else round(self.hours, 3),
             "gpu_hours": None if self.gpu_hours is None else round(self.gpu_hours, 2),
             "cost_usd": None if self.cost is None else self.cost.to_dict(),
+            **_goodput_fields(self.goodput, self.step),
         }
+
+
+def _goodput_fields(goodput: Goodput | None, step: StepTime | None) -> dict[str, Any]:
+    """The row's failures and checkpoints in the --json schema (None when it has no run time)."""
+    if goodput is None or step is None:
+        return dict.fromkeys(("interruptions", "mtbf_hours", "checkpoint_save_s", "checkpoint_interval_s",
+                              "checkpoint_interval_steps", "goodput", "failures"))
+    detail = goodput.to_dict()
+    return {"interruptions": detail["interruptions"], "mtbf_hours": detail["mtbf_hours"],
+            "checkpoint_save_s": detail["checkpoint_save_s"], "checkpoint_interval_s": detail["checkpoint_interval_s"],
+            "checkpoint_interval_steps": goodput.interval_steps(step.total), "goodput": detail["goodput"],
+            "failures": detail}
 
 
 def _not_runnable(inst: Instance, count: int, strategy: Strategy, work: Workload, reason: str, mfu: float) -> Row:
@@ -174,10 +193,25 @@ def _fit_and_time(inst: Instance, count: int, strategy: Strategy, work: Workload
         params=shape.flops_params, tokens_per_micro_batch=work.micro_batch * work.seq_len, accumulation=accumulation,
         strategy=strategy, precision=work.precision, inst=inst, count=count, mfu=mfu, checkpointing=work.checkpointing,
     )
-    hours = job_hours(steps, step.total, startup_seconds(inst, count, work.data, work.infra_check))
-    cost = job_cost(hours, count, inst, spot_discount)
+    startup = startup_seconds(inst, count, work.data, work.infra_check)
+    saved = _saved_bytes_per_param(strategy, work.precision, work.optimizer)
+    on_demand, on_spot = (
+        estimate_goodput(inst, count, strategy, params=shape.params, bytes_per_param=saved, train_s=steps * step.total,
+                         step_s=step.total, startup_s=startup, spot=spot, async_save=work.async_checkpoint,
+                         storage=work.checkpoint_storage)
+        for spot in (False, True))
+    hours = on_demand.seconds / 3600.0
+    cost = job_cost(hours, count, inst, spot_discount, on_spot.seconds / 3600.0)
     return Row(inst.name, count, world, strategy, work.precision, True, True, "", memory, inst.gpu_memory_bytes,
-               mfu, step, steps, hours, cost, global_batch, work.checkpointing, work.micro_batch)
+               mfu, step, steps, hours, cost, global_batch, work.checkpointing, work.micro_batch,
+               goodput=on_spot if work.spot else on_demand)
+
+
+@functools.cache
+def _saved_bytes_per_param(strategy: Strategy, precision: Precision, optimizer: str) -> float:
+    """Bytes per parameter a checkpoint holds: the weights and the optimizer state, not the gradients."""
+    params, _, optimizer_bytes = persistent_bytes_per_param(strategy, precision, optimizer)
+    return params + optimizer_bytes
 
 
 #: +33% compute: full recompute runs the forward twice (8·P FLOPs per token instead of 6·P).

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from sm_dist.estimator.goodput import MAX_JOB_HOURS
 from sm_dist.estimator.grid import Row
 from sm_dist.estimator.timing import comm_volume_psi
 from sm_dist.vocab import Strategy
@@ -21,9 +22,6 @@ LABELS = {
     Strategy.FSDP: "FSDP", Strategy.HSDP: "HSDP",
 }
 _GB = 1e9
-#: SageMaker's StoppingCondition.MaxRuntimeInSeconds can be at most 28 days (CreateTrainingJob
-#: API reference); a longer run is several jobs resuming from checkpoints.
-MAX_JOB_HOURS = 28 * 24.0
 
 
 # NamedTuple, not a frozen dataclass: immutable all the same, and ~7x cheaper to define,

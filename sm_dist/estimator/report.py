@@ -89,6 +89,8 @@ def text(est: EstimateRecord, all_rows: bool = False) -> str:
     lines += _grid([list(HEADERS)] + [_cells(r, r is chosen) for r in shown])
     lines.append("")
     lines.append("Recommendation: " + (est.recommendation.reason if est.recommendation else _none(est)))
+    if goodput := goodput_line(est):
+        lines.append(goodput)
     lines += ["", "Assumptions:"] + [f"  {line}" for line in assumption_lines(est)]
     if est.warnings:
         lines += ["", "Warnings:"] + [f"  {w}" for w in est.warnings]
@@ -131,14 +133,41 @@ def assumption_lines(est: EstimateRecord) -> list[str]:
     lines += [f"prices {date}: {source}" for date, source in sources]
     lines += [
         f"start-up billed per job: {a['startup_seconds'] / 60:.0f} min (instances, image, code){_data_text(a.get('data'))}",
-        f"spot: {spot_text}; {a['spot_interruptions_per_instance_hour']} interruptions per instance-hour, each costing "
-        f"{a['spot_restart_seconds'] / 60:.0f} min restart + half a {a['checkpoint_interval_seconds'] / 60:.0f} min "
-        "checkpoint interval",
+        f"spot: {spot_text}; {a['spot_interruptions_per_instance_hour']} interruptions per instance-hour on top of "
+        "the hardware's (goodput below)",
+        _failures_text(a["failures"]),
         f"memory: {a['memory_safety_margin']:.0%} of GPU memory kept free; CUDA context "
         f"{a['cuda_context_bytes'] / 2**30:.1f} GiB; activations {a['activations']}",
         f"communication: ring collectives, hierarchical (NVLink/PCIe inside, network between); {a['overlap']}",
     ]
     return lines
+
+
+def _failures_text(f: dict[str, Any]) -> str:
+    """How failures, checkpoints and restarts enter every row's hours (goodput.py)."""
+    rates = ", ".join(f"{k.removeprefix('ml.')} {v * 1000:.3f}" for k, v in f["interruptions_per_gpu_hour"].items())
+    sources = "; ".join(f"{k}: {v}" for k, v in f["sources"].items())
+    how = ("async (training waits for the copy to host memory)" if f["async_checkpoint"] else "sync (training waits)")
+    where = (f"uploaded to S3 by {f['s3_connections_per_rank']} connections per rank at "
+             f"{f['s3_bytes_per_s_per_connection'] / 1e6:.0f} MB/s each" if f["checkpoint_storage"] == "s3"
+             else "written to the instance's disk (SageMaker uploads it)")
+    return (f"failures: interruptions per 1,000 GPU-hours {rates} ({sources}); each costs {f['detect_seconds'] / 60:.0f} min to "
+            f"notice + the start-up + reading the checkpoint + half an interval of work; checkpoints {how}, {where}, "
+            f"every {f['interval']}; a planned restart every {f['planned_restart_every_hours'] / 24:.0f} days")
+
+
+def goodput_line(est: EstimateRecord) -> str:
+    """The recommended plan's failures, checkpoints and goodput, in one line ("" without one)."""
+    row = est.recommendation.row if est.recommendation else None
+    g = row.goodput if row is not None else None
+    if row is None or g is None or row.step is None:
+        return ""
+    spot = " on spot" if est.spot else ""
+    restarts = f", {g.planned_restarts} planned restart{'s' if g.planned_restarts > 1 else ''} (one per 28-day job)" if g.planned_restarts else ""
+    return (f"Goodput{spot}: {g.goodput:.3f} of the billed time trains — {g.interruptions:,.1f} interruptions expected "
+            f"(MTBF {g.mtbf_hours:,.1f} h){restarts}; a checkpoint of {g.checkpoint_bytes / 1e9:,.2f} GB per rank stalls "
+            f"{g.checkpoint_save_s:,.1f} s, every {g.checkpoint_interval_s / 60:,.1f} min "
+            f"({g.interval_steps(row.step.total):,} steps, Young/Daly); a restart costs {g.restart_s / 60:,.1f} min")
 
 
 def html(est: EstimateRecord) -> str:
@@ -154,11 +183,13 @@ def html(est: EstimateRecord) -> str:
         f'<div class="sm-dist"><p><b>{escape(est.model["name"])}</b>: {est.model["params"]:,} params</p>',
         table(HEADERS, [_cells(r, r is chosen) for r in rows], numeric=_NUMERIC,
               bold=[i for i, r in enumerate(rows) if r is chosen]),
-        f"<p><b>Recommendation:</b> {rec}</p><p>Assumptions:</p><ul>{items}</ul>",
+        f"<p><b>Recommendation:</b> {rec}</p>",
+        f"<p>{escape(goodput)}</p>" if (goodput := goodput_line(est)) else "",
+        f"<p>Assumptions:</p><ul>{items}</ul>",
         f"<p>Warnings:</p><ul>{warns}</ul>" if warns else "",
         "</div>",
     ]
     return "".join(parts)
 
 
-__all__ = ["text", "html", "ordered", "best_per_pair", "assumption_lines"]
+__all__ = ["text", "html", "ordered", "best_per_pair", "assumption_lines", "goodput_line"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sm_dist.catalog import Instance
-from sm_dist.estimator import activations, cost, grid, memory, report, timing
+from sm_dist.contract.transfer import MAX_CONCURRENCY
+from sm_dist.estimator import activations, cost, goodput, grid, memory, report, timing
 from sm_dist.estimator.recommend import Recommendation
 from sm_dist.estimator.record import EstimateRecord
 
@@ -116,6 +117,22 @@ def _data_assumption(data: cost.DataLoad | None, instances: list[Instance]) -> d
             "s3_max_gbps": cost.S3_MAX_GBPS, "efficiency": cost.DOWNLOAD_EFFICIENCY}
 
 
+def _failures(work: grid.Workload, instances: list[Instance]) -> dict[str, Any]:
+    """What the goodput of every row rests on (goodput.py, docs/guides/estimate.md)."""
+    return {
+        "interruptions_per_gpu_hour": {i.name: goodput.interruptions_per_gpu_hour(i.gpu_model) for i in instances},
+        "sources": {"H100, H200": "Llama 3 pre-training, 419 unexpected interruptions in 54 days on 16,384 H100s "
+                                  "(Dubey et al. 2024, §3.3.4)",
+                    "A100 and others": "Kokolis et al. 2025 (HPCA), projected MTTF 1.8 h for 16,384 A100s"},
+        "detect_seconds": goodput.DETECT_SECONDS,
+        "checkpoint_storage": work.checkpoint_storage, "async_checkpoint": work.async_checkpoint,
+        "s3_bytes_per_s_per_connection": goodput.S3_BYTES_PER_S_PER_CONNECTION,
+        "s3_connections_per_rank": MAX_CONCURRENCY,
+        "interval": "Young/Daly: sqrt(2 × checkpoint stall × MTBF)",
+        "planned_restart_every_hours": goodput.MAX_JOB_HOURS,
+    }
+
+
 def _assumptions(work: grid.Workload, settings: tuple[tuple[str, int], ...], instances: list[Instance],
                  mfu: float | None, spot_discount: float | None, live_spot: dict[str, float],
                  calibrations: dict[str, Calibration]) -> dict[str, Any]:
@@ -133,8 +150,7 @@ def _assumptions(work: grid.Workload, settings: tuple[tuple[str, int], ...], ins
         "data": _data_assumption(work.data, instances),
         "spot_discount": spot_discount if spot_discount is not None else (live_spot or cost.DEFAULT_SPOT_DISCOUNT),
         "spot_interruptions_per_instance_hour": cost.SPOT_INTERRUPTIONS_PER_INSTANCE_HOUR,
-        "spot_restart_seconds": cost.SPOT_RESTART_SECONDS,
-        "checkpoint_interval_seconds": cost.CHECKPOINT_INTERVAL_SECONDS,
+        "failures": _failures(work, instances),
         "memory_safety_margin": grid.SAFETY_MARGIN,
         "cuda_context_bytes": memory.CUDA_CONTEXT_BYTES,
         "precision": work.precision.value,

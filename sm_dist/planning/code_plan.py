@@ -8,7 +8,7 @@ LaunchConfig here only (`_checkpointing`): the job spec carries them to the runt
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,7 +30,7 @@ BASE_ENVIRONMENT = {"PYTHONPATH": request_mod.CODE_DIR, "PYTHONUNBUFFERED": "1"}
 
 
 def _checkpointing(config: LaunchConfig, infra_base: str | None, job_name: str,
-                   default_base: str | None) -> tuple[CheckpointSettings, list[str]]:
+                   default_base: str | None, default_interval: int | None = None) -> tuple[CheckpointSettings, list[str]]:
     """The job's checkpoint settings, built from the LaunchConfig here only (checkpoint_keep=None: DEFAULT_KEEP). A multi-instance job without a URI (none given, no infra
     stack) checkpoints under `default_base` (the job's output location): every host's shards
     must meet in one place for a restart to resume."""
@@ -49,7 +49,10 @@ def _checkpointing(config: LaunchConfig, infra_base: str | None, job_name: str,
     return CheckpointSettings(
         mode=parse_mode(mode), uri=uri if mode != "off" else None,
         local_path=request_mod.CHECKPOINT_LOCAL_PATH if mode in ("local", "sagemaker-sync") else None,
-        interval_steps=config.checkpoint_interval_steps, async_save=config.async_checkpoint,
+        # none given: the estimate's Young/Daly interval (sizing.checkpoint_interval_steps), when it priced the run
+        interval_steps=(config.checkpoint_interval_steps if config.checkpoint_interval_steps is not None
+                        else default_interval if mode != "off" else None),
+        async_save=config.async_checkpoint,
         keep=DEFAULT_KEEP if config.checkpoint_keep is None else config.checkpoint_keep,
     ), warnings + mode_warnings
 
@@ -99,7 +102,9 @@ def plan_code(config: LaunchConfig, region: str, job_name: str, checkpoint_base:
     for arg in config.args:
         preflight.check_exec_text("args", arg)
     checkpoint, ckpt_warnings = _checkpointing(config, checkpoint_base, checkpoint_name or job_name,
-                                               default_checkpoint_base)
+                                               default_checkpoint_base, sizing.checkpoint_interval_steps)
+    if config.checkpoint_interval_steps is None and checkpoint.interval_steps is not None:
+        sizing = replace(sizing, interval_defaulted=True)
     spec = JobSpec(
         entry=bundle_mod.resolve_entry(config.entry, _source(config), config.entry_is_function),
         strategy=sizing.strategy, precision=config.precision, seed=config.seed,

@@ -81,6 +81,7 @@ def render_plan(plan: Plan) -> str:
         *_data_lines(plan),
         f"output       {req['OutputDataConfig']['S3OutputPath']}  ({_compression(req['OutputDataConfig'])})",
         f"checkpoints  {spec.checkpoint.mode}: {spec.checkpoint.uri or spec.checkpoint.local_path or '-'}",
+        *_interval_lines(plan),
         *_tensorboard_lines(plan),
         *_debug_lines(plan),
         *_mlflow_lines(plan),
@@ -92,6 +93,17 @@ def render_plan(plan: Plan) -> str:
         lines.append(f"note         fit creates the SageMaker default bucket {plan.default_bucket} if it is missing")
     lines += [f"warning      {w}" for w in plan.warnings]
     return "\n".join(lines)
+
+
+def _interval_lines(plan: Plan) -> list[str]:
+    """The checkpoint interval sm_dist chose when none was given (estimator/goodput.py), and why."""
+    row = plan.sizing.row
+    if not plan.sizing.interval_defaulted or row is None or row.goodput is None or row.step is None:
+        return []
+    g = row.goodput
+    return [f"  interval   every {plan.job_spec.checkpoint.interval_steps:,} steps (~{g.checkpoint_interval_s / 60:,.1f} min): "
+            f"none given, so the estimate's Young/Daly interval sqrt(2 × {g.checkpoint_save_s:,.1f} s save × "
+            f"{g.mtbf_hours:,.0f} h MTBF); goodput {g.goodput:.3f}; checkpoint_interval_steps= to choose"]
 
 
 def _debug_lines(plan: Plan) -> list[str]:

@@ -37,6 +37,11 @@ class Sizing:
     """Parameters a token's FLOPs count (the active ones of a mixture of experts); None: size not given."""
     params: int | None = None
     """Every parameter of the model (what its saved weights hold); None: size not given."""
+    checkpoint_interval_steps: int | None = None
+    """The estimate's checkpoint interval in steps: Young/Daly from its save time and MTBF
+    (estimator/goodput.py); None without tokens= (no run to price)."""
+    interval_defaulted: bool = False
+    """True when the job checkpoints at `checkpoint_interval_steps` because none was given."""
 
     @property
     def expected_hours(self) -> float | None:
@@ -59,6 +64,8 @@ def _estimate(config: LaunchConfig, region: str) -> Estimate:
     if region not in regions():
         region = CATALOG_REGION
     work = {"tokens": config.tokens} if config.tokens is not None else {"tokens": 1}
+    # auto resolves later (preflight.check_checkpointing): priced as the runtime's S3 upload
+    storage = "local" if config.checkpoint_mode in ("local", "sagemaker-sync") else "s3"
     return estimate(
         params=config.params, model=config.model, hf_config=config.hf_config, precision=config.precision,
         seq_len=config.seq_len, micro_batch=config.micro_batch, instance_types=[config.instance_type],
@@ -67,7 +74,8 @@ def _estimate(config: LaunchConfig, region: str) -> Estimate:
         activation_checkpointing="selective",
         instance_counts=[config.instance_count], strategies=list(Strategy), spot=config.spot,
         region=region, budget=config.max_cost_usd if config.tokens is not None else None,
-        data=data_load(config.inputs), infra_check=config.infra_check, **work,
+        data=data_load(config.inputs), infra_check=config.infra_check, async_checkpoint=config.async_checkpoint,
+        checkpoint_storage=storage, **work,
     )
 
 
@@ -124,12 +132,14 @@ def choose_strategy(config: LaunchConfig, region: str) -> Sizing:
             raise ConfigError("strategy", chosen.strategy.value, chosen.reason)
         if not chosen.fits:
             raise DoesNotFitError(_fits_message(chosen, fitting, config))
-    if config.tokens is None:  # estimated for 1 token: the duration and cost mean nothing
-        chosen = chosen._replace(steps=0, hours=None, cost=None)
+    if config.tokens is None:  # estimated for 1 token: the duration, cost and failures mean nothing
+        chosen = chosen._replace(steps=0, hours=None, cost=None, goodput=None)
     flops_params, params = est.model.get("flops_params"), est.model.get("params")
+    interval = (chosen.goodput.interval_steps(chosen.step.total)
+                if chosen.goodput is not None and chosen.step is not None else None)
     return Sizing(chosen.strategy, chosen, reason, warnings,
                   flops_params=int(flops_params) if isinstance(flops_params, int) else None,
-                  params=int(params) if isinstance(params, int) else None)
+                  params=int(params) if isinstance(params, int) else None, checkpoint_interval_steps=interval)
 
 
 __all__ = ["Sizing", "choose_strategy"]

@@ -27,7 +27,9 @@ def test_the_estimate_bills_the_download_and_says_what_it_assumed() -> None:
                                strategies=["ddp"])
     g5 = get_instance("ml.g5.12xlarge")
     extra_hours = 50e9 * 8 / (download_gbps(g5) * 1e9) / 3600
-    assert with_data.rows[0].hours - without.rows[0].hours == pytest.approx(extra_hours)
+    # a restart after a failure downloads the data again: a hair more than one download
+    assert with_data.rows[0].hours - without.rows[0].hours == pytest.approx(extra_hours, rel=1e-3)
+    assert with_data.rows[0].hours - without.rows[0].hours > extra_hours
     line = next(line for line in with_data.table().splitlines() if "start-up billed" in line)
     assert "50.0 GB replicated" in line and "size unknown, not counted: val" in line
     assert with_data.to_dict()["assumptions"]["data"]["download_gbps"] == {"ml.g5.12xlarge": download_gbps(g5)}

@@ -23,10 +23,11 @@ def test_the_runs_are_the_published_models() -> None:
 
 
 def test_what_this_estimator_gives_for_them() -> None:
-    """FSDP-only on the same GPUs: 2.54x LLaMA-1 65B's published GPU-hours (1 sequence per GPU per step,
-    so the weights' all-gathers over the network are half the step), BLOOM's 1.06x."""
-    assert estimated_over_published(LLAMA1_65B) == pytest.approx(2.54, abs=0.02)
-    assert estimated_over_published(BLOOM) == pytest.approx(1.06, abs=0.02)
+    """FSDP-only on the same GPUs: 2.59x LLaMA-1 65B's published GPU-hours (1 sequence per GPU per step,
+    so the weights' all-gathers over the network are half the step), BLOOM's 1.08x (failures, checkpoints
+    and restarts included, as in every row: goodput 0.98 on 2,048 A100s)."""
+    assert estimated_over_published(LLAMA1_65B) == pytest.approx(2.59, abs=0.02)
+    assert estimated_over_published(BLOOM) == pytest.approx(1.08, abs=0.02)
 
 
 @pytest.mark.parametrize("run", RUNS, ids=lambda r: r.name)

@@ -6,13 +6,7 @@ import pytest
 
 from sm_dist.catalog import get_instance
 from sm_dist.estimator import timing
-from sm_dist.estimator.cost import (
-    CHECKPOINT_INTERVAL_SECONDS,
-    SPOT_INTERRUPTIONS_PER_INSTANCE_HOUR,
-    SPOT_RESTART_SECONDS,
-    job_cost,
-    job_hours,
-)
+from sm_dist.estimator.cost import job_cost, job_hours
 from sm_dist.vocab import Precision, Strategy
 
 
@@ -60,9 +54,8 @@ def test_cost_and_spot_expectation() -> None:
     inst = get_instance("ml.p4d.24xlarge")
     hours = job_hours(steps=100, step_seconds=36.0)
     assert hours == pytest.approx(1.0 + 300 / 3600)
-    cost = job_cost(10.0, 4, inst, spot_discount=0.6)
+    cost = job_cost(10.0, 4, inst, spot_discount=0.6, spot_hours=10.5)  # spot's hours: its interruptions (goodput)
     assert cost.sagemaker == pytest.approx(10 * 4 * 25.2513)
     assert cost.ec2 == pytest.approx(10 * 4 * 21.9576)
-    lost = 10 * 4 * SPOT_INTERRUPTIONS_PER_INSTANCE_HOUR * (SPOT_RESTART_SECONDS + CHECKPOINT_INTERVAL_SECONDS / 2) / 3600
-    assert cost.spot_hours == pytest.approx(10 + lost)
-    assert cost.spot == pytest.approx((10 + lost) * 4 * 25.2513 * 0.4)
+    assert cost.spot_hours == 10.5
+    assert cost.spot == pytest.approx(10.5 * 4 * 25.2513 * 0.4)

@@ -77,7 +77,8 @@ def test_infra_check_is_refused_where_it_is_not_offered(source_dir: Path) -> Non
 def test_the_estimate_adds_the_infra_checks_time(source_dir: Path) -> None:
     sized = dict(params=1e8, tokens=1e9, strategy="ddp", instance_count=4)
     on, off = _plan(source_dir, **sized).sizing.row, _plan(source_dir, infra_check=False, **sized).sizing.row
-    assert on.hours - off.hours == pytest.approx(INFRA_CHECK_SECONDS / 3600)
+    # (a restart after a failure runs it again: a hair more than once)
+    assert on.hours - off.hours == pytest.approx(INFRA_CHECK_SECONDS / 3600, rel=1e-3)
     assert on.cost.sagemaker > off.cost.sagemaker
 
 

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
+from sm_dist.contract import transfer
 from sm_dist.contract.checkpoint import (
     MANIFEST_NAME,
     Manifest,
@@ -47,9 +48,9 @@ _T = TypeVar("_T")
 #: botocore "standard" retry mode attempts per request (AWS SDK default is 3; checkpoints are
 #: worth waiting for — with exponential backoff capped at 20 s, 10 attempts span about a minute).
 DEFAULT_MAX_ATTEMPTS = 10
-#: s3transfer's defaults (docs/PLATFORM.md §4.3): 8 MiB parts, 10 threads; 8 threads leave a core to training.
-DEFAULT_MULTIPART_THRESHOLD = 8 << 20
-DEFAULT_MAX_CONCURRENCY = 8
+#: The transfer settings the estimator prices too (sm_dist.contract.transfer): 8 MiB parts, 8 threads per rank.
+DEFAULT_MULTIPART_THRESHOLD = transfer.MULTIPART_THRESHOLD_BYTES
+DEFAULT_MAX_CONCURRENCY = transfer.MAX_CONCURRENCY
 
 
 def parse_s3_uri(uri: str) -> tuple[str, str]:
