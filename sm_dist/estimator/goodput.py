@@ -11,7 +11,7 @@ and with it (first order, as Daly): wall = work × (1 + stall/interval) / (1 −
 (interval + stall)/2) / MTBF), goodput = work / billed time. Kokolis et al. (HPCA 2025) call the
 same ratio the Effective Training Time Ratio.
 
-- Failures: unexpected interruptions per GPU-hour from published fleet data (docs/PLATFORM.md §8):
+- Failures: unexpected interruptions per GPU-hour from published fleet data (docs/PLATFORM.md §11):
   Hopper GPUs at Llama 3's pre-training rate, A100 and other GPUs at the rate Kokolis et al. project
   for Meta's A100 research clusters; spot adds SageMaker's interruptions per instance-hour (cost.py);
   a run longer than one job (28 days) adds a planned restart per job, which loses no work.
@@ -60,7 +60,7 @@ MAX_JOB_HOURS = 28 * 24.0
 #: fires (its hang_timeout_s is at least 300 s); an assumption.
 DETECT_SECONDS = 300.0
 #: What one S3 connection moves: AWS's S3 performance guidelines size "one concurrent request for
-#: each 85-90 MB/s of desired network throughput" (docs/PLATFORM.md §8).
+#: each 85-90 MB/s of desired network throughput" (docs/PLATFORM.md §11).
 S3_BYTES_PER_S_PER_CONNECTION = 85e6
 #: Sequential write to the instance's disk before the upload: local NVMe instance storage, or the
 #: EBS training volume (gp2/gp3 baseline throughput tops out near 250 MB/s); assumptions.

@@ -30,7 +30,7 @@ BASE_ENVIRONMENT = {"PYTHONPATH": request_mod.CODE_DIR, "PYTHONUNBUFFERED": "1"}
 
 
 def _checkpointing(config: LaunchConfig, infra_base: str | None, job_name: str,
-                   default_base: str | None, default_interval: int | None = None) -> tuple[CheckpointSettings, list[str]]:
+                   default_base: str | None) -> tuple[CheckpointSettings, list[str]]:
     """The job's checkpoint settings, built from the LaunchConfig here only (checkpoint_keep=None: DEFAULT_KEEP). A multi-instance job without a URI (none given, no infra
     stack) checkpoints under `default_base` (the job's output location): every host's shards
     must meet in one place for a restart to resume."""
@@ -49,10 +49,7 @@ def _checkpointing(config: LaunchConfig, infra_base: str | None, job_name: str,
     return CheckpointSettings(
         mode=parse_mode(mode), uri=uri if mode != "off" else None,
         local_path=request_mod.CHECKPOINT_LOCAL_PATH if mode in ("local", "sagemaker-sync") else None,
-        # none given: the estimate's Young/Daly interval (sizing.checkpoint_interval_steps), when it priced the run
-        interval_steps=(config.checkpoint_interval_steps if config.checkpoint_interval_steps is not None
-                        else default_interval if mode != "off" else None),
-        async_save=config.async_checkpoint,
+        interval_steps=config.checkpoint_interval_steps, async_save=config.async_checkpoint,
         keep=DEFAULT_KEEP if config.checkpoint_keep is None else config.checkpoint_keep,
     ), warnings + mode_warnings
 
@@ -95,15 +92,19 @@ def plan_code(config: LaunchConfig, region: str, job_name: str, checkpoint_base:
     `checkpoint_name`: the folder under either (default: the job's name; a chain's: the run's)."""
     inst = preflight.check_instance(config.instance_type, region)
     warnings = [] if inst else [f"{config.instance_type} is not in sm_dist's catalog: no price, no memory check"]
-    sizing = choose_strategy(config, region) if inst else _unchecked(config)
+    checkpoint, ckpt_warnings = _checkpointing(config, checkpoint_base, checkpoint_name or job_name,
+                                               default_checkpoint_base)
+    # the estimate prices the checkpoints where they will go: the disk (SageMaker uploads) or S3
+    storage = "local" if checkpoint.mode.value in ("local", "sagemaker-sync") else "s3"
+    sizing = choose_strategy(config, region, storage) if inst else _unchecked(config)
     warnings += preflight.check_topology(sizing.strategy, config.instance_count, config.nproc_per_node)
     preflight.check_hyperparameters(config.hyperparameters)
     preflight.check_environment(config.environment, len(BASE_ENVIRONMENT) + config.network_isolation)
     for arg in config.args:
         preflight.check_exec_text("args", arg)
-    checkpoint, ckpt_warnings = _checkpointing(config, checkpoint_base, checkpoint_name or job_name,
-                                               default_checkpoint_base, sizing.checkpoint_interval_steps)
-    if config.checkpoint_interval_steps is None and checkpoint.interval_steps is not None:
+    if checkpoint.interval_steps is None and checkpoint.mode.value != "off" and sizing.checkpoint_interval_steps:
+        # none given: the estimate's Young/Daly interval, when it priced the run
+        checkpoint = replace(checkpoint, interval_steps=sizing.checkpoint_interval_steps)
         sizing = replace(sizing, interval_defaulted=True)
     spec = JobSpec(
         entry=bundle_mod.resolve_entry(config.entry, _source(config), config.entry_is_function),

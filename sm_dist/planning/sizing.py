@@ -54,7 +54,7 @@ class Sizing:
         return self.row.cost.spot if spot else self.row.cost.sagemaker
 
 
-def _estimate(config: LaunchConfig, region: str) -> Estimate:
+def _estimate(config: LaunchConfig, region: str, storage: str = "s3") -> Estimate:
     """The estimate on the job's instance type and count. A region the catalog has no prices
     for is priced with the catalog's own region's prices (the plan warns so): a price is
     advice, and launching must not depend on it."""
@@ -64,8 +64,6 @@ def _estimate(config: LaunchConfig, region: str) -> Estimate:
     if region not in regions():
         region = CATALOG_REGION
     work = {"tokens": config.tokens} if config.tokens is not None else {"tokens": 1}
-    # auto resolves later (preflight.check_checkpointing): priced as the runtime's S3 upload
-    storage = "local" if config.checkpoint_mode in ("local", "sagemaker-sync") else "s3"
     return estimate(
         params=config.params, model=config.model, hf_config=config.hf_config, precision=config.precision,
         seq_len=config.seq_len, micro_batch=config.micro_batch, instance_types=[config.instance_type],
@@ -105,15 +103,16 @@ def _auto(est: Estimate, config: LaunchConfig, rows: dict[Strategy, Row], fittin
                                               "chose the cheapest that fits",)
 
 
-def choose_strategy(config: LaunchConfig, region: str) -> Sizing:
-    """Resolve "auto", check the memory fit, and attach the estimate row."""
+def choose_strategy(config: LaunchConfig, region: str, storage: str = "s3") -> Sizing:
+    """Resolve "auto", check the memory fit, and attach the estimate row. `storage`: where the job's
+    checkpoints go, as the estimate prices them ("s3", or "local": the disk, sagemaker-sync)."""
     if config.params is None and config.model is None and config.hf_config is None:
         if config.strategy == "auto":
             raise ConfigError("strategy", "auto", "needs the model size: pass params=7e9, model=<preset> or hf_config=PATH")
         return Sizing(Strategy(config.strategy), None, "as given", ("model size not given (params=/model=/hf_config=): "
                                                             "memory fit and expected cost not checked",))
     try:
-        est = _estimate(config, region)
+        est = _estimate(config, region, storage)
     except CatalogError as exc:
         if config.strategy == "auto" or exc.field != "instance_type":
             raise
