@@ -45,6 +45,11 @@ def remote_checks(plan: Plan, session: Session, validate_role: bool = True,
                      plan.role_arn, os.environ.get("SAGEMAKER_VALIDATE_ROLE"))
     else:
         _log.warning("role %s not checked (validate_role=False / --no-validate-role)", plan.role_arn)
+    if plan.run is not None:  # a chain: the region's chain stack creates its next jobs (its supervisor)
+        from sm_dist.cloud.supervision import check_chain_stack
+
+        for warning in check_chain_stack(session, plan.region, plan.role_arn):
+            _log.warning("%s", warning)
     # the data channels' S3 prefixes too: SageMaker reads them from the job's region (a local folder's
     # upload prefix is under the code's bucket, checked with it)
     data = [c.source for c in plan.channels.values() if c.kind is SourceKind.S3]

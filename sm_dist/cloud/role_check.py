@@ -49,6 +49,12 @@ SSM_AGENT = ("ssmmessages:CreateControlChannel", "ssmmessages:CreateDataChannel"
 MLFLOW_ACTIONS = ("sagemaker-mlflow:GetExperimentByName", "sagemaker-mlflow:CreateExperiment",
                   "sagemaker-mlflow:SearchRuns", "sagemaker-mlflow:CreateRun", "sagemaker-mlflow:GetRun",
                   "sagemaker-mlflow:LogBatch", "sagemaker-mlflow:UpdateRun")
+#: An MLflow App (`mlflow-app/…`) is reached through one SageMaker action on the app; the sagemaker-mlflow
+#: actions above define the tracking-server resource type only (docs/PLATFORM.md §1.15).
+MLFLOW_APP_ACTIONS = ("sagemaker:CallMlflowAppApi",)
+#: What sm_dist's runtime does at a checkpoint URI it writes itself (no CheckpointConfig; its S3 storage:
+#: list, read, write, and delete a manifest and old checkpoints; docs/PLATFORM.md §4.5).
+RUNTIME_CHECKPOINT_ACTIONS = ("s3:PutObject", "s3:GetObject", "s3:DeleteObject")
 
 
 @dataclass(frozen=True)
@@ -76,9 +82,12 @@ def _s3(uri: str, partition: str, why: str, objects: tuple[str, ...], listed: bo
     return found
 
 
-def needs(request: Mapping[str, Any], region: str, account: str, partition: str = "aws") -> list[Need]:
+def needs(request: Mapping[str, Any], region: str, account: str, partition: str = "aws",
+          runtime_checkpoint: str | None = None) -> list[Need]:
     """What a job started from `request` does with its role: code and data read, output and
-    checkpoints written, logs and metrics sent, the image pulled, MLflow runs logged, network interfaces made."""
+    checkpoints written, logs and metrics sent, the image pulled, MLflow runs logged, network interfaces made.
+    `runtime_checkpoint`: the S3 URI sm_dist's runtime writes checkpoints to itself (the job spec's, in the
+    modes without CheckpointConfig), which the request does not name."""
     found: list[Need] = []
     for channel in request.get("InputDataConfig") or []:
         uri = ((channel.get("DataSource") or {}).get("S3DataSource") or {}).get("S3Uri")
@@ -92,6 +101,8 @@ def needs(request: Mapping[str, Any], region: str, account: str, partition: str 
     checkpoint = (request.get("CheckpointConfig") or {}).get("S3Uri")
     if checkpoint:
         found += _s3(checkpoint, partition, "checkpoints", ("s3:PutObject", "s3:GetObject"), listed=True)
+    elif runtime_checkpoint:
+        found += _s3(runtime_checkpoint, partition, "checkpoints", RUNTIME_CHECKPOINT_ACTIONS, listed=True)
     logs = f"arn:{partition}:logs:{region}:{account}:log-group:{LOG_GROUP}"
     found += [Need(("logs:CreateLogGroup", "logs:DescribeLogStreams"), f"{logs}:*", "logs"),
               Need(("logs:CreateLogStream", "logs:PutLogEvents"), f"{logs}:log-stream:sm-dist-example", "logs"),
@@ -104,7 +115,7 @@ def needs(request: Mapping[str, Any], region: str, account: str, partition: str 
         found.append(Need(SSM_AGENT, "*", "remote_debug"))
     mlflow = (request.get("MlflowConfig") or {}).get("MlflowResourceArn")
     if mlflow:
-        found.append(Need(MLFLOW_ACTIONS, mlflow, "mlflow"))
+        found.append(Need(MLFLOW_APP_ACTIONS if ":mlflow-app/" in mlflow else MLFLOW_ACTIONS, mlflow, "mlflow"))
     if request.get("VpcConfig"):
         found += [Need(VPC_DESCRIBE, "*", "VPC"),
                   Need(VPC_MANAGE, f"arn:{partition}:ec2:{region}:{account}:network-interface/sm-dist-example", "VPC")]
@@ -135,7 +146,7 @@ def check_role(plan: Plan, session: Session) -> list[str]:
     iam = session.client("iam")
     warnings = _check_trust(iam, role)
     try:
-        denied = _denied(iam, role, needs(plan.request, plan.region, account, partition))
+        denied = _denied(iam, role, needs(plan.request, plan.region, account, partition, runtime_checkpoint_uri(plan)))
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code", "")
         if code not in ("AccessDenied", "AccessDeniedException"):
@@ -145,6 +156,15 @@ def check_role(plan: Plan, session: Session) -> list[str]:
     if denied:
         raise ConfigError("role", role, _denial(denied))
     return warnings
+
+
+def runtime_checkpoint_uri(plan: Plan) -> str | None:
+    """The S3 URI the job's runtime writes checkpoints to itself: the job spec's, when the request has no
+    CheckpointConfig (SageMaker syncs none) and the mode writes somewhere (not "off" or "local")."""
+    settings = plan.job_spec.checkpoint
+    if plan.request.get("CheckpointConfig") or str(settings.mode) in ("off", "local"):
+        return None
+    return settings.uri if settings.uri and settings.uri.startswith("s3://") else None
 
 
 def _check_trust(iam: Any, role: str) -> list[str]:
@@ -224,4 +244,5 @@ def _denial(denied: list[tuple[str, Need]]) -> str:
             "VpcMode=true or KmsKeyArn=…)")
 
 
-__all__ = ["LOG_GROUP", "METRICS_NAMESPACE", "MLFLOW_ACTIONS", "Need", "check_role", "needs"]
+__all__ = ["LOG_GROUP", "METRICS_NAMESPACE", "MLFLOW_ACTIONS", "MLFLOW_APP_ACTIONS", "RUNTIME_CHECKPOINT_ACTIONS", "Need",
+           "check_role", "needs", "runtime_checkpoint_uri"]

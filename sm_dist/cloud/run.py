@@ -123,12 +123,23 @@ class Run(Job):
 
     def status(self) -> JobStatus:
         """The run's status: its newest job's while that runs; after it, what the supervisor decided."""
-        return _run_status(self.name, self.links())
+        links = self.links()
+        return _run_status(self.name, links, self._failed_event(links[-1]))
 
     def summary(self) -> RunSummary:  # type: ignore[override]
         """The run's status and its jobs."""
         links = self.links()
-        return RunSummary(_run_status(self.name, links), tuple(links))
+        return RunSummary(_run_status(self.name, links, self._failed_event(links[-1])), tuple(links))
+
+    def _failed_event(self, last: LinkInfo) -> str | None:
+        """Why the supervisor decided nothing on the ended `last` job, when its stack kept the event it failed
+        on (sm_dist.cloud.supervision); looked up only through a session (given, or made for the clients)."""
+        region = self._region or (self._session.region_name if self._session is not None else None)
+        if last.decision or last.status in ("InProgress", "Stopping") or self._session is None or not region:
+            return None
+        from sm_dist.cloud.supervision import failed_event
+
+        return failed_event(self._session, region, last.name)
 
     def wait(self, *, poll_s: float = WAIT_POLL_S, timeout_s: float | None = None, progress: bool = True,
              out: TextIO | None = None, logs: bool = False, sleep: Callable[[float], None] = time.sleep) -> JobStatus:
@@ -222,7 +233,7 @@ def find(name: str, region: str | None) -> Job | str:
         pass
     except NoRegionError:
         return "in no AWS region (region=None: set AWS_REGION, or give --region)"
-    run = Run(name, region=region, clients={"sagemaker": job.client("sagemaker")})
+    run = Run(name, session=job._session, region=region, clients={"sagemaker": job.client("sagemaker")})
     try:
         run.jobs()
     except ConfigError:
@@ -230,8 +241,9 @@ def find(name: str, region: str | None) -> Job | str:
     return run
 
 
-def _run_status(name: str, links: list[LinkInfo]) -> JobStatus:
-    """The run's status: its current job's while it runs; after it, what the supervisor decided."""
+def _run_status(name: str, links: list[LinkInfo], failed: str | None = None) -> JobStatus:
+    """The run's status: its current job's while it runs; after it, what the supervisor decided (`failed`:
+    why it decided nothing, from the events its stack kept)."""
     last = links[-1]
     where = f"job {len(links)}: {last.name}"
     if last.status in ("InProgress", "Stopping"):
@@ -244,6 +256,10 @@ def _run_status(name: str, links: list[LinkInfo]) -> JobStatus:
         return JobStatus(name, status, last.secondary, f"{where}; {decision}", last.failure_reason)
     if decision:
         return JobStatus(name, "InProgress", "Starting", f"{where}; {decision}")
+    if failed:
+        return JobStatus(name, "Failed", "Failed", f"{where} ended {last.status} / {last.secondary}; no decision on it: "
+                         f"{failed}; fix the cause, then start the next job with sm-dist fit ... --chain, or send the "
+                         "event again", failed)
     return JobStatus(name, "InProgress", "Deciding", f"{where} ended {last.status} / {last.secondary}; no decision "
                      "on it yet: is the chain stack deployed in this region? (sm-dist infra deploy --template "
                      "sm-dist-chain.yaml)")

@@ -120,7 +120,10 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
     if config.fallback_instance_types:  # on demand: InstancePreferences (planning.fallbacks)
         request = fallbacks.with_preferences(request, config.fallback_instance_types)
         request_mod.validate_request(request)
-    reach_warnings = check_reach(request, where.reach, where.infra_stack) if where.reach and where.infra_stack else []
+    written = code.spec.checkpoint.uri if str(code.spec.checkpoint.mode) not in ("off", "local") else None
+    reach_warnings = (check_reach(request, where.reach, where.infra_stack, written if written and
+                                  written.startswith("s3://") else None)
+                      if where.reach and where.infra_stack else [])
     return Plan(
         job_name=job_name, region=region, request_json=json.dumps(request), job_spec=code.spec, bundle=code.bundle,
         code_s3_uri=code_uri, role_arn=where.role_arn, instance_type=config.instance_type,

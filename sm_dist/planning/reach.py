@@ -41,16 +41,19 @@ def _listed(value: str | None) -> list[str]:
     return [] if value in (None, "", NONE) else [v for v in str(value).split(",") if v]
 
 
-def check_reach(request: Mapping[str, Any], reach: Mapping[str, str], stack: str) -> list[str]:
+def check_reach(request: Mapping[str, Any], reach: Mapping[str, str], stack: str,
+                checkpoint_uri: str | None = None) -> list[str]:
     """Refuse (ConfigError) what the stack's role cannot reach; warnings for what the stack does not record.
 
-    `reach`: the stack's resolved outputs (sm_dist.provision.outputs.resolve), `stack` its name.
+    `reach`: the stack's resolved outputs (sm_dist.provision.outputs.resolve), `stack` its name;
+    `checkpoint_uri`: the job spec's S3 checkpoint URI, which the runtime writes itself when the request
+    has no CheckpointConfig.
     """
     warnings: list[str] = []
     own = reach.get("artifact_uri") or f"s3://{reach['bucket']}"
     output = request.get("OutputDataConfig") or {}
     writes = {"output_s3_uri": output.get("S3OutputPath"),
-              "checkpoint_s3_uri": (request.get("CheckpointConfig") or {}).get("S3Uri"),
+              "checkpoint_s3_uri": (request.get("CheckpointConfig") or {}).get("S3Uri") or checkpoint_uri,
               "tensorboard": (request.get("TensorBoardOutputConfig") or {}).get("S3OutputPath")}
     for field, uri in writes.items():
         if uri and not under(uri, own):

@@ -63,9 +63,22 @@ def record(stack_name: str, entry: Mapping[str, Any], environ: Mapping[str, str]
     return _write(data, environ)
 
 
+def record_chain(region: str, stack_name: str, environ: Mapping[str, str] | None = None) -> Path:
+    """Store `stack_name` as `region`'s chain stack (the default stays as it is); returns the path."""
+    data = read(environ)
+    data["version"] = _VERSION
+    data.setdefault("chain_stacks", {})[region] = stack_name
+    return _write(data, environ)
+
+
 def forget(stack_name: str, environ: Mapping[str, str] | None = None) -> bool:
     """Drop `stack_name` from the file (after its deletion); True if it was there."""
     data = read(environ)
+    chains = data.get("chain_stacks") or {}
+    if stack_name in chains.values():
+        data["chain_stacks"] = {region: name for region, name in chains.items() if name != stack_name}
+        _write(data, environ)
+        return True
     if stack_name not in data["stacks"]:
         return False
     del data["stacks"][stack_name]

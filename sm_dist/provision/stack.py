@@ -155,6 +155,8 @@ def deploy(
         resolved = outputs.from_stack(final)
         path = config.record(name, {**resolved, "region": region, "stack_name": name}, environ)
         _log.debug("recorded stack %s in %s", name, path)
+    elif ROLE_PARAMETER in declared:  # the chain stack: fit(chain=True) of this region checks it (cloud.supervision)
+        config.record_chain(region, name, environ)
     return _info(final, region, changed=changed)
 
 

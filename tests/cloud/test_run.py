@@ -23,9 +23,43 @@ def _fit(source_dir: Path) -> list[str]:
             "--max-links", "4", "--on-demand-after", "2", "--job-name", "pretrain", "--json"]
 
 
+def _chain_stack(role: str = ROLE_ARN) -> str:
+    """The chain stack deployed to moto (its supervisor may pass `role`); the URL of its failed-events queue."""
+    import boto3
+
+    from sm_dist.provision import stack
+
+    stack.deploy("sm-dist-chain", {"ExecutionRoleArn": role}, session=boto3.Session(region_name="us-east-1"),
+                 template_name="sm-dist-chain.yaml", poll_seconds=0)
+    described = boto3.client("cloudformation").describe_stacks(StackName="sm-dist-chain")["Stacks"][0]
+    return next(o["OutputValue"] for o in described["Outputs"] if o["OutputKey"] == "FailedEventsQueueUrl")
+
+
+def _nothing_created() -> bool:
+    import boto3
+
+    listed = boto3.client("s3").list_objects_v2(Bucket=CKPT_BUCKET).get("KeyCount", 0)
+    return boto3.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == [] and listed == 0
+
+
+def test_fit_chain_without_the_chain_stack_is_refused_naming_it(aws: str, source_dir: Path, capsys) -> None:
+    """Finding 9 of issue 39: without the region's chain stack, or with one whose supervisor may not pass the
+    job's role, the run stopped after its first job; now fit refuses before anything is uploaded."""
+    assert main(_fit(source_dir)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("sm-dist fit: error: chain='sm-dist-chain': no chain stack sm-dist-chain in us-east-1") and "\n" not in err
+    assert "sm-dist infra deploy --region us-east-1 --template sm-dist-chain.yaml --stack-name sm-dist-chain" in err
+    assert _nothing_created()
+    _chain_stack(role="arn:aws:iam::123456789012:role/another-role")
+    assert main(_fit(source_dir)) == 2
+    err = capsys.readouterr().err
+    assert "may pass only arn:aws:iam::123456789012:role/another-role to SageMaker" in err and _nothing_created()
+
+
 def test_fit_chain_creates_the_first_job_then_status_follows_the_run(aws: str, source_dir: Path, capsys) -> None:
     import boto3
 
+    _chain_stack()
     assert main(_fit(source_dir)) == 0
     assert json.loads(capsys.readouterr().out)["job_name"] == "pretrain"
     sagemaker = boto3.client("sagemaker")
@@ -75,3 +109,27 @@ def test_a_run_lists_every_job_and_what_followed_it(aws: str, capsys) -> None:
     assert run.status().name == "pretrain" and not run.status().done
     assert main(["status", "nothing-here"]) == 2
     assert "no job of that name here (no local run of that name under " in capsys.readouterr().err
+
+
+def test_status_reports_the_event_the_supervisor_failed_on(aws: str, source_dir: Path, capsys) -> None:
+    """Finding 7 of issue 39: an event the supervisor raised on (after Lambda's retries) is kept in the chain
+    stack's queue, as Lambda's dead-letter queue writes it (the event as the body, ErrorMessage as an
+    attribute), and the run's status says so instead of waiting for a decision that will never come."""
+    import boto3
+
+    queue = _chain_stack()
+    assert main(_fit(source_dir)) == 0
+    capsys.readouterr()
+    sqs = boto3.client("sqs")
+    attributes = {"RequestID": {"DataType": "String", "StringValue": "7f1c"},
+                  "ErrorCode": {"DataType": "Number", "StringValue": "200"},
+                  "ErrorMessage": {"DataType": "String", "StringValue": "KeyError: 'TrainingJobArn'"}}
+    other = {"detail": {"TrainingJobName": "another-run-1", "TrainingJobStatus": "Stopped"}}
+    sqs.send_message(QueueUrl=queue, MessageBody=json.dumps(other), MessageAttributes=attributes)
+    assert Run("pretrain", session=boto3.Session(region_name="us-east-1")).status().secondary == "Deciding"
+    mine = {"detail": {"TrainingJobName": "pretrain-1", "TrainingJobStatus": "Completed"}}
+    sqs.send_message(QueueUrl=queue, MessageBody=json.dumps(mine), MessageAttributes=attributes)
+    assert main(["status", "pretrain"]) == 0
+    out = capsys.readouterr().out
+    assert "run pretrain: Failed / Failed" in out and "KeyError: 'TrainingJobArn'" in out and queue in out
+    assert len(sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10)["Messages"]) == 2  # read, not taken

@@ -54,7 +54,9 @@ def test_the_supervisor_may_pass_only_the_execution_role_and_only_to_sagemaker()
     for statement in statements.values():
         assert statement["Resource"] != "*" and "*" not in str(statement["Action"])
         if str(statement["Action"]).count("sagemaker:"):
-            assert ":training-job/*" in str(statement["Resource"])
+            resources = [r["Fn::Sub"].rsplit(":", 1)[1] for r in
+                         (statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]])]
+            assert set(resources) <= {"training-job/*", "training-plan/*", "reserved-capacity/*"}, resources
     assert statements["WriteOwnLogs"]["Resource"] == {"Fn::GetAtt": ["SupervisorLogGroup", "Arn"]}
     # after a MaxRuntime stop it lists the one bucket it is given (none given: no statement, it never lists)
     listing = statements["ListCheckpoints"]
@@ -63,6 +65,53 @@ def test_the_supervisor_may_pass_only_the_execution_role_and_only_to_sagemaker()
     conditional = [s for s in template.load(NAME)["Resources"]["SupervisorRole"]["Properties"]["Policies"][0][
         "PolicyDocument"]["Statement"] if "Fn::If" in s]
     assert conditional == [{"Fn::If": ["ListsCheckpoints", listing, {"Ref": "AWS::NoValue"}]}]
+
+
+def _deployed_role_policy(aws_session: Any) -> dict[str, Any]:
+    """The supervisor role's inline policy as moto's IAM stores it after a deploy: a dict's repr, with
+    AWS::NoValue entries as None (docs/PLATFORM.md §10)."""
+    import ast
+
+    iam = aws_session.client("iam")
+    role = next(r["RoleName"] for r in iam.list_roles()["Roles"] if "SupervisorRole" in r["RoleName"])
+    document = iam.get_role_policy(RoleName=role, PolicyName="sm-dist-supervisor")["PolicyDocument"]
+    return ast.literal_eval(document) if isinstance(document, str) else document
+
+
+def test_the_supervisor_may_create_a_link_on_a_training_plan(aws_session: Any, config_home: Path) -> None:
+    """Finding 1 of issue 39: CreateTrainingJob with a TrainingPlanArn is authorized on the plan and its
+    reserved capacity too (docs/PLATFORM.md §1.10); the role granted training-job/* only."""
+    from _iam_simulator import evaluate
+
+    stack.deploy("sm-dist-chain", {"ExecutionRoleArn": ROLE}, session=aws_session, template_name=NAME, poll_seconds=0)
+    document = _deployed_role_policy(aws_session)
+    tagged = {"aws:RequestTag/sm-dist:run": ["run"]}
+    sagemaker = "arn:aws:sagemaker:us-east-1:123456789012:{}".format
+    for resource in ("training-job/run-2", "training-plan/p5-week", "reserved-capacity/rc-p5-1"):
+        assert evaluate([("supervisor", document)], "sagemaker:CreateTrainingJob", sagemaker(resource),
+                        tagged)[0] == "allowed", resource
+    assert evaluate([("supervisor", document)], "sagemaker:CreateTrainingJob", sagemaker("training-job/x"),
+                    {})[0] == "implicitDeny"  # an untagged job stays refused
+
+
+def test_the_stack_keeps_the_events_its_function_fails_on(aws_session: Any, config_home: Path) -> None:
+    """Finding 7 of issue 39: an event the function raises on is retried twice by Lambda, then dropped; the
+    stack now sends it to its queue (the function's dead-letter queue), which the role may write and the
+    stack's output names (sm-dist status reads it: tests/cloud/test_run.py)."""
+    from _iam_simulator import evaluate
+
+    resources = template.load(NAME)["Resources"]
+    function = resources["SupervisorFunction"]["Properties"]
+    assert function["DeadLetterConfig"] == {"TargetArn": {"Fn::GetAtt": ["FailedEvents", "Arn"]}}
+    queue = resources["FailedEvents"]["Properties"]
+    assert queue["MessageRetentionPeriod"] == 1_209_600 and queue["SqsManagedSseEnabled"] is True  # 14 days, the most
+    stack.deploy("sm-dist-chain", {"ExecutionRoleArn": ROLE}, session=aws_session, template_name=NAME, poll_seconds=0)
+    described = aws_session.client("cloudformation").describe_stacks(StackName="sm-dist-chain")["Stacks"][0]
+    url = next(o["OutputValue"] for o in described["Outputs"] if o["OutputKey"] == "FailedEventsQueueUrl")
+    attributes = aws_session.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+    assert attributes["QueueArn"].endswith(":sm-dist-chain-supervisor-failures")
+    assert evaluate([("supervisor", _deployed_role_policy(aws_session))], "sqs:SendMessage", attributes["QueueArn"],
+                    {})[0] == "allowed"
 
 
 def test_the_rule_hands_every_ended_training_job_to_the_function() -> None:
@@ -83,7 +132,13 @@ def test_the_stack_deploys_to_moto_and_records_no_default(aws_session: Any, conf
     assert function["Handler"] == "index.handler" and function["Runtime"] == "python3.12"
     rules = aws_session.client("events").list_rules()["Rules"]
     assert len(rules) == 1 and "SageMaker Training Job State Change" in rules[0]["EventPattern"]
-    assert not config.config_path().exists()  # fit --infra-stack never picks the chain stack
+    recorded = config.read()  # fit --infra-stack never picks the chain stack; fit(chain=True) checks it
+    assert recorded["default"] is None and recorded["stacks"] == {}
+    assert recorded["chain_stacks"] == {"us-east-1": "sm-dist-chain"}
+    from sm_dist.provision import teardown
+
+    teardown.delete("sm-dist-chain", session=aws_session, poll_seconds=0)
+    assert config.read()["chain_stacks"] == {}  # forgotten with the stack
 
 
 def test_the_chain_stack_takes_the_role_from_the_base_stack(aws_session: Any, config_home: Path) -> None:

@@ -68,6 +68,45 @@ def test_a_role_that_may_not_write_the_output_is_refused_naming_the_action(
     assert _nothing_created(aws_session, out["bucket"])
 
 
+def _runtime_checkpointing(project: Path) -> None:
+    """The entry imports sm_dist: its checkpointer writes to S3 itself, the request has no CheckpointConfig."""
+    (project / "train.py").write_text("import sm_dist  # noqa: F401\nprint('[sm_dist] step=1 loss=0.5')\n")
+
+
+def test_the_runtimes_own_checkpoint_uri_is_checked_against_the_role(
+        aws_session: Any, config_home: Path, project: Path) -> None:
+    """Finding 5 of issue 39: with no CheckpointConfig in the request, the checkpoint URI is the job spec's;
+    a role that may not write there was let through and the job failed at its first save."""
+    from _project import TEST_ROLE_POLICY, create_test_role
+
+    out = stack.deploy("sm-dist", session=aws_session, poll_seconds=0).outputs
+    _runtime_checkpointing(project)
+    policy = json.loads(json.dumps(TEST_ROLE_POLICY))
+    policy["Statement"][0]["Resource"] = ["arn:aws:s3:::sagemaker-*", "arn:aws:s3:::sagemaker-*/*"]
+    role = create_test_role(aws_session, policy, name="own-bucket-only")
+    settings = dict(role=role, infra_stack=None, checkpoint_s3_uri="s3://elsewhere/ckpt")
+    plan = _fit(aws_session, project, dry_run=True, **settings)
+    assert "CheckpointConfig" not in plan.request and plan.job_spec.checkpoint.mode == "s3"
+    with pytest.raises(ConfigError) as info:
+        _fit(aws_session, project, **settings)
+    message = str(info.value)
+    assert info.value.field == "role" and "on s3://elsewhere/ckpt/ (checkpoints)" in message and "\n" not in message
+    assert "s3:DeleteObject" in message
+    assert _nothing_created(aws_session, out["bucket"])
+
+
+def test_the_runtimes_own_checkpoint_uri_is_inside_the_stacks_reach(
+        aws_session: Any, config_home: Path, project: Path) -> None:
+    """Finding 5 of issue 39, the plan-time reach check: a default-mode checkpoint URI outside the stack's
+    prefix is refused in the dry run, as a CheckpointConfig one is."""
+    stack.deploy("sm-dist", session=aws_session, poll_seconds=0)
+    _runtime_checkpointing(project)
+    with pytest.raises(ConfigError) as info:
+        _fit(aws_session, project, dry_run=True, checkpoint_s3_uri="s3://elsewhere/ckpt")
+    assert info.value.field == "checkpoint_s3_uri" and info.value.value == "s3://elsewhere/ckpt"
+    assert "may write only under" in str(info.value)
+
+
 def test_a_role_sagemaker_cannot_assume_is_refused(aws_session: Any, config_home: Path, project: Path) -> None:
     out = stack.deploy("sm-dist", session=aws_session, poll_seconds=0).outputs
     trust = {"Version": "2012-10-17", "Statement": [
@@ -197,6 +236,39 @@ def _iam_requests(operation: str, params: dict[str, Any], stack_id: str) -> list
     return [(action, resource, {}) for action, resource in found[operation]]
 
 
+def _caller_policy(aws_session: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The deployed stack sm-dist as described, and its CallerPolicy's document as IAM stores it."""
+    described = aws_session.client("cloudformation").describe_stacks(StackName="sm-dist")["Stacks"][0]
+    policy_arn = next(o["OutputValue"] for o in described["Outputs"] if o["OutputKey"] == "CallerPolicyArn")
+    iam = aws_session.client("iam")
+    version = iam.get_policy(PolicyArn=policy_arn)["Policy"]["DefaultVersionId"]
+    document = iam.get_policy_version(PolicyArn=policy_arn, VersionId=version)["PolicyVersion"]["Document"]
+    return described, json.loads(unquote(document)) if isinstance(document, str) else document
+
+
+def test_the_caller_policy_allows_release_jobs_on_training_plans_and_reading_the_chain_stack(
+        aws_session: Any, config_home: Path) -> None:
+    """Findings 1, 4 and 9 of issue 39: `sm-dist release` calls UpdateTrainingJob; a job with a TrainingPlanArn is
+    authorized on the plan and its reserved capacity too (docs/PLATFORM.md §1.10); fit(chain=True) reads the
+    chain stack and `sm-dist status RUN` its queue of failed events. The policy allowed none of them."""
+    from _iam_simulator import evaluate
+
+    stack.deploy("sm-dist", session=aws_session, poll_seconds=0)
+    document = _caller_policy(aws_session)[1]
+    arn = "arn:aws:{}:us-east-1:123456789012:{}".format
+    wanted = [("sagemaker:UpdateTrainingJob", arn("sagemaker", "training-job/run-1")),
+              ("sagemaker:CreateTrainingJob", arn("sagemaker", "training-plan/p5-week")),
+              ("sagemaker:CreateTrainingJob", arn("sagemaker", "reserved-capacity/rc-p5-1")),
+              ("cloudformation:DescribeStacks", arn("cloudformation", "stack/sm-dist-chain/4f2c")),
+              ("sqs:ReceiveMessage", arn("sqs", "sm-dist-chain-supervisor-failures"))]
+    assert [(a, r) for a, r in wanted if evaluate([("caller", document)], a, r, {})[0] != "allowed"] == []
+    assert evaluate([("caller", document)], "sagemaker:CreateTrainingJob", arn("sagemaker", "training-plan/p"),
+                    {})[0] == "allowed"
+    assert evaluate([("caller", document)], "cloudformation:DescribeStacks",
+                    "arn:aws:cloudformation:eu-west-1:123456789012:stack/sm-dist-chain/4f2c", {})[0] == "implicitDeny"
+    assert evaluate([("caller", document)], "sqs:ReceiveMessage", arn("sqs", "team-queue"), {})[0] == "implicitDeny"
+
+
 def test_the_stacks_caller_policy_allows_every_call_fit_makes(aws_session: Any, config_home: Path,
                                                                project: Path) -> None:
     """The CallerPolicy output is what a person or CI role needs to launch with the stack: each API call fit
@@ -206,12 +278,7 @@ def test_the_stacks_caller_policy_allows_every_call_fit_makes(aws_session: Any, 
     from _iam_simulator import evaluate
 
     out = stack.deploy("sm-dist", {"Prefix": "team"}, session=aws_session, poll_seconds=0).outputs
-    described = aws_session.client("cloudformation").describe_stacks(StackName="sm-dist")["Stacks"][0]
-    policy_arn = next(o["OutputValue"] for o in described["Outputs"] if o["OutputKey"] == "CallerPolicyArn")
-    iam = aws_session.client("iam")
-    version = iam.get_policy(PolicyArn=policy_arn)["Policy"]["DefaultVersionId"]
-    document = iam.get_policy_version(PolicyArn=policy_arn, VersionId=version)["PolicyVersion"]["Document"]
-    document = json.loads(unquote(document)) if isinstance(document, str) else document
+    described, document = _caller_policy(aws_session)
     calls: list[tuple[str, dict[str, Any]]] = []
 
     def record(model: Any, params: dict[str, Any], **_: Any) -> None:
@@ -249,3 +316,27 @@ def test_mlflow_the_stacks_role_may_log_and_a_role_without_it_is_refused(
     message = str(info.value)
     assert info.value.field == "role" and "sagemaker-mlflow:CreateRun" in message and "\n" not in message
     assert f"on {arn.replace('team', 'other')} (mlflow)" in message
+
+
+def test_mlflow_app_the_role_is_asked_for_and_granted_callmlflowappapi(
+        aws_session: Any, config_home: Path, project: Path) -> None:
+    """Finding 11 of issue 39: an MLflow App is reached through sagemaker:CallMlflowAppApi on the app; the
+    sagemaker-mlflow actions do not define the mlflow-app resource type (docs/PLATFORM.md §1.15). The stack
+    granted those on mlflow-app/* and the check asked for them: a role without CallMlflowAppApi passed."""
+    from _project import create_test_role
+
+    out = stack.deploy("sm-dist", session=aws_session, poll_seconds=0).outputs
+    account = out["role_arn"].split(":")[4]
+    arn = f"arn:aws:sagemaker:{aws_session.region_name}:{account}:mlflow-app/app-team"
+    job = _fit(aws_session, project, mlflow=arn)
+    assert job.plan.request["MlflowConfig"]["MlflowResourceArn"] == arn
+    tracking_only = {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": "sagemaker-mlflow:*", "Resource": "arn:aws:sagemaker:*:*:mlflow-app/*"}]}
+    from _project import TEST_ROLE_POLICY
+
+    policy = json.loads(json.dumps(TEST_ROLE_POLICY))
+    policy["Statement"] += tracking_only["Statement"]
+    role = create_test_role(aws_session, policy, name="mlflow-actions-only")
+    with pytest.raises(ConfigError) as info:
+        _fit(aws_session, project, role=role, infra_stack=None, mlflow=arn)
+    assert info.value.field == "role" and f"may not sagemaker:CallMlflowAppApi on {arn} (mlflow)" in str(info.value)
