@@ -49,3 +49,18 @@ def create_test_role(session: object, policy: dict[str, object] | None = None, n
     iam.put_role_policy(RoleName=name, PolicyName="execution",
                         PolicyDocument=json.dumps(TEST_ROLE_POLICY if policy is None else policy))
     return arn
+
+
+def deploy_chain_stack(role: str = ROLE_ARN, region: str = "us-east-1") -> str:
+    """The chain stack (infra/sm-dist-chain.yaml) deployed to moto, its supervisor passing `role`, as
+    fit(chain=True) requires; the URL of its queue of failed events."""
+    import boto3
+
+    from sm_dist.provision import stack
+
+    stack.deploy("sm-dist-chain", {"ExecutionRoleArn": role}, session=boto3.Session(region_name=region),
+                 template_name="sm-dist-chain.yaml", poll_seconds=0)
+    described = boto3.client("cloudformation", region_name=region).describe_stacks(StackName="sm-dist-chain")
+    url: str = next(o["OutputValue"] for o in described["Stacks"][0]["Outputs"]
+                    if o["OutputKey"] == "FailedEventsQueueUrl")
+    return url

@@ -73,22 +73,67 @@ def total_quota_name(spot: bool) -> str:
 
 
 def check_capacity(plan: Plan, session: Session, reusing: str | None = None) -> None:
-    """Refuse a plan that cannot start: too few instances in the quotas (less those in use), or a
-    training plan that does not hold this job. A training plan skips the quotas: it reserves capacity.
-    `reusing`: the job whose warm pool this one moves onto; its instances are not counted in use."""
+    """Refuse a plan that cannot start: too few instances in the quotas (less those in use) of any type the
+    request asks for, or a training plan that does not hold this job; and a chain whose later jobs would ask
+    for a type (a spot run's fallback, or on demand after `on_demand_after`) whose quota is below the job's
+    count. A training plan skips the quotas of its type: it reserves capacity. `reusing`: the job whose warm
+    pool this one moves onto; its instances are not counted in use."""
     from sm_dist.cloud.training_plans import check_training_plan
+    from sm_dist.planning.fallbacks import training_plan
 
     request = plan.request
+    resources = request["ResourceConfig"]
     sagemaker = session.client("sagemaker", region_name=plan.region)
-    arn = request["ResourceConfig"].get("TrainingPlanArn")
+    arn = training_plan(resources)
     if arn:
         check_training_plan(sagemaker, arn, plan.instance_type, plan.instance_count, plan.region)
-        return
     quotas = session.client("service-quotas", region_name=plan.region)
-    check_training_quota(quotas, sagemaker, plan.instance_type, plan.instance_count,
-                         spot=bool(request.get("EnableManagedSpotTraining")), region=plan.region, reusing=reusing)
-    if request["ResourceConfig"].get("KeepAlivePeriodInSeconds"):
+    spot = bool(request.get("EnableManagedSpotTraining"))
+    # SageMaker checks the quota of every type in InstancePreferences, and refuses the job if any falls short
+    # (docs/PLATFORM.md §1.12): each type not on the plan, the first being the plan's own
+    preferred = [p["InstanceType"] for p in resources.get("InstancePreferences") or () if not p.get("TrainingPlanArns")]
+    asked = preferred if resources.get("InstancePreferences") else [] if arn else [plan.instance_type]
+    for kind in asked:
+        check_training_quota(quotas, sagemaker, kind, plan.instance_count, spot=spot, region=plan.region,
+                             reusing=reusing, fallback=kind != plan.instance_type)
+    for kind, later_spot, why in later_types(plan):
+        check_later_quota(quotas, kind, plan.instance_count, spot=later_spot, region=plan.region, why=why)
+    if resources.get("KeepAlivePeriodInSeconds"):
         warn_warm_pool_quota(quotas, plan.instance_type, plan.instance_count, plan.region)
+
+
+def later_types(plan: Plan) -> list[tuple[str, bool, tuple[str, object]]]:
+    """(type, spot, (field, value)) a chain's later jobs may ask for that its first does not: a spot run's
+    fallback types, and with `on_demand_after` every type on demand (contract.chain's decision)."""
+    from sm_dist.planning.fallbacks import training_plan
+
+    chain = plan.chain
+    if chain is None or training_plan(plan.request["ResourceConfig"]):
+        return []
+    types = chain.instance_types() or (plan.instance_type,)
+    spot = bool(plan.request.get("EnableManagedSpotTraining"))
+    later: list[tuple[str, bool, tuple[str, object]]] = []
+    if spot:
+        later += [(kind, True, ("fallback_instance_types", kind)) for kind in types[1:]]
+        if chain.on_demand_after is not None:
+            later += [(kind, False, ("on_demand_after", chain.on_demand_after)) for kind in types]
+    return later
+
+
+def check_later_quota(quotas: ServiceQuotasClient, instance_type: str, count: int, *, spot: bool, region: str,
+                      why: tuple[str, object]) -> None:
+    """A type a chain's later job may ask for: its quota (of that kind, spot or on demand) must hold `count`
+    instances at all; what other jobs will hold by then is not known, so not counted."""
+    for quota in read_quotas(quotas, (quota_name(instance_type, spot),), region):
+        if quota.value < count:
+            field, value = why
+            kind = "spot" if spot else "on-demand"
+            leave = ("leave it out of fallback_instance_types" if field == "fallback_instance_types"
+                     else "leave on_demand_after unset (the run stays on spot)")
+            raise ConfigError(field, value, (
+                f"a later job of this run may ask for {count} × {instance_type} {kind}; the account's quota "
+                f"\"{quota.name}\" in {region} is {quota.value:g}, so SageMaker would refuse it: request at least "
+                f"{count} at {CONSOLE_URL.format(region=region, code=quota.code)}, or {leave}"))
 
 
 def warn_warm_pool_quota(quotas: ServiceQuotasClient, instance_type: str, count: int, region: str) -> Quota | None:
@@ -119,9 +164,10 @@ def warn_warm_pool_quota(quotas: ServiceQuotasClient, instance_type: str, count:
 
 
 def check_training_quota(quotas: ServiceQuotasClient, sagemaker: SageMakerClient, instance_type: str,
-                         count: int, *, spot: bool, region: str, reusing: str | None = None) -> None:
+                         count: int, *, spot: bool, region: str, reusing: str | None = None,
+                         fallback: bool = False) -> None:
     """The quota of this type and the account-wide one, less the instances running jobs hold, must
-    each cover `count`."""
+    each cover `count` (`fallback`: a type of InstancePreferences other than instance_type)."""
     per_type, total = quota_name(instance_type, spot), total_quota_name(spot)
     found = read_quotas(quotas, (per_type, total), region)
     if not found:
@@ -130,7 +176,12 @@ def check_training_quota(quotas: ServiceQuotasClient, sagemaker: SageMakerClient
     for quota in found:
         held, jobs = (used.of_type, used.jobs_of_type) if quota.name == per_type else (used.total, used.jobs)
         if count > quota.value - held:
-            raise _refusal(quota, count, instance_type, held, jobs, used.counted, spot, region)
+            refusal = _refusal(quota, count, instance_type, held, jobs, used.counted, spot, region)
+            if fallback:
+                raise ConfigError("fallback_instance_types", instance_type, (
+                    f"SageMaker checks the quota of every type the job lists (InstancePreferences) and refuses the "
+                    f"job if any falls short: {refusal.fix}; or leave it out of fallback_instance_types"))
+            raise refusal
 
 
 def _refusal(quota: Quota, count: int, instance_type: str, held: int, jobs: int, counted: bool, spot: bool,
@@ -271,5 +322,5 @@ def _warn_unread(names: tuple[str, ...], region: str, exc: Exception) -> None:
                  "after the upload%s", ", ".join(f'"{n}"' for n in names), region, _reason(exc), hint)
 
 
-__all__ = ["CONSOLE_URL", "Quota", "Usage", "check_capacity", "check_training_quota", "instances_in_use",
-           "quota_name", "read_quotas", "total_quota_name", "warn_warm_pool_quota"]
+__all__ = ["CONSOLE_URL", "Quota", "Usage", "check_capacity", "check_later_quota", "check_training_quota",
+           "instances_in_use", "later_types", "quota_name", "read_quotas", "total_quota_name", "warn_warm_pool_quota"]

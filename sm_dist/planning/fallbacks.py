@@ -13,6 +13,7 @@ SageMaker itself takes the first with capacity; the API refuses that list beside
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sm_dist.errors import CatalogError, ConfigError, DoesNotFitError
@@ -55,13 +56,27 @@ def types_text(instance_type: str, prices: dict[str, float | None]) -> str | Non
 
 def with_preferences(request: dict[str, Any], fallbacks: tuple[str, ...]) -> dict[str, Any]:
     """An on-demand request asking for instance_type, then each fallback (InstancePreferences); a spot one
-    as it is (the API refuses the list beside EnableManagedSpotTraining, docs/PLATFORM.md §1.12)."""
+    as it is (the API refuses the list beside EnableManagedSpotTraining, docs/PLATFORM.md §1.12).
+
+    A training plan moves to instance_type's preference (`TrainingPlanArns`): the API refuses the job-level
+    TrainingPlanArn beside per-preference plans, and a plan holds instance_type only; the fallbacks run on
+    demand (docs/PLATFORM.md §1.17)."""
     if not fallbacks or request.get("EnableManagedSpotTraining"):
         return request
     resources = dict(request["ResourceConfig"])
     first = resources.pop("InstanceType")
-    resources["InstancePreferences"] = [{"InstanceType": kind} for kind in (first, *fallbacks)]
+    plan = resources.pop("TrainingPlanArn", None)
+    resources["InstancePreferences"] = [{"InstanceType": first, **({"TrainingPlanArns": [plan]} if plan else {})},
+                                        *({"InstanceType": kind} for kind in fallbacks)]
     return {**request, "ResourceConfig": resources}
 
 
-__all__ = ["check_fallbacks", "types_text", "with_preferences"]
+def training_plan(resources: Mapping[str, Any]) -> str | None:
+    """The training plan a request's ResourceConfig names: job-level, or on its first preference."""
+    if resources.get("TrainingPlanArn"):
+        return str(resources["TrainingPlanArn"])
+    planned = [arn for p in resources.get("InstancePreferences") or () for arn in p.get("TrainingPlanArns") or ()]
+    return str(planned[0]) if planned else None
+
+
+__all__ = ["check_fallbacks", "training_plan", "types_text", "with_preferences"]

@@ -262,3 +262,73 @@ def test_a_running_job_leaves_too_few_for_the_next(aws: str, source_dir: Path) -
     with pytest.raises(ConfigError, match=r"is 3, 2 in use by 1 running job\(s\), so 1 free: request at least 4"):
         _fit(source_dir, _session_with_quota(3.0), 2)
     assert aws_state()[1] == [first.name]
+
+
+# --- every type a chained run may ask for (issue 39, finding 3) ----------------------------------------
+
+P5 = "ml.p5.48xlarge"
+
+
+def _session_with_quotas(applied: dict[str, float]) -> Any:
+    """A session whose Service Quotas answer lists `applied` (quota name -> value) and answers each
+    GetServiceQuota by the code asked for (the model's shapes)."""
+    import json
+
+    import boto3
+    from botocore.awsrequest import AWSResponse
+
+    session = boto3.Session(region_name="us-east-1")
+    codes = {name: f"L-TEST{i:04d}" for i, name in enumerate(applied)}
+    listed = [sagemaker_quota(name, codes[name], 0.0) for name in applied]
+    answer(session, "service-quotas", "ListAWSDefaultServiceQuotas", {"Quotas": listed})
+    by_code = {code: sagemaker_quota(name, code, applied[name]) for name, code in codes.items()}
+
+    def get(params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        return AWSResponse(None, 200, {}, None), {"Quota": by_code[json.loads(params["body"])["QuotaCode"]]}
+
+    session.events.register("before-call.service-quotas.GetServiceQuota", get)
+    return session
+
+
+def _chain(source_dir: Path, session: Any, **extra: Any) -> sm_dist.Job:
+    return sm_dist.fit("train.py", session=session, source_dir=str(source_dir), instance_type=P4D, instance_count=2,
+                       strategy="ddp", role=ROLE_ARN, checkpoint_s3_uri=f"s3://{CKPT_BUCKET}/c", chain=True,
+                       job_name="pretrain", **extra)
+
+
+def test_an_on_demand_chain_needs_the_quota_of_every_fallback_type(aws: str, source_dir: Path) -> None:
+    """SageMaker checks the quota of every type in InstancePreferences and refuses the job if any falls short
+    (PLATFORM §1.12); the check read instance_type's only, so a 0-quota fallback uploaded the code, was
+    refused, and the supervisor retried it as a capacity error until the run ended."""
+    from _project import deploy_chain_stack
+
+    deploy_chain_stack()
+    session = _session_with_quotas({quota_name(P4D, spot=False): 4.0, quota_name(P5, spot=False): 0.0})
+    with pytest.raises(ConfigError) as refused:
+        _chain(source_dir, session, fallback_instance_types=[P5])
+    message = str(refused.value)
+    assert message.startswith(f"fallback_instance_types='{P5}': SageMaker checks the quota of every type")
+    assert f'"{P5} for training job usage" in us-east-1 is 0' in message and "\n" not in message
+    assert aws_state() == ([CKPT_BUCKET], [], 0)  # nothing uploaded, no job
+    job = _chain(source_dir, _session_with_quotas({quota_name(P4D, spot=False): 4.0, quota_name(P5, spot=False): 2.0}),
+                 fallback_instance_types=[P5])
+    assert [p["InstanceType"] for p in job.plan.request["ResourceConfig"]["InstancePreferences"]] == [P4D, P5]
+
+
+def test_a_spot_chain_needs_the_quotas_its_later_jobs_ask_for(aws: str, source_dir: Path) -> None:
+    """A spot run's later jobs may run on a fallback type (spot) and, after on_demand_after interruptions, on
+    demand: quotas the first job's check never read. A quota below the job's count is refused up front."""
+    from _project import deploy_chain_stack
+
+    deploy_chain_stack()
+    spot = {quota_name(P4D, spot=True): 4.0, quota_name(P5, spot=True): 4.0}
+    with pytest.raises(ConfigError) as refused:
+        _chain(source_dir, _session_with_quotas({**spot, quota_name(P4D, spot=False): 0.0}), spot=True,
+               on_demand_after=2)
+    message = str(refused.value)
+    assert message.startswith(f"on_demand_after=2: a later job of this run may ask for 2 × {P4D} on-demand")
+    assert f'"{P4D} for training job usage" in us-east-1 is 0' in message and "leave on_demand_after unset" in message
+    with pytest.raises(ConfigError, match=rf"fallback_instance_types='{P5}': a later job .* 2 × {P5} spot"):
+        _chain(source_dir, _session_with_quotas({quota_name(P4D, spot=True): 4.0, quota_name(P5, spot=True): 1.0}),
+               spot=True, fallback_instance_types=[P5])
+    assert aws_state() == ([CKPT_BUCKET], [], 0)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from _project import CKPT_BUCKET, ROLE_ARN
+from _project import CKPT_BUCKET, ROLE_ARN, deploy_chain_stack
 
 from sm_dist.cli import main
 from sm_dist.cloud import supervisor
@@ -24,15 +24,7 @@ def _fit(source_dir: Path) -> list[str]:
 
 
 def _chain_stack(role: str = ROLE_ARN) -> str:
-    """The chain stack deployed to moto (its supervisor may pass `role`); the URL of its failed-events queue."""
-    import boto3
-
-    from sm_dist.provision import stack
-
-    stack.deploy("sm-dist-chain", {"ExecutionRoleArn": role}, session=boto3.Session(region_name="us-east-1"),
-                 template_name="sm-dist-chain.yaml", poll_seconds=0)
-    described = boto3.client("cloudformation").describe_stacks(StackName="sm-dist-chain")["Stacks"][0]
-    return next(o["OutputValue"] for o in described["Outputs"] if o["OutputKey"] == "FailedEventsQueueUrl")
+    return deploy_chain_stack(role)
 
 
 def _nothing_created() -> bool:

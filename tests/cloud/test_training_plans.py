@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _answers import answer, error
+from _answers import answer, error, sagemaker_quota
 from _project import CKPT_BUCKET, ROLE_ARN, aws_state
 
 import sm_dist
@@ -145,3 +145,35 @@ def test_the_cli_flag_reaches_the_request(aws: str, source_dir: Path, capsys: py
                  "--max-runtime-s", "3600", "--training-plan-arn", ARN, "--dry-run", "--json"])
     assert code == 0
     assert json.loads(capsys.readouterr().out)["request"]["ResourceConfig"]["TrainingPlanArn"] == ARN
+
+
+def test_a_plan_with_fallback_types_goes_on_its_own_types_preference(aws: str, source_dir: Path) -> None:
+    """Issue 39, finding 2: a job-level TrainingPlanArn beside InstancePreferences is refused by the API (the
+    model: per-preference TrainingPlanArns are mutually exclusive with it, and the plan's type must match the
+    preference's); the plan now goes on instance_type's preference, the fallbacks run on demand, the plan is
+    checked and the fallbacks' quotas are read."""
+    import boto3
+    from _project import deploy_chain_stack
+
+    from sm_dist.cloud.quotas import quota_name
+    from sm_dist.planning.request import validate_request
+
+    deploy_chain_stack()
+    session = boto3.Session(region_name="us-east-1")
+    plans = answer(session, "sagemaker", "DescribeTrainingPlan", _described())
+    answer(session, "service-quotas", "ListAWSDefaultServiceQuotas",
+           {"Quotas": [sagemaker_quota(quota_name("ml.p5.48xlarge", spot=False), "L-TESTP5", 0.0)]})
+    answer(session, "service-quotas", "GetServiceQuota",
+           {"Quota": sagemaker_quota(quota_name("ml.p5.48xlarge", spot=False), "L-TESTP5", 4.0)})
+    job = sm_dist.fit("train.py", session=session, source_dir=str(source_dir), instance_type=P4D, instance_count=2,
+                      strategy="ddp", role=ROLE_ARN, checkpoint_s3_uri=f"s3://{CKPT_BUCKET}/c", chain=True,
+                      job_name="planned", training_plan_arn=ARN, fallback_instance_types=["ml.p5.48xlarge"])
+    resources = job.plan.request["ResourceConfig"]
+    assert "TrainingPlanArn" not in resources and "InstanceType" not in resources
+    assert resources["InstancePreferences"] == [{"InstanceType": P4D, "TrainingPlanArns": [ARN]},
+                                                {"InstanceType": "ml.p5.48xlarge"}]
+    validate_request(job.plan.request)
+    assert plans == [{"TrainingPlanName": ARN}]
+    sent = boto3.client("sagemaker").describe_training_job(TrainingJobName="planned-1")
+    assert sent["ResourceConfig"].get("InstancePreferences", resources["InstancePreferences"]) == \
+        resources["InstancePreferences"]
