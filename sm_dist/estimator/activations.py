@@ -48,8 +48,11 @@ if TYPE_CHECKING:
 
     from sm_dist.estimator.shape import ModelShape
 
-#: Activation checkpointing modes, from most to least memory.
-CHECKPOINTING = ("none", "selective", "full")
+#: Activation checkpointing modes, from most to least memory. "selective-op" is torchtitan's per-operator
+#: policy (its default for Llama 3 8B): each block is checkpointed, and autograd keeps the block's input,
+#: every other matmul output (the 1st, 3rd, ... of the block) and the attention kernel's output; the rest
+#: is recomputed in backward (docs/PLATFORM.md §11).
+CHECKPOINTING = ("none", "selective", "selective-op", "full")
 #: Attention kernels: "flash" (SDPA flash/memory-efficient, FlashAttention) or "eager" (matmul-softmax-matmul).
 ATTENTION_KERNELS = ("flash", "eager")
 #: Bytes of one fp32 element: norms, softmax, log-sum-exp and the loss run in fp32 under
@@ -59,6 +62,10 @@ FP32 = 4
 HALF = 2
 #: Bytes per logit kept for the loss: cross-entropy runs in fp32 and keeps its log-softmax.
 LOGIT_BYTES = FP32
+#: Bytes per logit the loss's backward holds beside the saved log-softmax: log_softmax's backward reads the
+#: incoming gradient (fp32) and writes its own (fp32) while the saved output is alive (torchtitan and Hugging
+#: Face both upcast the logits before cross_entropy).
+LOSS_BACKWARD_LOGIT_BYTES = 2 * FP32
 #: Activations Hugging Face writes as Python arithmetic (transformers.activations.NewGELUActivation,
 #: GPT-2's and Phi's "gelu_new"): autograd keeps every intermediate, 16·ffn bytes per token under
 #: autocast instead of a fused GELU's 4·ffn. Other names are taken as fused kernels (F.gelu, F.silu).
@@ -89,6 +96,7 @@ class Block(NamedTuple):
 def parse_checkpointing(value: object) -> str:
     """Normalise an --activation-checkpointing value ("none", "selective", "full")."""
     text = "none" if value in (None, False) else ("full" if value is True else str(value).strip().lower())
+    text = "selective-op" if text in ("op", "selective_op") else text
     if text not in CHECKPOINTING:
         raise ConfigError("activation_checkpointing", value, f"expected one of {', '.join(CHECKPOINTING)}")
     return text
@@ -227,20 +235,46 @@ def residual_bytes(precision: Precision) -> int:
     return HALF if precision in (Precision.MIXED, Precision.BF16) else FP32
 
 
+def _matmul_widths(block: Block) -> list[int]:
+    """The width of every matmul output of one block, in forward order (what torchtitan's policy counts)."""
+    q, kv = block.heads * block.head_dim, block.kv_heads * block.head_dim
+    attention = [q + 2 * kv] if block.fused_qkv else [q, kv, kv]
+    mlp = [block.ffn, block.ffn, block.hidden] if block.gated else [block.ffn, block.hidden]
+    return attention + [block.hidden] + mlp
+
+
+def op_saved_bytes_per_token(block: Block, precision: Precision) -> float:
+    """Bytes per token one block keeps under per-operator selective checkpointing: its input (the
+    residual), every other matmul output (the 1st, 3rd, ...; torchtitan saves "all compute ops, except
+    every second mm") and the attention kernel's output and fp32 log-sum-exp."""
+    m = FP32 if precision is Precision.FP32 else HALF
+    saved = sum(width for i, width in enumerate(_matmul_widths(block)) if i % 2 == 0)
+    return residual_bytes(precision) * block.hidden + m * (saved + block.heads * block.head_dim) + FP32 * block.heads
+
+
 def layer_activation_bytes(seq_len: int, micro_batch: int, hidden: int, heads: int, checkpointing: str,
                            precision: object = Precision.MIXED, block: Block | None = None) -> float:
     """Bytes one layer keeps for backward (full: its input only)."""
     prec = parse_enum(Precision, precision, "precision")
     blk = block or block_from(hidden=hidden, heads=heads)
     tokens = seq_len * micro_batch
-    if parse_checkpointing(checkpointing) == "full":
+    mode = parse_checkpointing(checkpointing)
+    if mode == "full":
         return tokens * residual_bytes(prec) * blk.hidden
-    return tokens * block_bytes_per_token(blk, prec, checkpointing, seq_len)
+    if mode == "selective-op":
+        return tokens * op_saved_bytes_per_token(blk, prec)
+    return tokens * block_bytes_per_token(blk, prec, mode, seq_len)
 
 
 def head_bytes(block: Block, precision: Precision, vocab: int, tokens: int) -> int:
     """The final norm, the head's input and the loss's fp32 log-softmax."""
     return int(tokens * (_norm_bytes(block, precision, 1) + LOGIT_BYTES * vocab))
+
+
+def loss_backward_bytes(vocab: int, tokens: int) -> int:
+    """What the loss's backward adds at the start of backward, on top of the saved fp32 log-softmax: the
+    gradient it receives and the one it returns, both fp32 logits (LOSS_BACKWARD_LOGIT_BYTES per logit)."""
+    return LOSS_BACKWARD_LOGIT_BYTES * vocab * tokens
 
 
 def activation_bytes(
@@ -261,7 +295,7 @@ def activation_bytes(
     blk = block_from(shape, hidden=hidden, heads=heads, **block)
     tokens = seq_len * micro_batch
     total = layers * layer_activation_bytes(seq_len, micro_batch, hidden, heads, mode, prec, blk)
-    if mode == "full":  # one block re-run in backward; under amp/fp32 its norm keeps the stored input itself
+    if mode in ("full", "selective-op"):  # one block re-run in backward; under amp/fp32 its norm keeps the stored input itself
         shared = FP32 * hidden if prec in (Precision.AMP, Precision.FP32) else 0
         total += tokens * (block_bytes_per_token(blk, prec, "selective", seq_len) - shared)
     return int(total) + head_bytes(blk, prec, vocab, tokens)
@@ -280,12 +314,16 @@ def describe(block: Block, precision: object, checkpointing: str) -> str:
     rules = ("fp32 throughout" if prec is Precision.FP32 else
              f"CUDA autocast rules (16-bit matmul inputs, fp32 norms/softmax/loss, {'fp32' if prec is Precision.AMP else 'bf16'} residual)")
     recompute = {"none": "nothing recomputed", "selective": "attention scores recomputed",
+                 "selective-op": "per-operator: block inputs, every other matmul output and attention outputs kept "
+                                 "+ one block re-run",
                  "full": "full recompute: block inputs kept + one block re-run"}[mode]
     qkv = "fused q/k/v projection" + (" + the KV cache's k/v copies (use_cache)" if block.kv_cache else "")
     return (f"counted per block from the shape: {attn} {kernel}, {mlp}, {block.norm}, "
             f"{qkv if block.fused_qkv else 'separate q/k/v projections'}; {rules}; {recompute}; "
-            "fp32 log-softmax of the logits (4·s·b·v)")
+            "fp32 log-softmax of the logits (4·s·b·v), and at the start of backward the loss's two fp32 "
+            "gradients beside it (8·s·b·v)")
 
 
 __all__ = ["CHECKPOINTING", "ATTENTION_KERNELS", "UNFUSED_ACTIVATIONS", "Block", "BlockOverrides", "activation_bytes", "block_from", "block_bytes_per_token",
-           "describe", "head_bytes", "layer_activation_bytes", "parse_checkpointing", "residual_bytes"]
+           "describe", "head_bytes", "layer_activation_bytes", "loss_backward_bytes", "op_saved_bytes_per_token", "parse_checkpointing",
+           "residual_bytes"]

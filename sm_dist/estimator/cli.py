@@ -75,8 +75,9 @@ def register(command: str, parser: argparse.ArgumentParser) -> None:
     data.add_argument("--precision", default="mixed", help="fp32 | amp | mixed | bf16 (default mixed)")
     data.add_argument("--optimizer", default="adamw", help="adamw | adam | sgd (default adamw)")
     data.add_argument("--activation-checkpointing",
-                      help="none | selective | full (default: searched per row, selective first — attention "
-                           "recomputed, as SDPA does — then full, +33%% compute)")
+                      help="none | selective | selective-op | full (default: searched per row, selective first — "
+                           "attention recomputed, as SDPA does — then selective-op — torchtitan's per-operator policy, "
+                           "every other matmul recomputed, +12%% compute — then full, +33%% compute)")
     where = parser.add_argument_group("where")
     where.add_argument("--instance-type", action="append", help="repeatable; 'all' = the whole catalog "
                        "(default p4d, p4de, p5, g5.48xlarge, g6e.48xlarge)")

@@ -12,7 +12,7 @@ import math
 from typing import Any, NamedTuple
 
 from sm_dist.catalog import Instance
-from sm_dist.estimator.activations import activation_bytes
+from sm_dist.estimator.activations import activation_bytes, loss_backward_bytes
 from sm_dist.estimator.cost import Cost, DataLoad, job_cost, startup_seconds
 from sm_dist.estimator.goodput import Goodput, estimate_goodput
 from sm_dist.estimator.memory import (
@@ -22,7 +22,7 @@ from sm_dist.estimator.memory import (
     persistent_bytes_per_param,
 )
 from sm_dist.estimator.models import ModelShape
-from sm_dist.estimator.timing import StepTime, step_time
+from sm_dist.estimator.timing import OP_RECOMPUTE_FORWARD_SHARE, StepTime, step_time
 from sm_dist.vocab import Precision, Strategy
 
 #: Share of GPU memory kept free: allocator fragmentation and caching (the PyTorch caching
@@ -32,10 +32,10 @@ SAFETY_MARGIN = 0.10
 _GB = 1e9
 
 #: What an estimate searches when activation_checkpointing / micro_batch are not given, in order of
-#: preference: least recompute first (full costs +33% compute), then the largest micro-batch
-#: (fewer, larger collectives per step). "none" is left out: with flash/SDPA attention it keeps
-#: what "selective" keeps (activations.py).
-SEARCHED_CHECKPOINTING = ("selective", "full")
+#: preference: least recompute first (per-operator costs +12% compute, full +33%), then the largest
+#: micro-batch (fewer, larger collectives per step). "none" is left out: with flash/SDPA attention it
+#: keeps what "selective" keeps (activations.py).
+SEARCHED_CHECKPOINTING = ("selective", "selective-op", "full")
 SEARCHED_MICRO_BATCHES = (8, 4, 2, 1)
 
 
@@ -141,13 +141,14 @@ def _not_runnable(inst: Instance, count: int, strategy: Strategy, work: Workload
 
 @functools.lru_cache(maxsize=64)
 def _activations(work: Workload) -> int:
-    """Activation bytes per GPU: the same for every row of one estimate, so computed once."""
+    """Activation bytes per GPU at their peak, the start of backward: what autograd saves, and the loss's
+    backward beside it. The same for every row of one estimate, so computed once."""
     shape = work.shape
     return activation_bytes(
         layers=shape.layers, hidden=shape.hidden, heads=shape.heads, vocab=shape.vocab, seq_len=work.seq_len,
         micro_batch=work.micro_batch, checkpointing=work.checkpointing, precision=work.precision,
         shape=shape,  # kv heads, MLP width (MoE: active experts), gating, norm and head_dim
-    )
+    ) + loss_backward_bytes(shape.vocab, work.seq_len * work.micro_batch)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -216,6 +217,8 @@ def _saved_bytes_per_param(strategy: Strategy, precision: Precision, optimizer: 
 
 #: +33% compute: full recompute runs the forward twice (8·P FLOPs per token instead of 6·P).
 FULL_RECOMPUTE_EXTRA = 8 / 6 - 1
+#: +12% compute: per-operator recompute re-runs every second matmul (timing.OP_RECOMPUTE_FORWARD_SHARE).
+OP_RECOMPUTE_EXTRA = 2 * OP_RECOMPUTE_FORWARD_SHARE / 6
 
 
 #: `work` under one searched (checkpointing, micro_batch), with its activation bytes per GPU. A
@@ -299,9 +302,10 @@ def _binding(first: Row, chosen: Row) -> str:
         how.append(f"{chosen.checkpointing} recompute")
     if chosen.micro_batch != first.micro_batch:
         how.append(f"micro-batch {chosen.micro_batch}")
-    extra = (f" for +{FULL_RECOMPUTE_EXTRA:.0%} compute"
-             if chosen.checkpointing == "full" and first.checkpointing != "full" else "")
+    extra = {"full": f" for +{FULL_RECOMPUTE_EXTRA:.0%} compute",
+             "selective-op": f" for +{OP_RECOMPUTE_EXTRA:.0%} compute"}.get(chosen.checkpointing, "")
+    extra = extra if chosen.checkpointing != first.checkpointing else ""
     return f"{what}; {' and '.join(how)} fits at {chosen.memory.total / _GB:.0f} GB{extra}"
 
 
-__all__ = ["FULL_RECOMPUTE_EXTRA", "Row", "Workload", "evaluate", "evaluate_search", "tried_on", "variants", "with_note", "SAFETY_MARGIN"]
+__all__ = ["FULL_RECOMPUTE_EXTRA", "OP_RECOMPUTE_EXTRA", "Row", "Workload", "evaluate", "evaluate_search", "tried_on", "variants", "with_note", "SAFETY_MARGIN"]

@@ -59,7 +59,7 @@ StrategiesLike: TypeAlias = Strategy | str | Sequence[Strategy | str]
 InstanceTypesLike: TypeAlias = str | Sequence[str]
 #: One instance count or several.
 CountsLike: TypeAlias = int | Sequence[int]
-#: `activation_checkpointing=`: "none" | "selective" | "full", or True (full) / False (none).
+#: `activation_checkpointing=`: "none" | "selective" | "selective-op" | "full", or True (full) / False (none).
 CheckpointingLike: TypeAlias = str | bool
 #: `calibration=`: a calibration file (`sm-dist calibrate --out`), a record, or several (one per GPU family).
 CalibrationLike: TypeAlias = StrPath | Calibration | Sequence[StrPath | Calibration]

@@ -90,11 +90,17 @@ def _searched(settings: tuple[tuple[str, int], ...]) -> tuple[str, str]:
 
 def _flops_text(work: grid.Workload, modes: set[str]) -> str:
     params = "active params (MoE: the experts a token passes through)" if work.shape.experts else "params"
+    op = 6 + 2 * timing.OP_RECOMPUTE_FORWARD_SHARE
     if modes == {"full"}:
         return f"8·{params} (full recompute)"
+    if modes == {"selective-op"}:
+        return f"{op:.2f}·{params} (per-operator selective recompute)"
+    parts = [f"6·{params}"]
+    if "selective-op" in modes:
+        parts.append(f"{op:.2f}·{params} on rows with per-operator recompute (+{op / 6 - 1:.0%} compute)")
     if "full" in modes:
-        return f"6·{params}; 8·{params} on rows with full recompute (+33% compute)"
-    return f"6·{params}"
+        parts.append(f"8·{params} on rows with full recompute (+33% compute)")
+    return "; ".join(parts)
 
 
 def _mfu_source(mfu: float | None, calibrations: dict[str, Calibration]) -> str:

@@ -65,9 +65,19 @@ class StepTime(NamedTuple):
     volume_psi: float  #: collective volume per micro-batch step in units of Ψ elements
 
 
+#: Per-operator selective recompute (torchtitan's "op" policy, activations.py) re-runs every second matmul
+#: of a block in backward: in a Llama block wk, wo and the MLP's up projection, 37% of its matmul FLOPs
+#: (Llama 3 8B: 79.7M of a block's 218M weights), so 2Ψ × 0.37 more per token.
+OP_RECOMPUTE_FORWARD_SHARE = 0.37
+
+
 def flops_per_token(params: int, checkpointing: str) -> float:
-    """Training FLOPs per token: 6Ψ, 8Ψ with full recompute."""
-    return (8.0 if checkpointing == "full" else 6.0) * params
+    """Training FLOPs per token: 6Ψ, 8Ψ with full recompute, 6.74Ψ with per-operator selective recompute."""
+    if checkpointing == "full":
+        return 8.0 * params
+    if checkpointing == "selective-op":
+        return (6.0 + 2.0 * OP_RECOMPUTE_FORWARD_SHARE) * params
+    return 6.0 * params
 
 
 def _collective(kind: str, nbytes: float, inst: Instance, per_node: int, nodes: int) -> float:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+import sm_dist
 from sm_dist.errors import ConfigError
-from sm_dist.estimator import grid
+from sm_dist.estimator import grid, timing
 from sm_dist.estimator.activations import (
     activation_bytes,
     block_from,
     describe,
     layer_activation_bytes,
+    op_saved_bytes_per_token,
     parse_checkpointing,
 )
 from sm_dist.estimator.models import PRESETS
@@ -101,8 +103,10 @@ def test_grid_passes_the_shape() -> None:
                          optimizer="adamw", checkpointing="selective")
     gpt_like = activation_bytes(layers=shape.layers, hidden=shape.hidden, heads=shape.heads, vocab=shape.vocab,
                                 seq_len=S, micro_batch=B)
+    # what autograd saves, and the loss's backward beside it (the fp32 logits' two gradients)
     assert grid._activations(work) == activation_bytes(layers=shape.layers, hidden=shape.hidden, heads=shape.heads,
-                                                       vocab=shape.vocab, seq_len=S, micro_batch=B, shape=shape)
+                                                       vocab=shape.vocab, seq_len=S, micro_batch=B,
+                                                       shape=shape) + 8 * shape.vocab * S * B
     assert grid._activations(work) > 1.1 * gpt_like
 
 
@@ -134,3 +138,34 @@ def test_dropout_masks_are_one_byte_each() -> None:
     # eager, bf16 autocast: + the s×s bool mask; the matmul keeps the dropped bf16 probabilities
     # instead of a plain bf16 copy, so that term is unchanged
     assert activation_bytes(**eager, dropout=True) - activation_bytes(**eager) == 3 * tokens * (2 * 256 + 4 * 128)
+
+
+def test_per_operator_recompute_keeps_every_other_matmul() -> None:
+    """torchtitan's "op" policy: the block's input, the 1st, 3rd, 5th and 7th matmul outputs of a Llama block
+    (wq, wv, the gate, the down projection), the attention output and its fp32 log-sum-exp."""
+    shape = PRESETS["llama3-8b"]
+    block = block_from(shape, hidden=shape.hidden, heads=shape.heads)
+    h, q, kv, ffn = 4096, 4096, 1024, 14336
+    assert op_saved_bytes_per_token(block, Precision.MIXED) == 2 * (h + q + kv + q + ffn + h) + 4 * 32
+    per_layer = layer_activation_bytes(S, B, h, 32, "selective-op", "mixed", block)
+    assert per_layer == S * B * op_saved_bytes_per_token(block, Precision.MIXED)
+    assert layer_activation_bytes(S, B, h, 32, "full", "mixed", block) < per_layer < \
+        layer_activation_bytes(S, B, h, 32, "selective", "mixed", block)
+    assert parse_checkpointing("op") == "selective-op"
+    assert timing.flops_per_token(1, "selective-op") == pytest.approx(6.74)
+
+
+def test_torchtitan_llama3_8b_per_operator_memory() -> None:
+    """torchtitan's published Llama 3.1 8B run (docs/performance.md, Table 1: FSDP on 8 H100s, local batch 2,
+    sequence 8192, selective op AC, bf16 parameters with fp32 reduction, AdamW): 82.4 GiB, the peak reserved
+    memory its logger reports. The estimate counts tensors (the allocator's slack is the 10% margin)."""
+    est = sm_dist.estimate(model="llama3-8b", tokens=1e9, seq_len=8192, micro_batch=2, global_batch=16,
+                           activation_checkpointing="selective-op", instance_types=["ml.p5.48xlarge"],
+                           instance_counts=[1], strategies=["fsdp"])
+    (row,) = est.rows
+    assert row.memory is not None
+    assert row.memory.total / 2**30 == pytest.approx(82.4, rel=0.15)
+    selective = sm_dist.estimate(model="llama3-8b", tokens=1e9, seq_len=8192, micro_batch=2, global_batch=16,
+                                 activation_checkpointing="selective", instance_types=["ml.p5.48xlarge"],
+                                 instance_counts=[1], strategies=["fsdp"]).rows[0]
+    assert selective.memory is not None and selective.memory.total / 2**30 > 1.5 * 82.4  # every activation kept

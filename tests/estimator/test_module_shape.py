@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 import sm_dist
-from sm_dist.estimator.activations import activation_bytes
+from sm_dist.estimator.activations import activation_bytes, loss_backward_bytes
 from sm_dist.estimator.module_shape import shape_of_module
 
 torch = pytest.importorskip("torch")
@@ -60,7 +60,7 @@ def test_structure_gives_the_shape() -> None:
     assert shape.ffn == 2048 and shape.gated_mlp and shape.norm == "rmsnorm" and not shape.approximate
     assert shape.params == 123 and "read from the module" in how
     expected = activation_bytes(layers=2, hidden=768, heads=12, vocab=2048, seq_len=512, micro_batch=1, shape=shape)
-    assert _activations(model) == expected
+    assert _activations(model) == expected + loss_backward_bytes(2048, 512)
     # what the old count-based guess gave (5 layers x 512 wide, vocab 32,000) is far off
     assert _activations(model) < 0.5 * activation_bytes(layers=5, hidden=512, heads=4, vocab=32000, seq_len=512,
                                                         micro_batch=1)

@@ -10,6 +10,7 @@ import pytest
 
 import sm_dist
 from sm_dist.estimator.advice import smallest_change
+from sm_dist.estimator.grid import SEARCHED_CHECKPOINTING
 
 
 def _cli(*args: str) -> dict:
@@ -35,7 +36,7 @@ def test_each_row_says_its_setting_and_pinning_a_dimension_stops_the_search() ->
     kw = dict(model="llama2-7b", tokens=1e11, instance_types=["ml.p4d.24xlarge"], instance_counts=[1, 4],
               strategies=["fsdp"])
     searched = sm_dist.estimate(**kw)
-    assert all(r.checkpointing in ("selective", "full") and r.micro_batch in (1, 2, 4, 8) for r in searched.rows)
+    assert all(r.checkpointing in SEARCHED_CHECKPOINTING and r.micro_batch in (1, 2, 4, 8) for r in searched.rows)
     pinned = sm_dist.estimate(**kw, activation_checkpointing="selective", micro_batch=1)
     assert {(r.checkpointing, r.micro_batch) for r in pinned.rows} == {("selective", 1)}
     # searching can only help: each searched row is at least as cheap as the pinned one that fits
