@@ -8,7 +8,7 @@ runtime uses for its strategy plug-ins, without importing torch.
 from __future__ import annotations
 
 from enum import Enum
-from typing import TypeVar
+from typing import Literal, TypeAlias, TypeVar
 
 from sm_dist.errors import ConfigError
 
@@ -44,6 +44,11 @@ class Precision(_StrEnum):
     MIXED = "mixed"  #: half-precision params/grads + fp32 master copy and Adam (ZeRO paper's K=12)
     BF16 = "bf16"  #: everything bf16 (params, grads, optimizer states)
 
+
+#: The words a user's type checker accepts for each (the public API takes these or the enum; tests/test_public_types.py
+#: keeps each equal to its enum's values).
+StrategyName: TypeAlias = Literal["dp", "ddp", "zero1", "zero2", "fsdp", "hsdp"]
+PrecisionName: TypeAlias = Literal["fp32", "amp", "mixed", "bf16"]
 
 E = TypeVar("E", bound=_StrEnum)
 

@@ -28,7 +28,7 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 from sm_dist.errors import CheckpointError, ConfigError, check_int
 from sm_dist.vocab import StrEnum
@@ -167,6 +167,10 @@ def committed_manifest(text: str | bytes | None, *, where: str) -> Manifest | No
         return Manifest.from_json(text, where=where)
     except CheckpointError:
         return None
+
+
+#: checkpoint_mode's words, as a user's type checker sees them (CheckpointMode's values).
+CheckpointModeName: TypeAlias = Literal["auto", "local", "s3", "sagemaker-sync", "off"]
 
 
 class CheckpointMode(StrEnum):

@@ -16,13 +16,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Literal, TypeAlias, get_args
 
 from sm_dist.errors import ConfigError
 
 #: The environment variable of the checkpointer's test-only fault hook.
 FAULT_ENV = "SM_DIST_FAULT"
-#: What local mode's --chaos takes.
-CHAOS_KINDS = ("kill", "sigterm", "hang", "crash-in-save", "s3-faults", "capacity", "max-wait")
+#: What local mode's --chaos takes: a spec's kind, as a user's type checker sees it, and the tuple of them.
+ChaosKind: TypeAlias = Literal["kill", "sigterm", "hang", "crash-in-save", "s3-faults", "capacity", "max-wait"]
+CHAOS_KINDS: tuple[str, ...] = get_args(ChaosKind)
 #: What the checkpointer's fault hook carries out (crash-in-save is a chaos kind too).
 HOOK_KINDS = ("crash-in-save", "crash-in-commit")
 #: Kinds that may be timed (`kill:20s`) instead of triggered by a step line.

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias
 
 from sm_dist.estimator.calibration import Calibration
-from sm_dist.vocab import Precision, Strategy
+from sm_dist.vocab import Precision, PrecisionName, Strategy, StrategyName
 
 
 class TensorLike(Protocol):
@@ -52,9 +52,9 @@ ModelLike: TypeAlias = str | ModuleLike
 #: `hf_config=`: the path of a Hugging Face config.json, or the parsed object (`config.to_dict()`).
 HfConfigLike: TypeAlias = StrPath | Mapping[str, object]
 #: `precision=`: a Precision or its value ("fp32", "amp", "mixed", "bf16").
-PrecisionLike: TypeAlias = Precision | str
+PrecisionLike: TypeAlias = Precision | PrecisionName
 #: One strategy (a Strategy or its value, "fsdp") or several.
-StrategiesLike: TypeAlias = Strategy | str | Sequence[Strategy | str]
+StrategiesLike: TypeAlias = Strategy | StrategyName | Sequence[Strategy | StrategyName]
 #: One instance type name or several.
 InstanceTypesLike: TypeAlias = str | Sequence[str]
 #: One instance count or several.

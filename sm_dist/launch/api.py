@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeAlias, overload
+from typing import TYPE_CHECKING
 
 from sm_dist.cloud import submit as cloud_backend
 from sm_dist.cloud.job import Job
 from sm_dist.errors import ConfigError
 from sm_dist.local import api as local_backend
 from sm_dist.local.job import LocalJob
-from sm_dist.local.options import LocalOptions
+from sm_dist.local.options import LocalOptions, LocalOptionsDict
 from sm_dist.planning.build import launch_config, make_plan, new_job_name
 from sm_dist.planning.code_plan import plan_code
 from sm_dist.planning.config import LaunchConfig
@@ -37,10 +37,6 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack is 3.11+; only type checkers read this
 
     from sm_dist.planning.settings import LaunchSettings
-
-#: What `fit(local_options=...)` takes: the record, or a dict of its fields.
-LocalOptionsLike: TypeAlias = LocalOptions | Mapping[str, object] | None
-
 
 def plan(
     entry: str, *, local: bool = False, session: Session | None = None, **settings: Unpack[LaunchSettings],
@@ -54,38 +50,27 @@ def plan(
     return make_plan(launch_config(entry, settings, local=local), session=session, local=local)
 
 
-@overload
-def fit(entry: str, *, wait: bool = ..., dry_run: Literal[True], local: bool = ..., session: Session | None = ...,
-        validate_role: bool = ..., local_options: LocalOptionsLike = ...,
-        **settings: Unpack[LaunchSettings]) -> Plan: ...
-@overload
-def fit(entry: str, *, wait: bool = ..., dry_run: Literal[False] = ..., local: Literal[True],
-        session: Session | None = ..., validate_role: bool = ..., local_options: LocalOptionsLike = ...,
-        **settings: Unpack[LaunchSettings]) -> LocalJob: ...
-@overload
-def fit(entry: str, *, wait: bool = ..., dry_run: Literal[False] = ..., local: Literal[False] = ...,
-        session: Session | None = ..., validate_role: bool = ..., local_options: None = ...,
-        **settings: Unpack[LaunchSettings]) -> Job: ...
 def fit(
-    entry: str, *, wait: bool = False, dry_run: bool = False, local: bool = False, session: Session | None = None,
-    validate_role: bool = True, local_options: LocalOptionsLike = None, **settings: Unpack[LaunchSettings],
-) -> Plan | LocalJob | Job:
+    entry: str, *, local: bool = False, wait: bool = False, session: Session | None = None, validate_role: bool = True,
+    local_options: LocalOptions | LocalOptionsDict | None = None, **settings: Unpack[LaunchSettings],
+) -> Job | LocalJob:
     """Plan, then run: upload the code and create the training job; returns its `Job`.
 
-    `wait=True` blocks until the job ends, printing status changes. `dry_run=True` prints the
-    plan and returns it (no upload, no create). `local=True` runs the job on this machine and
-    returns the finished `LocalJob`, run as `local_options` say (`sm_dist.local.LocalOptions`, or a
-    dict of its fields). Both handles implement `sm_dist.contract.job.JobHandle`.
-    `validate_role=False` skips the SDK's IAM permission simulation (also skipped when the
-    environment has SAGEMAKER_VALIDATE_ROLE=false).
+    `wait=True` blocks until the job ends, printing status changes. `local=True` runs the job on this
+    machine and returns the finished `LocalJob`, run as `local_options` say (`sm_dist.local.LocalOptions`,
+    or a dict of its fields). Both handles implement `sm_dist.contract.job.JobHandle`; `isinstance(job,
+    sm_dist.LocalJob)` tells a type checker which one it is. One signature, not an overload per `local`,
+    so that a misspelled keyword is one short line in a type checker's report. The plan without the run:
+    `sm_dist.plan(...)`. `validate_role=False` skips the SDK's IAM permission simulation (also skipped
+    when the environment has SAGEMAKER_VALIDATE_ROLE=false).
     """
+    if "dry_run" in settings:
+        raise ConfigError("dry_run", settings["dry_run"], "sm_dist.plan(...) is the dry run: it returns the plan "  # type: ignore[typeddict-item]
+                          "and creates nothing (print(plan) shows it)")
     if local_options and not local:
         given = sorted(local_options) if isinstance(local_options, Mapping) else type(local_options).__name__
         raise ConfigError("local_options", given, "only with local=True")
     the_plan = plan(entry, local=local, session=session, **settings)
-    if dry_run:
-        print(the_plan)
-        return the_plan
     if local:
         return local_backend.run(the_plan, local_options)
     return cloud_backend.run(the_plan, session=session, validate_role=validate_role, wait=wait)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from dataclasses import fields
 from typing import Any
@@ -79,9 +80,9 @@ def _add_fit_flags(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(flag, action="append", type=_key_value, metavar="KEY=VALUE", **common)
         elif kind.startswith("tuple"):
             parser.add_argument(flag, action="append", **common)
-        elif "int" in kind and "float" not in kind:
+        elif re.search(r"\bint\b", kind) and not re.search(r"\bfloat\b", kind):
             parser.add_argument(flag, type=int, **common)
-        elif "float" in kind:
+        elif re.search(r"\bfloat\b", kind):
             parser.add_argument(flag, type=float, **common)
         else:
             parser.add_argument(flag, **common)
@@ -151,14 +152,20 @@ def run_fit(args: argparse.Namespace) -> int:
             plan = _with_warm_pool(plan)
         _print_json(plan.to_dict()) if args.json else print(plan)
         return 0
-    if args.local:
-        return local_cli.report(api.fit(entry, local=True, local_options=local_cli.run_options(args), **settings),
+    if args.local:  # the backends by hand, as fit hands them the plan: each one's own handle, typed as such
+        from sm_dist.local import api as local_backend
+
+        return local_cli.report(local_backend.run(api.plan(entry, local=True, **settings), local_cli.run_options(args)),
                                 as_json=args.json)
-    result = api.fit(entry, validate_role=not args.no_validate_role, **settings)
+    from sm_dist.cloud import submit as cloud_backend
+
+    planned = api.plan(entry, **settings)
+    result = cloud_backend.run(planned, validate_role=not args.no_validate_role)
+    launched = result.plan or planned  # what was submitted (its warm-pool line)
     if args.json:
-        _print_json({"job_name": result.name, "plan": result.plan.to_dict()})
+        _print_json({"job_name": result.name, "plan": launched.to_dict()})
     else:
-        print(result.plan)
+        print(launched)
         print(f"\nlaunched {result.name}; follow it with: sm-dist logs {result.name} --follow")
     if args.wait:
         return _TERMINAL_EXIT.get(result.wait(out=sys.stderr if args.json else sys.stdout).status, 1)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, TypedDict
 
 from sm_dist.contract.sagemaker import STOP_GRACE_SECONDS
 from sm_dist.errors import ConfigError, check_int
@@ -94,10 +94,30 @@ class LocalOptions:
         return cls(**data)  # type: ignore[arg-type]  # a dict is untyped; the values are checked as they are used
 
 
+class LocalOptionsDict(TypedDict, total=False):
+    """`LocalOptions` as a dict (`fit(..., local_options={"verify": True})`): its fields, each optional, so a user's
+    type checker refuses a misspelled option. tests/test_public_types.py keeps the two equal."""
+
+    chaos: Iterable[str | Fault]
+    verify: bool
+    root: str | Path | None
+    checkpoint_uri: str | None
+    grace_seconds: float
+    sync_interval: float
+    echo: bool | None
+    echo_stream: TextIO | None
+    view: bool | None
+    nproc_per_node: int | None
+    max_job_restarts: int
+    max_runtime_s: float | None
+    data: Mapping[str, str | Path]
+    s3_data: bool
+
+
 def _iterable(value: object) -> Iterable[str | Fault]:
     if not isinstance(value, Iterable):
         raise ConfigError("local_options.chaos", value, 'expected a list of specs, e.g. ["kill:10"]')
     return value
 
 
-__all__ = ["LocalOptions"]
+__all__ = ["LocalOptions", "LocalOptionsDict"]

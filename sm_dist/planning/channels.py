@@ -15,12 +15,16 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeAlias, TypeVar
 
 from sm_dist.contract.sagemaker import check_channel_name
 from sm_dist.errors import ConfigError
 from sm_dist.planning.preflight import check_channel_count
 from sm_dist.vocab import StrEnum, did_you_mean
+
+#: A channel's mode and distribution as a user's type checker sees them (InputMode's, Distribution's values).
+InputModeName: TypeAlias = Literal["File", "FastFile"]
+DistributionName: TypeAlias = Literal["FullyReplicated", "ShardedByS3Key"]
 
 
 class InputMode(StrEnum):
@@ -61,8 +65,8 @@ class Channel:
     distribution: Distribution = Distribution.FULLY_REPLICATED
 
     if TYPE_CHECKING:  # what the constructor takes (the fields hold the normalized values; tests/test_public_types.py)
-        def __init__(self, source: str | os.PathLike[str], *, mode: InputMode | str = ...,
-                     distribution: Distribution | str = ...) -> None: ...
+        def __init__(self, source: str | os.PathLike[str], *, mode: InputMode | InputModeName = ...,
+                     distribution: Distribution | DistributionName = ...) -> None: ...
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "source", str(self.source))

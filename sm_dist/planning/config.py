@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeAlias, get_args
 
 from sm_dist.contract.checkpoint import CheckpointMode, parse_mode
 from sm_dist.contract.sagemaker import BASE_JOB_NAME_RE, check_job_name
@@ -42,7 +42,8 @@ DEFAULT_MAX_RESTARTS = 2
 #: ModelTrainer's default volume (train/defaults.py DEFAULT_VOLUME_SIZE).
 DEFAULT_VOLUME_GB = 30
 #: output_compression's values: OutputDataConfig.CompressionType GZIP or NONE, or the plan's choice.
-OUTPUT_COMPRESSIONS = ("auto", "gzip", "none")
+OutputCompression: TypeAlias = Literal["auto", "gzip", "none"]
+OUTPUT_COMPRESSIONS: tuple[str, ...] = get_args(OutputCompression)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,7 +58,7 @@ class LaunchConfig:
     source_dir: str = "."
     """Folder uploaded as the job's code (minus ignored files)."""
     instance_count: int = 1
-    strategy: str | Strategy = Strategy.DDP
+    strategy: Strategy | Literal["auto"] = Strategy.DDP
     """dp, ddp, zero1, zero2, fsdp, hsdp, or "auto" (the estimator's cheapest that fits)."""
     precision: Precision = Precision.FP32
     params: float | None = None
@@ -83,7 +84,7 @@ class LaunchConfig:
     the same place again fails the job. None: 10 x the observed step time, 300 s to 1800 s; 0: off."""
     checkpoint_s3_uri: str | None = None
     """s3://bucket/prefix for checkpoints; required with spot."""
-    checkpoint_mode: str = CheckpointMode.AUTO
+    checkpoint_mode: CheckpointMode = CheckpointMode.AUTO
     """A CheckpointMode once validated (annotated str: the CLI derives flag types from the annotations)."""
     checkpoint_interval_steps: int | None = None
     checkpoint_keep: int | None = None
@@ -137,7 +138,7 @@ class LaunchConfig:
     volume_size_gb: int = DEFAULT_VOLUME_GB
     volume_kms_key: str | None = None
     output_kms_key: str | None = None
-    output_compression: str = "auto"
+    output_compression: OutputCompression = "auto"
     """OutputDataConfig.CompressionType: "gzip" (model.tar.gz), "none" (the model/ files as they are) or
     "auto": none when the estimate's weights reach 1 GiB (gzip saves little on them, and its time is
     billed), else gzip (docs/PLATFORM.md §1.1)."""

@@ -15,11 +15,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
-from sm_dist.planning.channels import Channel
+from sm_dist.contract.checkpoint import CheckpointMode, CheckpointModeName
+from sm_dist.planning.channels import Channel, DistributionName, InputModeName
+from sm_dist.planning.config import OutputCompression
 from sm_dist.planning.mlflow_setting import MlflowSettings, MlflowTarget
-from sm_dist.vocab import Precision, Strategy
+from sm_dist.vocab import Precision, PrecisionName, Strategy, StrategyName
+
+
+class ChannelSettings(TypedDict, total=False):
+    """A data channel as a mapping (a config file's `inputs:` entry): its source, mode and distribution."""
+
+    source: str
+    mode: InputModeName
+    distribution: DistributionName
 
 
 class LaunchSettings(TypedDict, total=False):
@@ -28,8 +38,8 @@ class LaunchSettings(TypedDict, total=False):
     instance_type: str
     source_dir: str
     instance_count: int
-    strategy: str | Strategy
-    precision: Precision | str  # "bf16"
+    strategy: Strategy | StrategyName | Literal["auto"]
+    precision: Precision | PrecisionName  # "bf16"
     params: float | None
     model: str | None
     hf_config: str | None
@@ -41,7 +51,7 @@ class LaunchSettings(TypedDict, total=False):
     max_restarts: int
     hang_timeout_s: int | None
     checkpoint_s3_uri: str | None
-    checkpoint_mode: str
+    checkpoint_mode: CheckpointMode | CheckpointModeName
     checkpoint_interval_steps: int | None
     checkpoint_keep: int | None
     async_checkpoint: bool
@@ -59,7 +69,7 @@ class LaunchSettings(TypedDict, total=False):
     environment: Mapping[str, str]
     # a Channel, its source (s3://..., a local folder, fsx-lustre://..., efs://...) or a config
     # file's {source:, mode:, distribution:} (channels_from)
-    inputs: Mapping[str, Channel | str | os.PathLike[str] | Mapping[str, str]]
+    inputs: Mapping[str, Channel | str | os.PathLike[str] | ChannelSettings]
     metrics: tuple[str, ...] | list[str]
     role: str | None
     infra_stack: str | None
@@ -73,7 +83,7 @@ class LaunchSettings(TypedDict, total=False):
     volume_size_gb: int
     volume_kms_key: str | None
     output_kms_key: str | None
-    output_compression: str
+    output_compression: OutputCompression
     subnets: tuple[str, ...] | list[str]
     security_group_ids: tuple[str, ...] | list[str]
     network_isolation: bool
@@ -88,4 +98,4 @@ class LaunchSettings(TypedDict, total=False):
     mlflow: str | MlflowSettings | MlflowTarget | None  # a tracking server ARN, or {"arn":, "experiment":, "run":}
 
 
-__all__ = ["LaunchSettings"]
+__all__ = ["ChannelSettings", "LaunchSettings"]

@@ -21,7 +21,7 @@ def test_dry_run_uses_the_named_stacks_outputs(aws_session: Any, config_home: Pa
     import sm_dist
 
     out = stack.deploy("sm-dist", {"Prefix": "team"}, session=aws_session, poll_seconds=0).outputs
-    plan = sm_dist.fit("train.py", dry_run=True, infra_stack="sm-dist", session=aws_session, **_settings(project))
+    plan = sm_dist.plan("train.py", infra_stack="sm-dist", session=aws_session, **_settings(project))
     assert plan.role_arn == out["role_arn"]
     assert plan.code_s3_uri.startswith(out["artifact_uri"] + "/")
     assert plan.checkpoint_uri.startswith(out["checkpoint_uri"] + "/")
@@ -48,7 +48,7 @@ def test_deploy_then_fit_without_role_or_stack_uses_the_recorded_stack(
     import sm_dist
 
     out = stack.deploy("sm-dist", session=aws_session, poll_seconds=0).outputs
-    plan = sm_dist.fit("train.py", dry_run=True, session=aws_session, **_settings(project))
+    plan = sm_dist.plan("train.py", session=aws_session, **_settings(project))
     assert plan.role_arn == out["role_arn"]
     assert plan.code_s3_uri.startswith(out["artifact_uri"] + "/")
 
@@ -70,7 +70,7 @@ def test_an_image_the_stacks_role_may_not_pull_is_refused_before_the_upload(aws_
     assert "sm-dist infra deploy --stack-name sm-dist" in str(info.value) and "--image-uri" in str(info.value)
     assert _nothing_created(aws_session, out["bucket"])
     own = "763104351884.dkr.ecr.us-east-1.amazonaws.com/team/trainer:1.0"  # in the repository the role may pull
-    plan = sm_dist.fit("train.py", dry_run=True, infra_stack="sm-dist", session=aws_session, image_uri=own,
+    plan = sm_dist.plan("train.py", infra_stack="sm-dist", session=aws_session, image_uri=own,
                        **_settings(project))
     assert plan.request["AlgorithmSpecification"]["TrainingImage"] == own
 
@@ -84,6 +84,6 @@ def test_a_stack_recorded_before_its_image_permissions_were_gets_a_warning(aws_s
     entry = config.read()["stacks"]["old"]
     del entry["image_repository_arns"]  # what an older sm-dist recorded
     config.record("old", entry)
-    plan = sm_dist.fit("train.py", dry_run=True, infra_stack="", session=aws_session, **_settings(project))
+    plan = sm_dist.plan("train.py", infra_stack="", session=aws_session, **_settings(project))
     assert any("infra stack old does not say which images" in w and "redeploy" in w for w in plan.warnings)
     assert plan.role_arn == out["role_arn"]

@@ -25,12 +25,14 @@ from sm_dist.provision import stack
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
 
 
-def _fit(session: Any, project: Path, **extra: Any) -> Any:
+def _fit(session: Any, project: Path, dry_run: bool = False, **extra: Any) -> Any:
     import sm_dist
 
     settings = dict(source_dir=str(project), instance_type="ml.g5.2xlarge", instance_count=2, strategy="ddp",
-                    checkpoint_mode="auto", infra_stack="sm-dist", session=session, wait=False)
-    return sm_dist.fit("train.py", **{**settings, **extra})
+                    checkpoint_mode="auto", infra_stack="sm-dist", session=session)
+    if dry_run:
+        return sm_dist.plan("train.py", **{**settings, **extra})
+    return sm_dist.fit("train.py", wait=False, **{**settings, **extra})
 
 
 def _nothing_created(session: Any, bucket: str) -> bool:

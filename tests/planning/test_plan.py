@@ -12,6 +12,7 @@ import pytest
 from _project import CKPT_BUCKET, ROLE_ARN
 
 import sm_dist
+from sm_dist.errors import ConfigError
 from sm_dist.planning.plan import Plan
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -23,11 +24,13 @@ EXPLICIT = dict(instance_type="ml.g5.12xlarge", role=ROLE_ARN, output_s3_uri="s3
 def test_dry_run_leaves_moto_empty(aws: str, source_dir: Path, capsys) -> None:
     import boto3
 
-    plan = sm_dist.fit("train.py", source_dir=str(source_dir), dry_run=True, instance_type="ml.p4d.24xlarge",
-                       instance_count=2, spot=True, checkpoint_s3_uri=f"s3://{CKPT_BUCKET}/r", max_cost_usd=300,
-                       role=ROLE_ARN)
+    plan = sm_dist.plan("train.py", source_dir=str(source_dir), instance_type="ml.p4d.24xlarge",
+                        instance_count=2, spot=True, checkpoint_s3_uri=f"s3://{CKPT_BUCKET}/r", max_cost_usd=300,
+                        role=ROLE_ARN)
     assert isinstance(plan, Plan)
-    assert "python3 -m sm_dist.container.pid1" in capsys.readouterr().out
+    assert "python3 -m sm_dist.container.pid1" in str(plan)
+    with pytest.raises(ConfigError, match=r"^dry_run=True: sm_dist.plan\(...\) is the dry run"):
+        sm_dist.fit("train.py", source_dir=str(source_dir), dry_run=True, instance_type="ml.p4d.24xlarge")  # type: ignore[call-arg]
     s3 = boto3.client("s3")
     assert [b["Name"] for b in s3.list_buckets()["Buckets"]] == [CKPT_BUCKET]  # no default bucket made
     assert s3.list_objects_v2(Bucket=CKPT_BUCKET).get("KeyCount", 0) == 0
