@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import os
 import sys
-from typing import NoReturn
+from typing import NoReturn, cast
 
 from sm_dist._version import __version__
 from sm_dist.errors import SmDistError
@@ -37,7 +36,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "local": ("sm_dist.local.clean", "local runs kept on this machine: clean [--older-than 7d] removes old ones"),
 }
 
-_log = logging.getLogger(__name__)
+
+def _columns() -> int:
+    """The help text's width as argparse computes it (the terminal's columns - 2), without importing shutil:
+    argparse builds a formatter for every add_argument, and shutil (with bz2, lzma, zlib) was a visible share
+    of `estimate-cost` start-up (tests/bench/bench_cli_startup.py)."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0")) or os.get_terminal_size(1).columns  # stdout, as shutil asks
+    except (ValueError, OSError):
+        columns = 80
+    return (columns or 80) - 2
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -46,6 +54,10 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        formatter = cast("type[argparse.HelpFormatter]", self.formatter_class)  # every argparse formatter takes width
+        return formatter(prog=self.prog, width=_columns())
 
 
 def _top_parser() -> argparse.ArgumentParser:
@@ -72,14 +84,14 @@ def build_parser(command: str) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    top = _top_parser()
     if not argv or argv[0].startswith("-"):
+        top = _top_parser()
         top.parse_args(argv)  # handles --help / --version and exits
         top.print_help()
         return 2
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
-        top.parse_args([command])  # argparse prints "invalid choice" (with the list) and exits 2
+        _top_parser().parse_args([command])  # argparse prints "invalid choice" (with the list) and exits 2
         return 2
     parser = build_parser(command)
     script_args = None
@@ -89,13 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(rest)
     if script_args is not None:
         args.args = script_args
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(levelname)s %(name)s: %(message)s" if args.verbose else "%(message)s",
-    )
-    if not args.verbose:  # botocore logs "Found credentials in ..." at INFO: only -v shows that
-        for name in ("botocore", "boto3", "urllib3"):
-            logging.getLogger(name).setLevel(logging.WARNING)
+    if args.verbose or getattr(args, "_logs", True):  # a command that logs nothing but debug lines skips logging
+        _configure_logging(args.verbose)
     try:
         return int(args._run(args) or 0)
     except SmDistError as exc:
@@ -110,6 +117,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:  # sm_dist.local.interrupt.Interrupted says what it stopped
         print(f"sm-dist {command}: {exc or 'interrupted'}", file=sys.stderr)
         return int(getattr(exc, "exit_code", 130))
+
+
+def _configure_logging(verbose: bool) -> None:
+    import logging
+
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(levelname)s %(name)s: %(message)s" if verbose else "%(message)s",
+    )
+    if not verbose:  # botocore logs "Found credentials in ..." at INFO: only -v shows that
+        for name in ("botocore", "boto3", "urllib3"):
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def _aws_failure(exc: Exception) -> str | None:

@@ -105,7 +105,7 @@ def register(command: str, parser: argparse.ArgumentParser) -> None:
     out.add_argument("--all", action="store_true", help="table: every combination, not only the plans that fit")
     out.add_argument("--plot", metavar="FILE", help="also save hours vs dollars of the plans that fit (PNG/SVG/PDF; "
                      "needs matplotlib: pip install 'sm_dist[plot]')")
-    parser.set_defaults(_run=run)
+    parser.set_defaults(_run=run, _logs=False)  # only debug lines (-v): without -v the CLI skips importing logging
 
 
 def _instance_types(values: list[str] | None) -> list[str] | None:

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from sm_dist.catalog import Instance
 from sm_dist.estimator.activations import activation_bytes, loss_backward_bytes
 from sm_dist.estimator.cost import Cost, DataLoad, job_cost, startup_seconds
-from sm_dist.estimator.goodput import Goodput, estimate_goodput
+from sm_dist.estimator.goodput import Goodput, on_demand_and_spot
 from sm_dist.estimator.memory import (
     MemoryBreakdown,
     memory_breakdown,
@@ -196,11 +196,9 @@ def _fit_and_time(inst: Instance, count: int, strategy: Strategy, work: Workload
     )
     startup = startup_seconds(inst, count, work.data, work.infra_check)
     saved = _saved_bytes_per_param(strategy, work.precision, work.optimizer)
-    on_demand, on_spot = (
-        estimate_goodput(inst, count, strategy, params=shape.params, bytes_per_param=saved, train_s=steps * step.total,
-                         step_s=step.total, startup_s=startup, spot=spot, async_save=work.async_checkpoint,
-                         storage=work.checkpoint_storage)
-        for spot in (False, True))
+    on_demand, on_spot = on_demand_and_spot(
+        inst, count, strategy, params=shape.params, bytes_per_param=saved, train_s=steps * step.total,
+        step_s=step.total, startup_s=startup, async_save=work.async_checkpoint, storage=work.checkpoint_storage)
     hours = on_demand.seconds / 3600.0
     cost = job_cost(hours, count, inst, spot_discount, on_spot.seconds / 3600.0)
     return Row(inst.name, count, world, strategy, work.precision, True, True, "", memory, inst.gpu_memory_bytes,

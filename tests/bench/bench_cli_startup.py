@@ -1,7 +1,9 @@
 """Start-up cost of `sm-dist estimate-cost` over the whole catalog, side by side with a bare
 interpreter and with `import torch`. Run by hand: /tmp/venv/bin/python tests/bench/bench_cli_startup.py
 
-Goals (issue #2): estimate-cost / `python -c pass` <= 5.0; estimate-cost / `import torch` <= 0.05.
+Goals: estimate-cost / `python -c pass` <= 3.0 (issue #40; it was 5.0 in issue #2); estimate-cost /
+`import torch` <= 0.05. The machine is shared: the rounds alternate the commands, and the load average
+(`os.getloadavg`) before and after is printed with the figures; CPU-time ratios are less sensitive to it.
 Prints the figures, then one JSON object on the last line.
 """
 
@@ -48,7 +50,14 @@ def _time(cmd: list[str]) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+#: estimate-cost / `python -c pass`, wall-clock medians (issue #40).
+GOAL_RATIO_VS_PYTHON_PASS = 3.0
+#: estimate-cost / `import torch`.
+GOAL_RATIO_VS_IMPORT_TORCH = 0.05
+
+
 def main() -> None:
+    load_before = os.getloadavg()
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in COMMANDS}
     for cmd in COMMANDS.values():  # warm the page cache once
         _time(cmd)
@@ -66,20 +75,24 @@ def main() -> None:
         print(f"{name:<20} median wall {value * 1000:8.1f} ms, CPU {cpu[name] * 1000:8.1f} ms over {len(times[name])} runs")
     ratio_pass = med["estimate_cost_all"] / med["python_pass"]
     ratio_torch = med["estimate_cost_all"] / med["import_torch"]
-    print(f"estimate-cost ({rows} rows) / python -c pass = {ratio_pass:.2f} (goal <= 5.0)")
-    print(f"estimate-cost / import torch = {ratio_torch:.3f} (goal <= 0.05)")
+    load_after = os.getloadavg()
+    print(f"estimate-cost ({rows} rows) / python -c pass = {ratio_pass:.2f} (goal <= {GOAL_RATIO_VS_PYTHON_PASS})")
+    print(f"estimate-cost / import torch = {ratio_torch:.3f} (goal <= {GOAL_RATIO_VS_IMPORT_TORCH})")
     cpu_pass = cpu["estimate_cost_all"] / cpu["python_pass"]
     cpu_torch = cpu["estimate_cost_all"] / cpu["import_torch"]
     print(f"stdlib imports alone / python -c pass = {med['stdlib_floor'] / med['python_pass']:.2f}")
     print(f"CPU-time ratios: {cpu_pass:.2f} vs python -c pass, {cpu_torch:.3f} vs import torch")
+    print(f"load average (1, 5, 15 min) before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
+          f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f} on {os.cpu_count()} CPUs")
     print(json.dumps({
         "bench": "cli_startup", "rows": rows,
         "median_ms": {k: round(v * 1000, 1) for k, v in med.items()},
         "median_cpu_ms": {k: round(v * 1000, 1) for k, v in cpu.items()},
         "cpu_ratio_vs_python_pass": round(cpu_pass, 3), "cpu_ratio_vs_import_torch": round(cpu_torch, 4),
         "ratio_vs_python_pass": round(ratio_pass, 3), "ratio_vs_import_torch": round(ratio_torch, 4),
-        "goal_ratio_vs_python_pass": 5.0, "goal_ratio_vs_import_torch": 0.05,
-        "met": ratio_pass <= 5.0 and ratio_torch <= 0.05,
+        "goal_ratio_vs_python_pass": GOAL_RATIO_VS_PYTHON_PASS, "goal_ratio_vs_import_torch": GOAL_RATIO_VS_IMPORT_TORCH,
+        "met": ratio_pass <= GOAL_RATIO_VS_PYTHON_PASS and ratio_torch <= GOAL_RATIO_VS_IMPORT_TORCH,
+        "load_average_before": [round(x, 2) for x in load_before], "load_average_after": [round(x, 2) for x in load_after],
     }))
 
 
