@@ -22,6 +22,9 @@ from typing import Any
 #: its decision to a link that ended.
 TAG_RUN, TAG_LINK, TAG_POLICY, TAG_STATE, TAG_DECISION = (
     "sm-dist:run", "sm-dist:link", "sm-dist:chain", "sm-dist:chain-state", "sm-dist:chain-decision")
+#: The job's checkpoint URI (every sm_dist job's, a link's always): where the supervisor looks for progress
+#: when the request has no CheckpointConfig (the runtime writes S3 itself).
+TAG_CHECKPOINT = "sm-dist:checkpoint-uri"
 #: TrainingJobName's longest form (docs/PLATFORM.md §1.5).
 JOB_NAME_MAX = 63
 _RUN_NAME_RE = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9])*")
@@ -102,8 +105,9 @@ class LinkOutcome:
     """Instance types the link asked for at once (its InstancePreferences): a capacity failure means
     SageMaker found none of them."""
     wrote_checkpoint: bool | None = None
-    """Whether anything reached CheckpointConfig.S3Uri while the link trained (the supervisor lists it
-    after a MaxRuntime stop); None: not known (no URI, or the listing was refused)."""
+    """Whether anything reached the link's checkpoint URI (CheckpointConfig.S3Uri, else its TAG_CHECKPOINT)
+    while it trained (the supervisor lists it after a MaxRuntime stop); None: not known (no URI, or the
+    listing was refused)."""
 
     @property
     def ending(self) -> Ending:

@@ -34,7 +34,7 @@ from sm_dist.planning.locations import LOCAL_BUCKET, local_locations, resolve_lo
 from sm_dist.planning.plan import LOCAL_DEFAULTS, Plan, tensorboard_uri
 from sm_dist.planning.profile import profile_error, without_missing_profile
 from sm_dist.planning.reach import check_reach
-from sm_dist.planning.tags import chain_tags, sm_dist_tags
+from sm_dist.planning.tags import TAG_CHECKPOINT, chain_tags, sm_dist_tags
 
 if TYPE_CHECKING:
     from boto3.session import Session
@@ -115,6 +115,10 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
     with without_missing_profile():
         request = request_mod.build_request(settings, memo=local)
     request, request_warnings = check_request(request, hardware(config.instance_type))
+    if run and not local and not any(t["Key"] == TAG_CHECKPOINT for t in request.get("Tags") or ()):
+        raise ConfigError("checkpoint_s3_uri", code.spec.checkpoint.uri, "a chain's supervisor finds each job's "
+                          f"checkpoints by its tag {TAG_CHECKPOINT}, and this URI is not a tag value: use at most 256 "
+                          "letters, digits, spaces and _ . : / = + - @ (docs/PLATFORM.md §1.17)")
     if not local:  # a local plan's region is a label; its MLflow is a file store (sm_dist.local)
         check_mlflow_region(request, region)
     if config.fallback_instance_types:  # on demand: InstancePreferences (planning.fallbacks)

@@ -7,12 +7,20 @@ The plan writes them (`sm_dist_tags`); the cloud job handle reads them (`Job.cos
 from __future__ import annotations
 
 from sm_dist._version import __version__
-from sm_dist.contract.chain import TAG_DECISION, TAG_LINK, TAG_POLICY, TAG_RUN, TAG_STATE, ChainPolicy, RunState
+from sm_dist.contract.chain import (
+    TAG_CHECKPOINT,
+    TAG_DECISION,
+    TAG_LINK,
+    TAG_POLICY,
+    TAG_RUN,
+    TAG_STATE,
+    ChainPolicy,
+    RunState,
+)
 from sm_dist.planning.preflight import MAX_TAG_VALUE_CHARS, tag_text_ok
 
 TAG_ESTIMATE = "sm-dist:estimate-usd"
 TAG_MAX_COST = "sm-dist:max-cost-usd"
-TAG_CHECKPOINT = "sm-dist:checkpoint-uri"
 TAG_VERSION = "sm-dist:version"
 TAG_STRATEGY = "sm-dist:strategy"
 #: What `sm-dist cost JOB` turns into a calibration (`estimator.calibration.from_job`): the planned training

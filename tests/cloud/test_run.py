@@ -125,3 +125,13 @@ def test_status_reports_the_event_the_supervisor_failed_on(aws: str, source_dir:
     out = capsys.readouterr().out
     assert "run pretrain: Failed / Failed" in out and "KeyError: 'TrainingJobArn'" in out and queue in out
     assert len(sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10)["Messages"]) == 2  # read, not taken
+
+
+def test_a_chain_whose_checkpoint_uri_is_no_tag_value_is_refused(aws: str, source_dir: Path, capsys) -> None:
+    """Finding 6 of issue 39: the supervisor finds a link's checkpoints by its sm-dist:checkpoint-uri tag when the
+    request has no CheckpointConfig; a URI that is no tag value (over 256 characters) was left untagged."""
+    args = _fit(source_dir)
+    args[args.index("--checkpoint-s3-uri") + 1] = f"s3://{CKPT_BUCKET}/" + "run/" * 64
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "finds each job's checkpoints by its tag sm-dist:checkpoint-uri" in err and _nothing_created()

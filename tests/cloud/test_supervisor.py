@@ -203,6 +203,7 @@ def test_a_repeated_event_creates_the_next_job_once(stubbed: Any) -> None:
     # a second delivery racing the first: the name is taken, the decision stands
     _ended(stub, desc, link_tags(1))
     stub.add_client_error("create_training_job", "ResourceInUse", "Training job names must be unique")
+    _ended(stub, description("run-2", "InProgress", "Starting"), link_tags(2))  # the job of that name is run-2
     _decision_tag(stub, "run-1")
     assert supervisor.handle(event("run-1"), client)["action"] == "next"
     # a later one finds the decision on the job and does nothing
@@ -245,7 +246,8 @@ def test_jobs_of_no_run_and_running_jobs_are_left_alone(stubbed: Any) -> None:
     _ended(stub, description("someone-elses", "Completed", "Completed"), [{"Key": "team", "Value": "x"}])
     assert supervisor.handle(event("someone-elses"), client)["action"] == "ignored"
     _ended(stub, description("run-1", "InProgress", "Interrupted"), link_tags(1))
-    assert supervisor.handle(event("run-1"), client)["action"] == "none"
+    running = {**event("run-1"), "detail": {"TrainingJobName": "run-1", "TrainingJobStatus": "InProgress"}}
+    assert supervisor.handle(running, client)["action"] == "none"
     assert supervisor.handle({"detail": {}}, client)["action"] == "ignored"
 
 
@@ -279,3 +281,145 @@ def test_a_max_runtime_stop_that_wrote_no_checkpoint_ends_the_run(stubbed: Any, 
     # not asked (s3=None), no URI, or a bucket the supervisor may not list: the decision is today's
     assert supervisor.wrote_checkpoint(s3, {**desc, "CheckpointConfig": {}}) is None
     assert supervisor.wrote_checkpoint(s3, {**desc, "CheckpointConfig": {"S3Uri": "s3://no-such-bucket/x"}}) is None
+
+
+# --- issue 39: the chain faults found in the second review ----------------------------------------------------
+
+
+def test_a_name_held_by_another_job_ends_the_run_saying_so(stubbed: Any) -> None:
+    """Finding 8: any ResourceInUse was read as "the next link exists already", also when an unrelated job held
+    the name: the run then stopped with a decision saying it went on. Ownership is now read from the tags."""
+    client, stub = stubbed
+    _ended(stub, description("run-1", "Stopped", "MaxRuntimeExceeded"), link_tags(1))
+    stub.add_client_error("create_training_job", "ResourceInUse", "Training job names must be unique")
+    _ended(stub, description("run-2", "Completed", "Completed"), [{"Key": "team", "Value": "an older job"}])
+    _decision_tag(stub, "run-1")
+    result = supervisor.handle(event("run-1"), client)
+    assert result["action"] == "stop" and "the name is held by another job (not link 2 of run run)" in result["reason"]
+
+
+def test_a_max_runtime_stop_without_checkpointconfig_reads_the_jobs_checkpoint_tag(
+        stubbed: Any, checkpoint_bucket: Any) -> None:
+    """Finding 6: in sm_dist's default mode the runtime writes S3 itself and the request has no CheckpointConfig;
+    the no-progress guard read only CheckpointConfig, so a link that never checkpointed repeated up to max_links.
+    Every link carries its checkpoint URI as a tag (sm-dist:checkpoint-uri): the guard lists that."""
+    client, stub = stubbed
+    s3 = checkpoint_bucket
+    s3.put_object(Bucket="team-bucket", Key="ckpt/run/step-10/manifest.json", Body=b"{}")
+    started = s3.list_objects_v2(Bucket="team-bucket")["Contents"][0]["LastModified"] + dt.timedelta(seconds=5)
+    desc = {**description("run-2", "Stopped", "MaxRuntimeExceeded"), "TrainingStartTime": started}
+    del desc["CheckpointConfig"]
+    tags = [*link_tags(2, RunState(links=1, jobs=1)), {"Key": "sm-dist:checkpoint-uri", "Value": "s3://team-bucket/ckpt/run"}]
+    _ended(stub, desc, tags)
+    _decision_tag(stub, "run-2")
+    result = supervisor.handle(event("run-2"), client, s3=s3)
+    assert result["action"] == "stop" and "wrote no checkpoint" in result["reason"], result
+    as_tags = {t["Key"]: t["Value"] for t in tags}
+    assert supervisor.wrote_checkpoint(s3, {**desc, "TrainingStartTime": started - dt.timedelta(seconds=10)},
+                                       as_tags) is True
+
+
+def test_a_describe_that_lags_the_event_is_asked_again_then_left_to_lambdas_retry(stubbed: Any) -> None:
+    """Finding 10: the event may come before DescribeTrainingJob says the job ended; the supervisor decided
+    "none" and the only event was lost. It now asks again, and raises (Lambda retries the event, then keeps it
+    in the stack's queue) when Describe still lags."""
+    client, stub = stubbed
+    lagging = description("run-1", "InProgress", "Training")
+    stub.add_response("describe_training_job", lagging, {"TrainingJobName": "run-1"})
+    _ended(stub, description("run-1", "Stopped", "MaxRuntimeExceeded"), link_tags(1))
+    stub.add_response("create_training_job", {"TrainingJobArn": arn("run-2")})
+    _decision_tag(stub, "run-1")
+    waits: list[float] = []
+    assert supervisor.handle(event("run-1"), client, sleep=waits.append)["next"] == "run-2"
+    assert waits == [supervisor.DESCRIBE_WAIT_S]
+    for _ in range(supervisor.DESCRIBE_TRIES):
+        stub.add_response("describe_training_job", lagging, {"TrainingJobName": "run-1"})
+    with pytest.raises(RuntimeError, match="the event says Stopped, DescribeTrainingJob still says InProgress"):
+        supervisor.handle(event("run-1"), client, sleep=waits.append)
+
+
+def test_what_describe_fills_in_is_not_sent_back() -> None:
+    """Finding 10: Describe may echo TensorBoardOutputConfig.LocalPath's default, which sm_dist's request never
+    sends, and fill ResourceConfig.InstanceType beside InstancePreferences, which a request may not carry."""
+    from botocore.validate import ParamValidator
+
+    from sm_dist.contract.chain import LinkOutcome, decide
+
+    prefs = [{"InstanceType": "ml.p4d.24xlarge"}, {"InstanceType": "ml.p5.48xlarge"}]
+    desc = {**description("run-1", "Stopped", "MaxRuntimeExceeded", spot=False),
+            "ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "VolumeSizeInGB": 30,
+                               "InstancePreferences": prefs, "SelectedInstanceType": "ml.p4d.24xlarge"},
+            "TensorBoardOutputConfig": {"S3OutputPath": "s3://team-bucket/out/run/tensorboard",
+                                        "LocalPath": supervisor.TENSORBOARD_LOCAL_PATH}}
+    decision = decide("run", LinkOutcome.from_description(desc), RunState(), POLICY)
+    request = supervisor.next_request(desc, {t["Key"]: t["Value"] for t in link_tags(1)}, decision)
+    assert request["TensorBoardOutputConfig"] == {"S3OutputPath": "s3://team-bucket/out/run/tensorboard"}
+    assert request["ResourceConfig"] == {"InstanceCount": 2, "VolumeSizeInGB": 30, "InstancePreferences": prefs}
+    shape = boto3.client("sagemaker", region_name="us-east-1").meta.service_model.operation_model(
+        "CreateTrainingJob").input_shape
+    assert not ParamValidator().validate(request, shape).has_errors()
+    chosen = {**desc["TensorBoardOutputConfig"], "LocalPath": "/opt/ml/output/my-tb"}  # the user's own: kept
+    assert supervisor.next_request({**desc, "TensorBoardOutputConfig": chosen}, {}, decision)[
+        "TensorBoardOutputConfig"] == chosen
+
+
+class _Raw:
+    """An HTTP body as botocore reads it (`stream()`)."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def stream(self, **_: Any) -> Any:
+        yield self.body
+
+
+def _older_botocore(client: Any) -> None:
+    """`client`'s service model without InstancePreferences and MlflowConfig, as a botocore before them has it."""
+    shapes = client.meta.service_model._shape_resolver._shape_map
+    shapes["ResourceConfig"] = {**shapes["ResourceConfig"], "members": {
+        k: v for k, v in shapes["ResourceConfig"]["members"].items() if k != "InstancePreferences"}}
+    for name in ("CreateTrainingJobRequest", "DescribeTrainingJobResponse"):
+        shapes[name] = {**shapes[name], "members": {k: v for k, v in shapes[name]["members"].items()
+                                                    if k != "MlflowConfig"}}
+
+
+def test_the_lambdas_calls_keep_the_fields_its_botocore_does_not_know(aws_credentials: str) -> None:
+    """Finding 10: the supervisor round-tripped jobs through the Lambda runtime's bundled botocore; one older than
+    InstancePreferences or MlflowConfig dropped them from Describe's answer, and its validator would refuse them
+    in CreateTrainingJob. Through WireJson, Describe's JSON and the next request go as SageMaker wrote them; the
+    older model sees only what it knows. (The HTTP answers are SageMaker's JSON, as the service sends it.)"""
+    import json
+
+    from botocore.awsrequest import AWSResponse
+
+    from sm_dist.contract.chain import LinkOutcome, decide
+
+    client = boto3.client("sagemaker", region_name="us-east-1")
+    _older_botocore(client)
+    mlflow = {"MlflowResourceArn": "arn:aws:sagemaker:us-east-1:123456789012:mlflow-app/app-team"}
+    prefs = [{"InstanceType": "ml.p4d.24xlarge"}, {"InstanceType": "ml.p5.48xlarge"}]
+    desc = {**description("run-1", "Stopped", "MaxRuntimeExceeded", spot=False), "MlflowConfig": mlflow,
+            "ResourceConfig": {"InstanceCount": 2, "VolumeSizeInGB": 30, "InstancePreferences": prefs}}
+    wire = json.dumps(desc, default=lambda t: t.timestamp()).encode()
+    sent: list[dict[str, Any]] = []
+
+    def answer(request: Any, **_: Any) -> AWSResponse:
+        target = request.headers["X-Amz-Target"].decode()
+        if target.endswith("DescribeTrainingJob"):
+            return AWSResponse(request.url, 200, {}, _Raw(wire))
+        sent.append(json.loads(request.body))
+        return AWSResponse(request.url, 200, {}, _Raw(json.dumps({"TrainingJobArn": arn("run-2")}).encode()))
+
+    client.meta.events.register("before-send.sagemaker", answer)
+    assert "InstancePreferences" not in client.describe_training_job(TrainingJobName="run-1")["ResourceConfig"]
+    wired = supervisor.WireJson(client)
+    read = wired.describe_training_job(TrainingJobName="run-1")
+    assert read["MlflowConfig"] == mlflow and read["ResourceConfig"]["InstancePreferences"] == prefs
+    assert read["CreationTime"] == T0  # a timestamp as the parser reads it
+    decision = decide("run", LinkOutcome.from_description(read), RunState(), POLICY)
+    request = supervisor.next_request(read, {t["Key"]: t["Value"] for t in link_tags(1)}, decision)
+    with pytest.raises(Exception, match="Unknown parameter"):
+        client.create_training_job(**request)  # what the runtime's botocore alone does
+    assert wired.create_training_job(**request)["TrainingJobArn"] == arn("run-2")
+    assert sent[-1]["MlflowConfig"] == mlflow and sent[-1]["ResourceConfig"]["InstancePreferences"] == prefs
+    assert sent[-1] == json.loads(json.dumps(request))
