@@ -31,6 +31,7 @@ class World(StrEnum):
     PLAN = "plan"  # the user's machine: the plan layer and `sm-dist infra`
     CLOUD = "cloud"  # the cloud backend: a plan becomes a SageMaker job
     LOCAL = "local"  # the local backend: a plan runs on this machine
+    SLURM = "slurm"  # the Slurm backend: a plan runs on a Slurm cluster (HyperPod's or another)
     FACADE = "facade"  # sm_dist.plan/fit and `sm-dist fit`: the only world that sees both backends
     RUNTIME = "runtime"  # inside the training job: torch
     TOOLS = "tools"  # tools that measure or compare (measure-memory, selfcheck, weights_compare): torch + the runtime
@@ -45,6 +46,7 @@ PREFIXES = {
     "sm_dist.provision": World.PLAN,
     "sm_dist.cloud": World.CLOUD,
     "sm_dist.local": World.LOCAL,
+    "sm_dist.slurm": World.SLURM,
     "sm_dist.launch": World.FACADE,
     "sm_dist.runtime": World.RUNTIME,
     "sm_dist.tools": World.TOOLS,
@@ -59,7 +61,8 @@ ALLOWED = {
     World.PLAN: {World.CORE, World.PLAN},
     World.CLOUD: {World.CORE, World.PLAN, World.CLOUD},
     World.LOCAL: {World.CORE, World.PLAN, World.LOCAL},
-    World.FACADE: {World.CORE, World.PLAN, World.CLOUD, World.LOCAL, World.FACADE},
+    World.SLURM: {World.CORE, World.PLAN, World.SLURM},
+    World.FACADE: {World.CORE, World.PLAN, World.CLOUD, World.LOCAL, World.SLURM, World.FACADE},
     World.RUNTIME: {World.CORE, World.CONTAINER, World.RUNTIME},
     World.TOOLS: {World.CORE, World.RUNTIME, World.TOOLS},
 }
@@ -71,6 +74,7 @@ THIRD_PARTY_IN_FUNCTIONS = {
     World.PLAN: _USER_MACHINE,
     World.CLOUD: _USER_MACHINE,
     World.LOCAL: _USER_MACHINE,
+    World.SLURM: _USER_MACHINE,
     World.FACADE: _USER_MACHINE,
     World.RUNTIME: {"boto3", "botocore", "mlflow"},  # the S3 checkpoint storage; mlflow= (runtime/mlflow_log.py)
 }

@@ -1,4 +1,4 @@
-"""`sm_dist.plan(...)`, `sm_dist.fit(...)` and `build_bundle(...)`: the facade over two backends.
+"""`sm_dist.plan(...)`, `sm_dist.fit(...)` and `build_bundle(...)`: the facade over three backends.
 
     plan = sm_dist.plan("train.py", instance_type="ml.p4d.24xlarge", instance_count=2,
                         strategy="auto", params=7e9, checkpoint_s3_uri="s3://b/ckpt", spot=True,
@@ -10,9 +10,10 @@ Keyword arguments are the fields of `LaunchConfig` (unknown ones are refused wit
 suggestion), typed as `LaunchSettings`, so an editor or mypy finds a misspelled one before it runs.
 Making the plan is one step (`sm_dist.planning`); `fit` then hands it to a backend: the cloud one
 (`sm_dist.cloud.run`: upload + create, returns a `Job`) or, with `local=True`, the local one
-(`sm_dist.local.run`: the job on this machine, returns a `LocalJob`). Both handles are
-`sm_dist.contract.job.JobHandle`s. A local plan needs no AWS setting. Neither backend imports
-this module or the other backend.
+(`sm_dist.local.run`: the job on this machine, returns a `LocalJob`) or, with `slurm=...`, the Slurm
+one (`sm_dist.slurm.run`: sbatch on a Slurm cluster, returns a `SlurmJob`). Every handle is a
+`sm_dist.contract.job.JobHandle`. A local or Slurm plan needs no AWS setting. No backend imports
+this module or another backend.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ from sm_dist.planning.build import launch_config, make_plan, new_job_name
 from sm_dist.planning.code_plan import plan_code
 from sm_dist.planning.config import LaunchConfig
 from sm_dist.planning.plan import Plan
+from sm_dist.slurm import submit as slurm_backend
+from sm_dist.slurm.job import SlurmJob
+from sm_dist.slurm.options import SlurmOptions
 
 if TYPE_CHECKING:
     from boto3 import Session
@@ -52,13 +56,16 @@ def plan(
 
 def fit(
     entry: str, *, local: bool = False, wait: bool = False, session: Session | None = None, validate_role: bool = True,
-    local_options: LocalOptions | LocalOptionsDict | None = None, **settings: Unpack[LaunchSettings],
-) -> Job | LocalJob:
+    local_options: LocalOptions | LocalOptionsDict | None = None,
+    slurm: SlurmOptions | Mapping[str, object] | bool | None = None, **settings: Unpack[LaunchSettings],
+) -> Job | LocalJob | SlurmJob:
     """Plan, then run: upload the code and create the training job; returns its `Job`.
 
     `wait=True` blocks until the job ends, printing status changes. `local=True` runs the job on this
     machine and returns the finished `LocalJob`, run as `local_options` say (`sm_dist.local.LocalOptions`,
-    or a dict of its fields). Both handles implement `sm_dist.contract.job.JobHandle`; `isinstance(job,
+    or a dict of its fields). `slurm=True` (or `sm_dist.slurm.SlurmOptions`, or a dict of its fields) submits
+    the job to the Slurm cluster `sbatch` reaches and returns its `SlurmJob` (finished, unless
+    `SlurmOptions(wait=False)`). Every handle implements `sm_dist.contract.job.JobHandle`; `isinstance(job,
     sm_dist.LocalJob)` tells a type checker which one it is. One signature, not an overload per `local`,
     so that a misspelled keyword is one short line in a type checker's report. The plan without the run:
     `sm_dist.plan(...)`. `validate_role=False` skips the SDK's IAM permission simulation (also skipped
@@ -70,10 +77,29 @@ def fit(
     if local_options and not local:
         given = sorted(local_options) if isinstance(local_options, Mapping) else type(local_options).__name__
         raise ConfigError("local_options", given, "only with local=True")
+    if slurm is not None and slurm is not False:
+        if local or local_options:
+            raise ConfigError("slurm", True, "runs on a Slurm cluster: leave out local=True and local_options")
+        options = SlurmOptions.coerce(slurm)
+        # a plan made with no AWS call, as local mode's: a Slurm job needs no account
+        return slurm_backend.run(plan(entry, local=True, **settings), options,
+                                 gpus=slurm_gpus(settings.get("instance_type"), options))
     the_plan = plan(entry, local=local, session=session, **settings)
     if local:
         return local_backend.run(the_plan, local_options)
     return cloud_backend.run(the_plan, session=session, validate_role=validate_role, wait=wait)
+
+
+def slurm_gpus(instance_type: object, options: SlurmOptions) -> int:
+    """sbatch --gpus-per-node: the option, else the GPUs of an instance type the user gave (the catalog), else
+    none (a plan's default instance type is a label, not a request for GPUs)."""
+    if options.gpus_per_node is not None:
+        return options.gpus_per_node
+    if not isinstance(instance_type, str):
+        return 0
+    from sm_dist.catalog import get_instance
+
+    return get_instance(instance_type).gpus
 
 
 def build_bundle(plan_or_config: Plan | LaunchConfig, dest_dir: str | Path) -> Path:

@@ -1,4 +1,5 @@
-"""`sm-dist fit`: plan, then hand the plan to the cloud backend or, with `--local`, the local one.
+"""`sm-dist fit`: plan, then hand the plan to the cloud backend, or with `--local` the local one, or with
+`--slurm` the Slurm one.
 
 Module-level imports are standard library (plus sm_dist's stdlib core) so `--help` is instant;
 boto3 and sagemaker load only when a command runs. `fit` flags mirror `sm_dist.fit(...)`'s
@@ -141,11 +142,29 @@ def _with_warm_pool(plan: Any) -> Any:
 def run_fit(args: argparse.Namespace) -> int:
     from sm_dist.launch import api
     from sm_dist.local import cli as local_cli
+    from sm_dist.slurm import cli as slurm_cli
 
     _quiet_sdk()
-    local_cli.check_local_flags(args)
+    slurm_cli.check_slurm_flags(args)
+    if not args.slurm:
+        local_cli.check_local_flags(args)
     settings = _settings(args)
     entry = settings.pop("entry")
+    if args.slurm:
+        options = slurm_cli.run_options(args)
+        if args.dry_run:  # the plan made as the Slurm backend makes it, and the sbatch file it would submit
+            from sm_dist.slurm.submit import script_for
+
+            plan = api.plan(entry, local=True, **settings)
+            gpus = api.slurm_gpus(settings.get("instance_type"), options)
+            if args.json:
+                _print_json({**plan.to_dict(), "sbatch": script_for(plan, options, options.job_root(plan.job_name),
+                                                                    gpus)})
+            else:
+                print(plan)
+                print(script_for(plan, options, options.job_root(plan.job_name), gpus))
+            return 0
+        return slurm_cli.report(api.fit(entry, slurm=options, **settings), waited=options.wait, as_json=args.json)
     if args.dry_run:
         plan = api.plan(entry, local=args.local, **settings)
         if not args.local:
@@ -175,6 +194,7 @@ def run_fit(args: argparse.Namespace) -> int:
 def register(command: str, parser: argparse.ArgumentParser) -> None:
     """Add `sm-dist fit`'s arguments to `parser` (called by sm_dist.cli)."""
     from sm_dist.local.cli import add_local_flags
+    from sm_dist.slurm.cli import add_slurm_flags
 
     parser.add_argument("entry", nargs="?", default=argparse.SUPPRESS, help=_HELP["entry"])
     parser.add_argument("--config", help="YAML or TOML file with the same settings (flags win)")
@@ -187,6 +207,7 @@ def register(command: str, parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mlflow-experiment", help="with --mlflow: the MLflow experiment (default: --base-job-name's)")
     parser.add_argument("--mlflow-run", help="with --mlflow: the MLflow run's name (default: the job's name)")
     add_local_flags(parser)
+    add_slurm_flags(parser)
     parser.set_defaults(_run=run_fit)
 
 

@@ -1,0 +1,283 @@
+"""`SlurmJob`: the handle of a job sm_dist submitted to a Slurm cluster (a `JobHandle`).
+
+It is rebuilt from the job's folder on the shared file system (`attach(name)` reads its record,
+`sm_dist.contract.slurm_layout.RECORD_FILE`), so `sm-dist status|logs|stop|checkpoints NAME`
+work from any shell that sees that folder. Its status is what Slurm says now (`cluster.job_record`:
+scontrol, else sacct), mapped by `cluster.STATES`; once Slurm has forgotten the job, what the
+batch script left in `exits`. Its logs are the nodes' files; its checkpoints the shared folder's
+step folders with the contract's "committed".
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from sm_dist.contract import log_lines
+from sm_dist.contract.checkpoint import MANIFEST_NAME, committed_manifest, parse_step
+from sm_dist.contract.job import CheckpointList, JobStatus, checkpoint_info, tensorboard_command
+from sm_dist.contract.slurm_layout import EXITS_FILE, HOSTS_FOLDER, LOGS_FOLDER, RECORD_FILE
+from sm_dist.errors import ConfigError
+from sm_dist.slurm import cluster
+from sm_dist.slurm.options import SlurmOptions
+
+#: How often a waiting client asks Slurm and reads the logs.
+POLL_S = 1.0
+
+
+@dataclass(frozen=True)
+class SlurmCost:
+    """Node-hours on the cluster; a Slurm cluster's price is its owner's (None here)."""
+
+    node_hours: float
+    usd: float | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SlurmSummary:
+    """Status, steps, restarts, requeues, chaos and verification of a Slurm job."""
+
+    name: str
+    job_id: str
+    status: str
+    secondary: str
+    failure_reason: str | None
+    last_step: int | None
+    restarts: int
+    """Worker restarts torchrun made inside the job ("[sm_dist] restart on ..." lines)."""
+    attempts: int
+    """Times the batch script ran (1 + requeues)."""
+    model_sha256: str | None
+    chaos: tuple[str, ...] = ()
+    verified: bool | None = None
+    verification: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        text = (f"{self.name} (Slurm job {self.job_id}): {self.status} / {self.secondary}; last step "
+                f"{self.last_step if self.last_step is not None else '-'}, {self.restarts} worker restarts, "
+                f"{self.attempts} attempts")
+        if self.failure_reason:
+            text += f"\n  failure: {self.failure_reason}"
+        if self.chaos:
+            text += f"\n  chaos: {', '.join(self.chaos)}"
+        if self.verification:
+            text += f"\n  verify: {self.verification}"
+        return text
+
+
+@dataclass
+class LogTail:
+    """New lines of the job's node logs since the last read (offsets per file)."""
+
+    logs: Path
+    offsets: dict[Path, int] = field(default_factory=dict)
+
+    def new_lines(self) -> Iterator[tuple[str, str]]:
+        for path in sorted(self.logs.glob("*.log")):
+            start = self.offsets.get(path, 0)
+            try:
+                with path.open("rb") as handle:
+                    handle.seek(start)
+                    data = handle.read()
+            except OSError:
+                continue
+            complete = data.rfind(b"\n") + 1
+            self.offsets[path] = start + complete
+            for line in data[:complete].decode(errors="replace").splitlines():
+                yield path.stem, line
+
+
+class SlurmJob:
+    """A job on a Slurm cluster, by its folder (`job_dir`) and Slurm job id."""
+
+    def __init__(self, name: str, job_dir: Path, job_id: str, *, nodes: int, checkpoint_uri: str | None,
+                 submitted_unix: float | None = None) -> None:
+        self._name = name
+        self.job_dir = job_dir
+        self.job_id = job_id
+        self.nodes = nodes
+        self.checkpoint_uri = checkpoint_uri
+        self.submitted_unix = submitted_unix if submitted_unix is not None else time.time()
+        self.chaos: tuple[str, ...] = ()
+        self.verified: bool | None = None
+        self.verification: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    # -- the record on the shared file system --------------------------------------------------------
+    def save(self) -> None:
+        record = {"name": self.name, "job_id": self.job_id, "nodes": self.nodes,
+                  "checkpoint_uri": self.checkpoint_uri, "submitted_unix": self.submitted_unix}
+        (self.job_dir / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, job_dir: Path) -> SlurmJob:
+        record = json.loads((job_dir / RECORD_FILE).read_text(encoding="utf-8"))
+        return cls(str(record["name"]), job_dir, str(record["job_id"]), nodes=int(record["nodes"]),
+                   checkpoint_uri=record.get("checkpoint_uri"), submitted_unix=record.get("submitted_unix"))
+
+    # -- JobHandle --------------------------------------------------------------------------------------
+    def status(self) -> JobStatus:
+        """What Slurm says of the job now, in the handle's words (cluster.STATES)."""
+        record = cluster.job_record(self.job_id)
+        if record is None:
+            return self._status_from_exits()
+        state = record.get("JobState", "UNKNOWN").split()[0].rstrip("+")
+        status, secondary, meaning = cluster.STATES.get(state, ("InProgress", state.title(), state))
+        message = meaning
+        reason = record.get("Reason", "None")
+        if state == "PENDING" and reason not in ("None", ""):
+            message = f"waiting for nodes: {reason} (squeue's reason)"
+        failure = None
+        if status == "Failed":
+            failure = self._host_failure() or f"{meaning} (ExitCode={record.get('ExitCode', '?')})"
+        return JobStatus(name=self.name, status=status, secondary=secondary, message=message, failure_reason=failure)
+
+    def _exits(self) -> list[tuple[int, int]]:
+        try:
+            text = (self.job_dir / EXITS_FILE).read_text(encoding="utf-8")
+        except OSError:
+            return []
+        return [(int(a), int(b)) for a, b in (line.split() for line in text.splitlines() if len(line.split()) == 2)]
+
+    def _status_from_exits(self) -> JobStatus:
+        exits = self._exits()
+        if not exits:
+            return JobStatus(name=self.name, status="Failed", secondary="Unknown",
+                             message=f"Slurm no longer knows job {self.job_id} and it left no exit record",
+                             failure_reason=self._host_failure())
+        code = exits[-1][1]
+        if code == 0:
+            return JobStatus(name=self.name, status="Completed", secondary="Completed")
+        return JobStatus(name=self.name, status="Failed", secondary="Failed", message=f"exit code {code}",
+                         failure_reason=self._host_failure() or f"a node's task exited with code {code}")
+
+    def _host_failure(self) -> str | None:
+        """The first node's output/failure (PID 1's FailureReason), as the cloud shows it."""
+        for path in sorted((self.job_dir / HOSTS_FOLDER).glob("*/output/failure")):
+            try:
+                text = path.read_text(encoding="utf-8").strip()
+            except OSError:
+                continue
+            if text:
+                return f"{path.parent.parent.name}: {text}"
+        return None
+
+    def wait(self, out: TextIO | None = None, on_line: object = None) -> JobStatus:
+        """Block until the job is done; `out`: echo each node's lines there, prefixed by node."""
+        tail = LogTail(self.job_dir / LOGS_FOLDER)
+        while True:
+            status = self.status()
+            for node, line in tail.new_lines():
+                if out is not None:
+                    print(f"[{node}] {line}", file=out, flush=True)
+                if on_line is not None:
+                    on_line(node, line)  # type: ignore[operator]
+            if status.done:
+                for node, line in tail.new_lines():
+                    if out is not None:
+                        print(f"[{node}] {line}", file=out, flush=True)
+                return status
+            time.sleep(POLL_S)
+
+    def logs(self, follow: bool = False) -> Iterator[str]:
+        """Every node's lines, each prefixed "[node] " (the batch script's as "[batch] ")."""
+        tail = LogTail(self.job_dir / LOGS_FOLDER)
+        while True:
+            for node, line in tail.new_lines():
+                yield f"[{node}] {line}"
+            if not follow or self.status().done:
+                if follow:
+                    for node, line in tail.new_lines():
+                        yield f"[{node}] {line}"
+                return
+            time.sleep(POLL_S)
+
+    def stop(self) -> JobStatus:
+        """scancel: SIGTERM to every node's PID 1 (the ranks may commit a checkpoint), SIGKILL after the
+        cluster's KillWait; returns once Slurm says the job ended."""
+        if not self.status().done:
+            cluster.cancel(self.job_id)
+        while True:
+            status = self.status()
+            if status.done:
+                return status
+            time.sleep(POLL_S)
+
+    def checkpoints(self) -> CheckpointList:
+        """Step folders in the job's checkpoint folder, newest first (committed: the manifest parses)."""
+        uri = self.checkpoint_uri
+        if uri is None:
+            return CheckpointList()
+        if uri.startswith("s3://"):
+            raise ConfigError("checkpoint_uri", uri, "list it with `aws s3 ls`: the Slurm handle lists shared folders")
+        folder = Path(uri)
+        infos = []
+        for step_dir in sorted(folder.iterdir()) if folder.is_dir() else []:
+            step = parse_step(step_dir.name)
+            if step is None or not step_dir.is_dir():
+                continue
+            files = [p for p in step_dir.rglob("*") if p.is_file()]
+            manifest = step_dir / MANIFEST_NAME
+            text = manifest.read_bytes() if manifest.is_file() else None
+            infos.append(checkpoint_info(step, f"{folder}/{step_dir.name}/",
+                                         committed_manifest(text, where=str(manifest)),
+                                         total_bytes=sum(p.stat().st_size for p in files), files=len(files)))
+        return CheckpointList(sorted(infos, key=lambda info: info.step, reverse=True))
+
+    def cost(self) -> SlurmCost:
+        """Node-hours since submission (the cluster's own price is not sm_dist's to know)."""
+        return SlurmCost(node_hours=round(self.nodes * (time.time() - self.submitted_unix) / 3600, 4))
+
+    def lines(self) -> list[tuple[str, str]]:
+        return list(LogTail(self.job_dir / LOGS_FOLDER).new_lines())
+
+    def summary(self) -> SlurmSummary:
+        status = self.status()
+        last_step = final = None
+        restarts = 0
+        for _node, line in self.lines():
+            parsed = log_lines.read_line(line)
+            if isinstance(parsed, log_lines.StepLine):
+                last_step = parsed.step
+            elif isinstance(parsed, log_lines.FinalLine):
+                final = parsed.model_sha256
+                last_step = parsed.step
+            elif log_lines.read_restart(line) is not None:
+                restarts += 1
+        return SlurmSummary(name=self.name, job_id=self.job_id, status=status.status, secondary=status.secondary,
+                            failure_reason=status.failure_reason, last_step=last_step, restarts=restarts,
+                            attempts=max(len(self._exits()), 1), model_sha256=final, chaos=self.chaos,
+                            verified=self.verified, verification=self.verification)
+
+    def model_sha256(self) -> str | None:
+        return self.summary().model_sha256
+
+    def tensorboard(self, start: bool = False, port: int = 6006) -> str:
+        """`tensorboard --logdir` on the nodes' TensorBoard folders."""
+        return tensorboard_command(str(self.job_dir / HOSTS_FOLDER), start=start, port=port)
+
+    def __repr__(self) -> str:
+        return f"SlurmJob({self.name!r}, job {self.job_id}, {self.job_dir})"
+
+
+def attach(name: str, options: SlurmOptions | None = None) -> SlurmJob | None:
+    """The Slurm job `name` staged under the options' root (default: $SM_DIST_SLURM_ROOT, ./sm-dist-slurm);
+    None when there is none."""
+    job_dir = (options or SlurmOptions()).job_root(name)
+    return SlurmJob.load(job_dir) if (job_dir / RECORD_FILE).is_file() else None
+
+
+__all__ = ["SlurmCost", "SlurmJob", "SlurmSummary", "attach"]

@@ -1,0 +1,199 @@
+"""`run(plan, options)`: the Slurm backend — a plan submitted with sbatch, each node running sm_dist's PID 1.
+
+`sm_dist.fit(..., slurm=...)` and `sm-dist fit --slurm` hand it a plan made without AWS
+(`sm_dist.plan(..., local=True)`: the Slurm job needs no account) and the `SlurmOptions`. Before
+anything is written or submitted it checks what the cluster says (`cluster.check_fits`: sbatch on
+PATH, the partition, its nodes and time limit). Then it stages the job in its folder on the shared
+file system (`sm_dist.contract.slurm_layout`): the plan's bundle, its job spec with the checkpoints
+in a shared folder (or the plan's s3:// URI), the config files SageMaker would write, the batch
+script (`script.batch_script`); submits it; and, asked to wait, follows the nodes' logs, injects
+`kill:STEP`, and with `verify` runs the job again without chaos and compares the final models.
+It imports the plan layer, never the facade nor another backend.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from sm_dist.contract import log_lines
+from sm_dist.contract.checkpoint import CheckpointMode
+from sm_dist.contract.container import CODE_CHANNEL, HYPERPARAMETERS, INPUT_DATA_CONFIG, NPROC_ENV
+from sm_dist.contract.slurm_layout import (
+    CHECKPOINTS_FOLDER,
+    CODE_FOLDER,
+    CONFIG_FOLDER,
+    JOB_FILE,
+    LOGS_FOLDER,
+    SCRIPT_FILE,
+)
+from sm_dist.errors import ConfigError
+from sm_dist.jobspec import JOB_SPEC_FILENAME, JobSpec
+from sm_dist.planning.channels import SourceKind
+from sm_dist.slurm import cluster
+from sm_dist.slurm.job import SlurmJob
+from sm_dist.slurm.options import SlurmOptions
+from sm_dist.slurm.script import batch_script, time_limit
+
+if TYPE_CHECKING:
+    from sm_dist.planning.plan import Plan
+
+#: What SageMaker writes per channel in File mode (inputdataconfig.json, docs/PLATFORM.md §1.1).
+_CHANNEL_CONFIG = {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}
+
+
+def checkpoint_spec(plan: Plan, folder: Path) -> tuple[JobSpec, str | None]:
+    """The job spec as the cluster runs it, and where its checkpoints go: the plan's s3:// URI as is
+    (mode "s3"), none for mode "off", else the shared `folder` (mode "local": every node writes its
+    shards there and rank 0 commits, as on one machine)."""
+    spec, ckpt = plan.job_spec, plan.job_spec.checkpoint
+    if ckpt.mode in (CheckpointMode.S3, CheckpointMode.OFF):
+        return spec, ckpt.uri
+    local = dataclasses.replace(ckpt, mode=CheckpointMode.LOCAL, uri=None, local_path=str(folder))
+    return dataclasses.replace(spec, checkpoint=local), str(folder)
+
+
+def _channels(plan: Plan) -> dict[str, str]:
+    """Channel name -> a folder every node reads; a source a cluster node cannot read is refused."""
+    out = {}
+    for name, channel in plan.channels.items():
+        if channel.kind is not SourceKind.LOCAL:
+            raise ConfigError(f"inputs.{name}", channel.source, "a Slurm job reads its data from a shared folder: "
+                              "give one every node sees (NAME=/fsx/data/...)")
+        out[name] = str(channel.local_path)
+    return out
+
+
+def script_for(plan: Plan, opts: SlurmOptions, job_dir: Path, gpus: int, name: str | None = None) -> str:
+    """The batch script of `plan` staged at `job_dir` (what --dry-run prints)."""
+    return batch_script(job_name=name or plan.job_name, nodes=plan.instance_count, job_dir=job_dir,
+                        python=sys.executable, container_command=plan.container_command,
+                        max_requeues=opts.max_requeues, partition=opts.partition, account=opts.account, qos=opts.qos,
+                        constraint=opts.constraint, gpus_per_node=gpus, max_runtime_s=plan.limits.max_runtime_s,
+                        signal_s=opts.signal_s, extra=opts.sbatch_args)
+
+
+def check(plan: Plan, opts: SlurmOptions) -> None:
+    """Everything refused before anything is written or submitted (one ConfigError line each)."""
+    cluster.sbatch_path()
+    limit = time_limit(plan.limits.max_runtime_s)
+    minutes = None if limit is None else int(limit.split("-")[0]) * 1440 + int(limit[-8:-6]) * 60 + int(limit[-5:-3])
+    cluster.check_fits(cluster.partitions(), opts.partition, plan.instance_count, minutes)
+    _channels(plan)
+
+
+def stage(plan: Plan, opts: SlurmOptions, job_dir: Path, gpus: int, name: str) -> tuple[Path, str | None]:
+    """Write the job's folder (the bundle, the config files, the batch script); (script path, checkpoint URI)."""
+    from sm_dist.planning.bundle import write_bundle
+
+    if job_dir.exists() and any(job_dir.iterdir()):
+        raise ConfigError("job_name", name, f"{job_dir} exists: pick another name (or remove the folder)")
+    folder = Path(opts.checkpoint_dir).expanduser().resolve() if opts.checkpoint_dir else job_dir / CHECKPOINTS_FOLDER
+    spec, checkpoint_uri = checkpoint_spec(plan, folder)
+    code = write_bundle(plan.bundle, job_dir / CODE_FOLDER)
+    (code / JOB_SPEC_FILENAME).write_text(dataclasses.replace(spec, job_name=name).to_json(), encoding="utf-8")
+    config = job_dir / CONFIG_FOLDER
+    config.mkdir()
+    channels = _channels(plan)
+    (config / HYPERPARAMETERS).write_text(json.dumps(dict(plan.hyperparameters), indent=2), encoding="utf-8")
+    data_config = {n: dict(_CHANNEL_CONFIG) for n in [CODE_CHANNEL, *channels]}
+    (config / INPUT_DATA_CONFIG).write_text(json.dumps(data_config, indent=2), encoding="utf-8")
+    environment = dict(plan.environment)
+    # the nodes run in the submitting Python environment (a shared one): its packages, never pip-installed
+    environment.setdefault("SM_DIST_INSTALL_REQUIREMENTS", "0")
+    if opts.nproc_per_node:
+        environment[NPROC_ENV] = str(opts.nproc_per_node)
+    job = {"job_name": name, "instance_type": plan.instance_type, "environment": environment, "channels": channels}
+    (config / JOB_FILE).write_text(json.dumps(job, indent=2), encoding="utf-8")
+    (job_dir / LOGS_FOLDER).mkdir()
+    if checkpoint_uri == str(folder):
+        folder.mkdir(parents=True, exist_ok=True)
+    script = job_dir / SCRIPT_FILE
+    script.write_text(script_for(plan, opts, job_dir, gpus, name), encoding="utf-8")
+    return script, checkpoint_uri
+
+
+def submit(plan: Plan, opts: SlurmOptions, gpus: int, name: str | None = None) -> SlurmJob:
+    """Stage and sbatch one job (`name`: the plan's job name unless given); its handle."""
+    name = name or plan.job_name
+    job_dir = opts.job_root(name)
+    script, checkpoint_uri = stage(plan, opts, job_dir, gpus, name)
+    job = SlurmJob(name, job_dir, cluster.submit(script), nodes=plan.instance_count, checkpoint_uri=checkpoint_uri)
+    job.save()
+    return job
+
+
+class Chaos:
+    """kill:STEP on a running Slurm job: once a node's log shows step >= STEP, SIGKILL one worker rank on a
+    random node (`srun --overlap` runs sm_dist.container.slurm_host's --kill-rank there). Fires once."""
+
+    def __init__(self, job: SlurmJob, step: int, out: TextIO | None) -> None:
+        self.job, self.step, self.out, self.fired = job, step, out, False
+
+    def on_line(self, node: str, line: str) -> None:
+        parsed = log_lines.read_line(line)
+        if self.fired or not isinstance(parsed, log_lines.StepLine) or parsed.step < self.step:
+            return
+        self.fired = True
+        nodes = [n for n in (p.stem for p in (self.job.job_dir / LOGS_FOLDER).glob("*.log")) if n != "batch"]
+        target = random.choice(sorted(nodes) or [node])
+        argv = [shutil.which("srun") or "srun", f"--jobid={self.job.job_id}", "--overlap", "--nodes=1",
+                "--ntasks=1", f"--nodelist={target}", sys.executable, "-m", "sm_dist.container.slurm_host",
+                "--kill-rank", self.job.job_id]
+        env = {**os.environ, "PYTHONPATH": str(self.job.job_dir / CODE_FOLDER)}
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+        if self.out is not None:
+            print(f"[sm_dist] chaos kill:{self.step} on {target}: {(done.stderr or done.stdout).strip()}",
+                  file=self.out, flush=True)
+
+
+def run(plan: Plan, options: SlurmOptions | Mapping[str, object] | bool | None = None, *,
+        gpus: int | None = None, out: TextIO | None = None) -> SlurmJob:
+    """Submit `plan` to the Slurm cluster sbatch reaches; return its handle (finished when `wait`).
+
+    `gpus`: GPUs per node when the caller knows them (the facade: from an instance type the user gave).
+    `out`: where a waiting run echoes the nodes' lines (default stdout)."""
+    opts = SlurmOptions.coerce(options)
+    gpus = opts.gpus_per_node if opts.gpus_per_node is not None else gpus or 0
+    check(plan, opts)
+    echo = out if out is not None else sys.stdout
+    job = submit(plan, opts, gpus)
+    if not opts.wait:
+        return job
+    faults = opts.faults()
+    chaos = Chaos(job, faults[0].step, echo) if faults else None
+    job.wait(out=echo, on_line=chaos.on_line if chaos else None)
+    job.chaos = tuple(str(f) for f in faults)
+    if opts.verify:
+        _verify(plan, opts, gpus, job, echo)
+    return job
+
+
+def _verify(plan: Plan, opts: SlurmOptions, gpus: int, job: SlurmJob, echo: TextIO) -> None:
+    """Run the plan again, uninterrupted, as `<job>-verify`, and compare the two final models' sha256."""
+    first = job.summary()
+    if first.status != "Completed":
+        job.verified, job.verification = None, f"cannot verify: the job ended {first.status}"
+        return
+    checked = submit(plan, dataclasses.replace(opts, checkpoint_dir=None), gpus, name=f"{job.name}-verify")
+    checked.wait(out=echo)
+    second = checked.summary()
+    if second.status != "Completed" or not first.model_sha256 or not second.model_sha256:
+        job.verified, job.verification = None, (f"cannot verify: the uninterrupted run {checked.name} ended "
+                                                f"{second.status}" if second.status != "Completed" else
+                                                "cannot verify: a run printed no final model hash")
+        return
+    job.verified = first.model_sha256 == second.model_sha256
+    job.verification = (f"identical: model_sha256 {first.model_sha256[:12]}... in both runs" if job.verified else
+                        f"differs: {first.model_sha256[:12]}... vs {second.model_sha256[:12]}... ({checked.name})")
+
+
+__all__ = ["check", "checkpoint_spec", "run", "script_for", "stage", "submit"]

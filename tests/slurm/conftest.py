@@ -1,0 +1,42 @@
+"""Fixtures of the Slurm backend's tests: one real two-node cluster per session (tests/_slurm.py)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from _slurm import SlurmCluster, missing_programs
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip here; in CI (CI=true) fail: a skipped Slurm test there would be a pass that tested nothing."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason} (CI=true: a Slurm test may not skip; .ci/run installs slurm-wlm and munge)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[SlurmCluster]:
+    """The session's cluster, started on first use and stopped (every daemon, by PID) at the end."""
+    missing = missing_programs()
+    if missing:
+        skip_or_fail(f"no {', '.join(missing)} on PATH: apt-get install slurm-wlm munge")
+    if os.geteuid() != 0:
+        skip_or_fail("the test cluster's daemons run as root (unshare --uts, SlurmdUser=root)")
+    root = Path(tempfile.mkdtemp(prefix="sm-dist-slurm-"))
+    cluster = SlurmCluster(root / "cluster").start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def slurm_conf(slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """SLURM_CONF of the session's cluster, set for this test; every node back in service after it."""
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
+    yield slurm_cluster.conf
+    slurm_cluster.resume_nodes()
