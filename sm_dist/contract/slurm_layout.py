@@ -14,6 +14,8 @@ node's start (`sm_dist.container.slurm_host`) reads, named once (standard librar
 
 from __future__ import annotations
 
+import re
+
 CODE_FOLDER = "code"
 CONFIG_FOLDER = "config"
 #: config/job.json: {"job_name", "instance_type", "environment"} (the request's Environment, /opt/ml paths).
@@ -28,5 +30,9 @@ BATCH_LOG = f"{LOGS_FOLDER}/batch.log"
 #: Slurm's filename pattern for one file per node (%N: the node's name; `sbatch --output`, docs/PLATFORM.md §9).
 NODE_LOG = f"{LOGS_FOLDER}/%N.log"
 
-__all__ = ["BATCH_LOG", "CHECKPOINTS_FOLDER", "CODE_FOLDER", "CONFIG_FOLDER", "EXITS_FILE", "HOSTS_FOLDER",
+#: The batch script's first line at each attempt (logs/batch.log), and how the handle reads it back.
+ATTEMPT_LINE = "[sm_dist] job {job_id} attempt {attempt} on {nodes}"
+ATTEMPT_RE = re.compile(r"^\[sm_dist\] job (\S+) attempt (\d+) on ")
+
+__all__ = ["ATTEMPT_LINE", "ATTEMPT_RE", "BATCH_LOG", "CHECKPOINTS_FOLDER", "CODE_FOLDER", "CONFIG_FOLDER", "EXITS_FILE", "HOSTS_FOLDER",
            "JOB_FILE", "LOGS_FOLDER", "NODE_LOG", "RECORD_FILE", "SCRIPT_FILE"]

@@ -20,7 +20,7 @@ from typing import TextIO
 from sm_dist.contract import log_lines
 from sm_dist.contract.checkpoint import MANIFEST_NAME, committed_manifest, parse_step
 from sm_dist.contract.job import CheckpointList, JobStatus, checkpoint_info, tensorboard_command
-from sm_dist.contract.slurm_layout import EXITS_FILE, HOSTS_FOLDER, LOGS_FOLDER, RECORD_FILE
+from sm_dist.contract.slurm_layout import ATTEMPT_RE, EXITS_FILE, HOSTS_FOLDER, LOGS_FOLDER, RECORD_FILE
 from sm_dist.errors import ConfigError
 from sm_dist.slurm import cluster
 from sm_dist.slurm.options import SlurmOptions
@@ -248,7 +248,10 @@ class SlurmJob:
         status = self.status()
         last_step = final = None
         restarts = 0
-        for _node, line in self.lines():
+        started: set[str] = set()
+        for node, line in self.lines():
+            if node == "batch" and (match := ATTEMPT_RE.match(line)):
+                started.add(match.group(2))
             parsed = log_lines.read_line(line)
             if isinstance(parsed, log_lines.StepLine):
                 last_step = parsed.step
@@ -257,9 +260,10 @@ class SlurmJob:
                 last_step = parsed.step
             elif log_lines.read_restart(line) is not None:
                 restarts += 1
+        attempts = len(started)
         return SlurmSummary(name=self.name, job_id=self.job_id, status=status.status, secondary=status.secondary,
                             failure_reason=status.failure_reason, last_step=last_step, restarts=restarts,
-                            attempts=max(len(self._exits()), 1), model_sha256=final, chaos=self.chaos,
+                            attempts=max(len(self._exits()), attempts, 1), model_sha256=final, chaos=self.chaos,
                             verified=self.verified, verification=self.verification)
 
     def model_sha256(self) -> str | None:

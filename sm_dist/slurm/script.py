@@ -20,7 +20,7 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
-from sm_dist.contract.slurm_layout import BATCH_LOG, EXITS_FILE, NODE_LOG
+from sm_dist.contract.slurm_layout import ATTEMPT_LINE, BATCH_LOG, EXITS_FILE, NODE_LOG
 from sm_dist.jobspec import EXIT_INTERRUPTED
 
 #: The node's task: lays out /opt/ml there, then execs the command after `--` (sm_dist.container.slurm_host).
@@ -71,7 +71,8 @@ def batch_script(*, job_name: str, nodes: int, job_dir: Path, python: str, conta
         'export PYTHONPATH="$JOB_DIR/code"  # the staged bundle: the job spec and sm_dist itself',
         "AUTO_RESUME=()",
         f"if [ -d {HYPERPOD_MARKER} ]; then AUTO_RESUME=(--auto-resume=1); fi  # HyperPod: replace a faulty node",
-        'echo "[sm_dist] job $SLURM_JOB_ID attempt ${SLURM_RESTART_COUNT:-0} on $SLURM_JOB_NODELIST"',
+        'echo "' + ATTEMPT_LINE.format(job_id="$SLURM_JOB_ID", attempt="${SLURM_RESTART_COUNT:-0}",
+                                       nodes="$SLURM_JOB_NODELIST") + '"',
         f'srun "${{AUTO_RESUME[@]}}" --ntasks-per-node=1 --kill-on-bad-exit=1 --output="$JOB_DIR/{NODE_LOG}" '
         '--open-mode=append \\',
         "    " + " ".join(q(part) for part in srun),

@@ -1,0 +1,142 @@
+"""The Slurm backend on a real two-node Slurm cluster (tests/_slurm.py, one per session).
+
+Each job is the README's CNN (entrypoints/cnn.py) at 8 to 10 steps, one process per node,
+checkpointing every 2 steps to the job's shared folder: small, so that the file stays short.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from _slurm import NODES, SlurmCluster
+
+import sm_dist
+from sm_dist import cli
+from sm_dist.errors import ConfigError
+from sm_dist.slurm import cluster
+from sm_dist.slurm.cli import run_command
+from sm_dist.slurm.job import SlurmJob, attach
+from sm_dist.slurm.options import SlurmOptions
+
+pytestmark = pytest.mark.slow
+
+ENTRYPOINTS = Path(__file__).resolve().parents[2] / "entrypoints"
+SMALL = ["--source-dir", str(ENTRYPOINTS), "--instance-count", "2", "--hp", "steps=8",
+         "--checkpoint-interval-steps", "2"]
+#: Guards against a job that never gets where a test waits for it; a healthy one takes seconds.
+WAIT_GUARD_S = 300
+
+
+def _processes_of(job_id: str) -> list[str]:
+    """Every process on this machine (both nodes) whose environment says it belongs to Slurm job `job_id`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            env = (entry / "environ").read_bytes().split(b"\0")
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if f"SLURM_JOB_ID={job_id}".encode() in env:
+            found.append(f"{entry.name}: {cmd}")
+    return found
+
+
+def _wait_for_line(job: SlurmJob, text: str) -> None:
+    deadline = time.monotonic() + WAIT_GUARD_S
+    while not any(text in line for _node, line in job.lines()):
+        assert time.monotonic() < deadline, f"no {text!r} in {job.name}'s logs: {job.lines()[-20:]}"
+        time.sleep(0.3)
+
+
+def test_readme_job_with_a_killed_rank_is_verified(slurm_conf: Path, tmp_path: Path, capsys) -> None:
+    code = cli.main(["fit", "cnn.py", *SMALL, "--slurm", "--slurm-root", str(tmp_path), "--chaos", "kill:4",
+                     "--verify", "--json"])
+    out = capsys.readouterr().out
+    result = json.loads(out[out.index("\n{") + 1:])
+    assert code == 0, out[-3000:]
+    assert result["status"] == "Completed" and result["verified"] is True, result
+    assert result["restarts"] >= 1 and result["chaos"] == ["kill:4"], result  # the kill happened and was survived
+    assert "chaos kill:4 on sm-n" in out and "SIGKILL worker pid" in out
+    checked = attach(f"{result['job_name']}-verify", SlurmOptions(root=tmp_path))
+    assert checked is not None and checked.summary().restarts == 0
+
+
+def test_stop_mid_run_leaves_nothing_on_either_node(slurm_conf: Path, slurm_cluster: SlurmCluster,
+                                                    tmp_path: Path, capsys) -> None:
+    job = sm_dist.fit("cnn.py", source_dir=str(ENTRYPOINTS), instance_count=2, hyperparameters={"steps": "400"},
+                      checkpoint_interval_steps=4, slurm=SlurmOptions(root=tmp_path, wait=False))
+    _wait_for_line(job, "[sm_dist] step=2 ")
+    assert job.status().status == "InProgress"
+    assert _processes_of(job.job_id)
+    assert run_command("stop", attach(job.name, SlurmOptions(root=tmp_path)), _args()) == 0  # sm-dist stop NAME
+    assert "Stopped / Stopped" in capsys.readouterr().out
+    assert job.job_id not in slurm_cluster.queue()
+    assert _processes_of(job.job_id) == []
+    assert any("stopping at the next step boundary" in line for _n, line in job.lines())  # PID 1 forwarded SIGTERM
+    assert job.status().status == "Stopped"
+
+
+def _args(**values: object) -> object:
+    import argparse
+
+    return argparse.Namespace(json=False, follow=False, **values)
+
+
+def test_a_node_set_down_mid_run_is_requeued_and_resumes(slurm_conf: Path, slurm_cluster: SlurmCluster,
+                                                          tmp_path: Path) -> None:
+    job = sm_dist.fit("cnn.py", source_dir=str(ENTRYPOINTS), instance_count=2, hyperparameters={"steps": "10"},
+                      checkpoint_interval_steps=2, slurm=SlurmOptions(root=tmp_path, wait=False))
+    _wait_for_line(job, "[sm_dist] step=4 ")
+    slurm_cluster.scontrol("update", f"NodeName={NODES[1]}", "State=DOWN", "Reason=sm_dist-test")
+    deadline = time.monotonic() + WAIT_GUARD_S
+    seen = set()
+    while (status := job.status()).status == "InProgress":
+        seen.add(status.secondary)
+        if status.secondary == "Pending":
+            slurm_cluster.resume_nodes()
+        assert time.monotonic() < deadline, f"{job.name} did not end: {status}"
+        time.sleep(0.5)
+    assert status.status == "Completed", (status, job.lines()[-30:])
+    assert "Pending" in seen
+    summary = job.summary()
+    assert summary.attempts == 2 and summary.last_step == 10, summary
+    lines = [line for _node, line in job.lines()]
+    assert any("[sm_dist] resumed step=" in line for line in lines), lines[-30:]
+
+
+def test_a_raising_script_fails_with_its_line_and_is_not_requeued(slurm_conf: Path, tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "train.py").write_text("import os\n\n\ndef main():\n    raise ValueError('bad batch shape')\n\n\n"
+                                     "main()\n", encoding="utf-8")
+    job = sm_dist.fit("train.py", source_dir=str(source), instance_count=2,
+                      slurm=SlurmOptions(root=tmp_path / "jobs"))
+    status = job.status()
+    assert status.status == "Failed", status
+    assert "ValueError: bad batch shape" in (status.failure_reason or "") and "train.py:5" in status.failure_reason
+    assert job.summary().attempts == 1
+
+
+@pytest.mark.parametrize(("flags", "field"), [
+    (["--partition", "gpus"], "partition='gpus': no such partition here"),
+    (["--partition", "debug", "--instance-count", "3"], "instance_count=3: partition debug gives a job at most 2 nodes"),
+])
+def test_bad_input_is_one_line_before_anything_is_submitted(slurm_conf: Path, slurm_cluster: SlurmCluster,
+                                                            tmp_path: Path, capsys, flags: list[str],
+                                                            field: str) -> None:
+    before = slurm_cluster.queue()
+    code = cli.main(["fit", "cnn.py", "--source-dir", str(ENTRYPOINTS), "--slurm", "--slurm-root", str(tmp_path),
+                     *flags])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and field in err and len(err.splitlines()) == 1, err
+    assert list(tmp_path.iterdir()) == [] and slurm_cluster.queue() == before
+    with pytest.raises(ConfigError, match="no such partition"):
+        sm_dist.fit("cnn.py", source_dir=str(ENTRYPOINTS), slurm={"partition": "gpus", "root": tmp_path})
+    assert os.listdir(tmp_path) == []
+    assert cluster.partitions()[0].name == "debug"
