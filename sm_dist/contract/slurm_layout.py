@@ -27,7 +27,7 @@ LOGS_FOLDER = "logs"
 CHECKPOINTS_FOLDER = "checkpoints"
 EXITS_FILE = "exits"
 BATCH_LOG = f"{LOGS_FOLDER}/batch.log"
-#: Slurm's filename pattern for one file per node (%N: the node's name; `sbatch --output`, docs/PLATFORM.md §9).
+#: Slurm's filename pattern for one file per node (%N: the node's name; `sbatch --output`, docs/PLATFORM.md §12).
 NODE_LOG = f"{LOGS_FOLDER}/%N.log"
 
 #: The batch script's first line at each attempt (logs/batch.log), and how the handle reads it back.

@@ -4,7 +4,7 @@ The checks made before anything is submitted (`check_fits`: the partition exists
 allows the time), `submit`, `job_state` (scontrol's record of the job, else sacct's, else None) and
 `cancel`. Each state Slurm reports is mapped once (`STATES`) to the job handle's vocabulary
 (`sm_dist.contract.job.JobStatus`), with a plain line for the ones a user must act on: PENDING
-and its reason, TIMEOUT, NODE_FAIL, PREEMPTED, OUT_OF_MEMORY (docs/PLATFORM.md §9).
+and its reason, TIMEOUT, NODE_FAIL, PREEMPTED, OUT_OF_MEMORY (docs/PLATFORM.md §12).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 from sm_dist.errors import ConfigError, LaunchError
 from sm_dist.vocab import did_you_mean
 
-#: The clients sm_dist calls; all ship with Slurm (docs/PLATFORM.md §9).
+#: The clients sm_dist calls; all ship with Slurm (docs/PLATFORM.md §12).
 SBATCH = "sbatch"
 #: A guard against a controller that does not answer (sbatch/scontrol retry for a while by themselves).
 CLIENT_TIMEOUT_S = 120

@@ -6,7 +6,7 @@ to itself (`--exclusive`), GPUs per node when there are any, a time limit from t
 MaxRuntime (Slurm counts whole minutes: rounded up), SIGTERM to every node's task `signal_s`
 before that limit (`--signal=TERM@S`: PID 1 forwards it, the ranks commit a checkpoint), and
 `--requeue`, so a node failure or a preemption runs the script again on the same job id
-(docs/PLATFORM.md §9). Each node's task is `python3 -m sm_dist.container.slurm_host`, which lays
+(docs/PLATFORM.md §12). Each node's task is `python3 -m sm_dist.container.slurm_host`, which lays
 its /opt/ml folder out and execs the plan's container command, the same PID 1 a SageMaker
 instance runs. On HyperPod (`/opt/sagemaker_cluster` exists) srun gets `--auto-resume=1`, as
 AWS's own sample sbatch files do. A job that PID 1 ends with EXIT_INTERRUPTED (it saved at the
@@ -25,7 +25,7 @@ from sm_dist.jobspec import EXIT_INTERRUPTED
 
 #: The node's task: lays out /opt/ml there, then execs the command after `--` (sm_dist.container.slurm_host).
 NODE_MODULE = "sm_dist.container.slurm_host"
-#: HyperPod's marker folder on every node; AWS's sample sbatch files test it (docs/PLATFORM.md §9).
+#: HyperPod's marker folder on every node; AWS's sample sbatch files test it (docs/PLATFORM.md §12).
 HYPERPOD_MARKER = "/opt/sagemaker_cluster"
 
 

@@ -1,0 +1,184 @@
+"""The Slurm backend's pure parts: the sbatch file, the options, the cluster's answers read, a node's
+layout, and the refusals that need no cluster (no sbatch on PATH). Fast: no process is started."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import sm_dist
+from sm_dist import cli
+from sm_dist.container import slurm_host
+from sm_dist.contract.container import LOCAL_ADDR_ENV, OPT_ML_ENV, RDZV_HOST_ENV, RDZV_PORT_ENV
+from sm_dist.contract.slurm_layout import CODE_FOLDER, CONFIG_FOLDER, HOSTS_FOLDER, JOB_FILE
+from sm_dist.errors import ConfigError, RuntimeEnvError
+from sm_dist.slurm import cluster
+from sm_dist.slurm.job import SlurmJob
+from sm_dist.slurm.options import SlurmOptions
+from sm_dist.slurm.script import batch_script, directives, time_limit
+
+ENTRYPOINTS = Path(__file__).resolve().parents[2] / "entrypoints"
+#: `scontrol show partition -o` of the test cluster (tests/_slurm.py), Slurm 22.05, abridged.
+PARTITION_LINE = ("PartitionName=debug AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL AllocNodes=ALL Default=YES "
+                  "QoS=N/A DefaultTime=NONE MaxNodes=UNLIMITED MaxTime=UNLIMITED MinNodes=0 Nodes=sm-n[1-2] "
+                  "State=UP TotalCPUs=4 TotalNodes=2 SelectTypeParameters=NONE")
+GPU_LINE = ("PartitionName=gpu AllowGroups=ALL Default=NO MaxNodes=4 MaxTime=2-00:00:00 Nodes=p5-[001-016] State=UP "
+            "TotalNodes=16")
+
+
+def test_dry_run_prints_the_sbatch_file_and_creates_nothing(tmp_path: Path, capsys) -> None:
+    code = cli.main(["fit", "cnn.py", "--source-dir", str(ENTRYPOINTS), "--slurm", "--slurm-root", str(tmp_path),
+                     "--instance-type", "ml.p4d.24xlarge", "--instance-count", "2", "--max-runtime-s", "3600",
+                     "--partition", "gpu", "--account", "ml", "--dry-run"])
+    out = capsys.readouterr().out
+    assert code == 0
+    for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1", "#SBATCH --exclusive", "#SBATCH --partition=gpu",
+                 "#SBATCH --account=ml", "#SBATCH --gpus-per-node=8", "#SBATCH --time=0-01:00:00",
+                 "#SBATCH --signal=TERM@120", "#SBATCH --requeue", "AUTO_RESUME=(--auto-resume=1)"):
+        assert line in out, line
+    assert "-m sm_dist.container.slurm_host" in out and "-m sm_dist.container.pid1" in out
+    assert list(tmp_path.iterdir()) == []  # a dry run stages nothing
+
+
+def test_no_gpus_asked_unless_an_instance_type_or_the_option_says(tmp_path: Path, capsys) -> None:
+    cli.main(["fit", "cnn.py", "--source-dir", str(ENTRYPOINTS), "--slurm", "--slurm-root", str(tmp_path),
+              "--dry-run"])
+    assert "--gpus-per-node" not in capsys.readouterr().out
+    cli.main(["fit", "cnn.py", "--source-dir", str(ENTRYPOINTS), "--slurm", "--slurm-root", str(tmp_path),
+              "--gpus-per-node", "4", "--dry-run"])
+    assert "#SBATCH --gpus-per-node=4" in capsys.readouterr().out
+
+
+def test_no_sbatch_on_path_is_one_line_before_anything_is_staged(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(ConfigError, match="no sbatch on PATH"):
+        sm_dist.fit("cnn.py", source_dir=str(ENTRYPOINTS), slurm={"root": tmp_path / "jobs"})
+    code = cli.main(["fit", "cnn.py", "--source-dir", str(ENTRYPOINTS), "--slurm", "--slurm-root",
+                     str(tmp_path / "jobs")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0 and "slurm='sbatch': no sbatch on PATH" in err, err
+    assert not (tmp_path / "jobs").exists()
+
+
+def test_slurm_flags_need_slurm_and_local_ones_are_refused_with_it(capsys) -> None:
+    assert cli.main(["fit", "cnn.py", "--partition", "gpu", "--dry-run"]) == 2
+    assert "--partition='gpu': only with --slurm" in capsys.readouterr().err
+    assert cli.main(["fit", "cnn.py", "--slurm", "--local", "--dry-run"]) == 2
+    assert "leave out --local" in capsys.readouterr().err
+    assert cli.main(["fit", "cnn.py", "--slurm", "--local-root", "/tmp/x", "--dry-run"]) == 2
+    assert "--local-root='/tmp/x': only with --local" in capsys.readouterr().err
+
+
+def test_time_limit_is_whole_minutes_rounded_up() -> None:
+    assert time_limit(None) is None and time_limit(0) is None
+    assert time_limit(90) == "0-00:02:00"
+    assert time_limit(2 * 86400 + 1) == "2-00:01:00"
+
+
+def test_directives_and_requeue_on_a_saved_stop() -> None:
+    got = directives(job_name="j", nodes=4, job_dir=Path("/fsx/j"), qos="high", signal_s=300, extra=["--mem=0"])
+    assert got[:4] == ["--job-name=j", "--nodes=4", "--ntasks-per-node=1", "--exclusive"]
+    assert "--qos=high" in got and "--signal=TERM@300" in got and got[-1] == "--mem=0"
+    assert not any(d.startswith(("--time", "--gpus")) for d in got)
+    text = batch_script(job_name="j", nodes=2, job_dir=Path("/fsx/j"), python="/venv/bin/python",
+                        container_command=["python3", "-m", "sm_dist.container.pid1"], max_requeues=5)
+    assert "/venv/bin/python -m sm_dist.container.pid1" in text  # the submitting Python on every node
+    assert 'if [ $rc -eq 143 ] && [ "${SLURM_RESTART_COUNT:-0}" -lt 5 ]' in text
+
+
+def test_partitions_are_read_and_checked() -> None:
+    found = cluster.read_partitions(f"{PARTITION_LINE}\n{GPU_LINE}\n")
+    assert [(p.name, p.total_nodes, p.default, p.max_nodes, p.max_time_min) for p in found] == [
+        ("debug", 2, True, None, None), ("gpu", 16, False, 4, 2880)]
+    assert cluster.check_fits(found, None, 2, None).name == "debug"
+    with pytest.raises(ConfigError, match=r"partition='gpus': no such partition here \(did you mean 'gpu'\?\); partitions: debug, gpu"):
+        cluster.check_fits(found, "gpus", 1, None)
+    with pytest.raises(ConfigError, match="instance_count=5: partition gpu gives a job at most 4 nodes"):
+        cluster.check_fits(found, "gpu", 5, None)
+    with pytest.raises(ConfigError, match="max_runtime_s=180000: partition gpu allows 2880 minutes"):
+        cluster.check_fits(found, "gpu", 2, 3000)
+    with pytest.raises(ConfigError, match="no default partition"):
+        cluster.check_fits(found[1:], None, 1, None)
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"chaos": "sigterm:4"}, "a Slurm job takes kill:STEP"),
+    ({"chaos": "kill:20s"}, "a Slurm job takes kill:STEP"),
+    ({"verify": True, "wait": False}, "verify=True: compares two finished runs"),
+    ({"partition": "gpu large"}, "expected a Slurm name without spaces"),
+    ({"partiton": "gpu"}, "slurm.partiton='gpu': not an option (did you mean 'partition'?)"),
+    ({"gpus_per_node": -1}, "gpus_per_node=-1"),
+])
+def test_options_refuse_bad_values(options: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        SlurmOptions.coerce(options)
+
+
+def test_the_states_a_user_must_act_on_are_said_plainly(tmp_path: Path, monkeypatch) -> None:
+    job = SlurmJob("j", tmp_path, "7", nodes=2, checkpoint_uri=None)
+    answers = {"JobState": "PENDING", "Reason": "ReqNodeNotAvail,_UnavailableNodes:sm-n2", "ExitCode": "0:0"}
+    monkeypatch.setattr(cluster, "job_record", lambda job_id: dict(answers))
+    status = job.status()
+    assert (status.status, status.secondary) == ("InProgress", "Pending")
+    assert "waiting for nodes: ReqNodeNotAvail,_UnavailableNodes:sm-n2" in status.message
+    for state, secondary, words in (("TIMEOUT", "MaxRuntimeExceeded", "ran past its time limit"),
+                                    ("NODE_FAIL", "NodeFailure", "one of its nodes failed"),
+                                    ("OUT_OF_MEMORY", "OutOfMemory", "ran out of host memory")):
+        answers.update(JobState=state, Reason="None", ExitCode="0:9")
+        status = job.status()
+        assert (status.status, status.secondary) == ("Failed", secondary) and words in (status.failure_reason or "")
+    answers.update(JobState="PREEMPTED")
+    assert (job.status().status, job.status().secondary) == ("Stopped", "Preempted")
+    failure = tmp_path / HOSTS_FOLDER / "sm-n2" / "output" / "failure"
+    failure.parent.mkdir(parents=True)
+    failure.write_text("ValueError: bad at train.py:5", encoding="utf-8")
+    answers.update(JobState="FAILED", ExitCode="1:0")
+    assert job.status().failure_reason == "sm-n2: ValueError: bad at train.py:5"
+    monkeypatch.setattr(cluster, "job_record", lambda job_id: None)  # Slurm forgot the job: its exit record
+    (tmp_path / "exits").write_text("0 0\n", encoding="utf-8")
+    assert job.status().status == "Completed"
+
+
+def test_job_ports_follow_the_job_id() -> None:
+    assert slurm_host.job_ports("12345") == (17345, 27345)
+    assert slurm_host.job_ports("7") == (15007, 25007)
+
+
+def test_a_node_name_that_does_not_resolve_is_read_from_slurms_table() -> None:
+    class Done:
+        stdout = "NodeName=gpu-st-p5-1 Arch=x86_64 NodeAddr=10.1.2.3 NodeHostName=gpu-st-p5-1 Port=6818\n"
+
+    assert slurm_host.node_address("localhost") == "localhost"
+    assert slurm_host.node_address("sm-dist-no-such-node.invalid", run=lambda *a, **k: Done()) == "10.1.2.3"
+
+    class Nothing:
+        stdout = ""
+
+    with pytest.raises(RuntimeEnvError, match="names no NodeAddr"):
+        slurm_host.node_address("sm-dist-no-such-node.invalid", run=lambda *a, **k: Nothing())
+
+
+def test_a_node_is_laid_out_like_opt_ml(tmp_path: Path, monkeypatch) -> None:
+    job_dir = tmp_path / "job"
+    (job_dir / CODE_FOLDER).mkdir(parents=True)
+    (job_dir / CONFIG_FOLDER).mkdir()
+    data = tmp_path / "data"
+    data.mkdir()
+    (job_dir / CONFIG_FOLDER / JOB_FILE).write_text(json.dumps({
+        "job_name": "j", "instance_type": "ml.p5.48xlarge", "channels": {"train": str(data)},
+        "environment": {"PYTHONPATH": "/opt/ml/input/data/code"}}), encoding="utf-8")
+    (job_dir / CONFIG_FOLDER / "hyperparameters.json").write_text('{"steps": "8"}', encoding="utf-8")
+    monkeypatch.setattr(slurm_host, "node_address", lambda name, run=None: {"n10": "10.0.0.10", "n9": "10.0.0.9"}[name])
+    root = slurm_host.lay_out(job_dir, "n9", ["n9", "n10"])
+    resource = json.loads((root / "input/config/resourceconfig.json").read_text())
+    assert resource["hosts"] == ["n10", "n9"] and resource["current_host"] == "n9"  # SageMaker's order: as text
+    assert json.loads((root / "input/config/hyperparameters.json").read_text()) == {"steps": "8"}
+    assert (root / "input/data/code").resolve() == (job_dir / CODE_FOLDER).resolve()
+    assert (root / "input/data/train").resolve() == data.resolve()
+    env = slurm_host.host_env(job_dir, root, {"SLURM_JOB_ID": "42"}, ["n9", "n10"], "n9")
+    assert env[OPT_ML_ENV] == str(root) and env[RDZV_HOST_ENV] == "10.0.0.10" and env[LOCAL_ADDR_ENV] == "10.0.0.9"
+    assert env[RDZV_PORT_ENV] == "15042" and env["TRAINING_JOB_NAME"] == "j"
+    assert env["PYTHONPATH"] == f"{root}/input/data/code"
