@@ -148,12 +148,15 @@ class SlurmCluster:
 
     def stop(self) -> None:
         """Cancel what is queued, wait for it to end, then end each daemon this object started."""
-        if self.queue_alive():
-            subprocess.run(["scancel", "--full", "--user", str(os.getuid())], env=self.env(), timeout=30,
-                           capture_output=True)
-            deadline = time.monotonic() + 30
-            while self.queue() and time.monotonic() < deadline:
-                time.sleep(0.2)
+        try:
+            if self.queue_alive():
+                subprocess.run(["scancel", "--full", "--user", str(os.getuid())], env=self.env(), timeout=30,
+                               capture_output=True)
+                deadline = time.monotonic() + 30
+                while self.queue() and time.monotonic() < deadline:
+                    time.sleep(0.2)
+        except (OSError, subprocess.SubprocessError):
+            pass  # the controller does not answer: its daemons are ended below all the same
         for proc in reversed(self.procs):  # the daemons before munged, which they authenticate through
             if proc.poll() is None:
                 proc.terminate()

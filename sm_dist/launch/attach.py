@@ -26,6 +26,7 @@ Finder: TypeAlias = Callable[[str, "str | None"], "JobHandle | str"]
 #: Each backend's finder, in the order asked. The cloud's stays last.
 BACKENDS: dict[str, str] = {
     "local": "sm_dist.local.kept_job:find",
+    "slurm": "sm_dist.slurm.job:find",
     "cloud": "sm_dist.cloud.run:find",
 }
 

@@ -1,5 +1,6 @@
-"""`sm-dist fit --slurm`: the flags the Slurm backend adds to `sm-dist fit`, and its printed result;
-`sm-dist status|logs|stop|checkpoints|cost NAME` for a Slurm job (`run_command`).
+"""`sm-dist fit --slurm`: the flags the Slurm backend adds to `sm-dist fit`, and its printed result.
+`sm-dist status|logs|stop|checkpoints|cost NAME` find a Slurm job through `sm_dist.launch.attach`
+(`sm_dist.slurm.job.find`).
 
 The wiring goes one way, as local mode's does: the facade's command (`sm_dist.launch.cli`) adds these
 flags, turns them into `SlurmOptions` with `run_options`, hands the plan to the Slurm backend through
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import TYPE_CHECKING
 
 from sm_dist.errors import ConfigError
@@ -92,31 +92,4 @@ def report(job: SlurmJob, waited: bool, as_json: bool) -> int:
     return _EXIT.get(summary.status, 1)
 
 
-def run_command(command: str, job: SlurmJob, args: argparse.Namespace) -> int:
-    """`sm-dist status|logs|stop|checkpoints|cost NAME` on a Slurm job's handle."""
-    as_json = bool(getattr(args, "json", False))
-    if command == "logs":
-        for line in job.logs(follow=bool(getattr(args, "follow", False))):
-            print(line, flush=True)
-        return 0
-    record: object
-    if command == "status":
-        record = job.status()
-    elif command == "stop":
-        record = job.stop()
-    elif command == "cost":
-        record = job.cost()
-    elif command == "checkpoints":
-        found = job.checkpoints()
-        if as_json:
-            print(json.dumps([c.to_dict() for c in found], indent=2))
-        else:
-            print(repr(found))
-        return 0
-    else:
-        raise ConfigError("command", command, "a Slurm job takes status, logs, stop, checkpoints, cost")
-    print(json.dumps(record.to_dict(), indent=2) if as_json else record, file=sys.stdout)
-    return 0
-
-
-__all__ = ["add_slurm_flags", "check_slurm_flags", "report", "run_command", "run_options"]
+__all__ = ["add_slurm_flags", "check_slurm_flags", "report", "run_options"]

@@ -39,6 +39,9 @@ class SlurmCost:
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
+    def __str__(self) -> str:
+        return f"{self.node_hours:,.4f} node-hours on the Slurm cluster (its price is the cluster owner's)"
+
 
 @dataclass(frozen=True)
 class SlurmSummary:
@@ -284,4 +287,10 @@ def attach(name: str, options: SlurmOptions | None = None) -> SlurmJob | None:
     return SlurmJob.load(job_dir) if (job_dir / RECORD_FILE).is_file() else None
 
 
-__all__ = ["SlurmCost", "SlurmJob", "SlurmSummary", "attach"]
+def find(name: str, region: str | None = None) -> SlurmJob | str:
+    """`sm_dist.launch.attach`'s finder: the Slurm job `name` under the default root, else where it looked.
+    `region` is not asked for: a Slurm job has none."""
+    return attach(name) or f"on Slurm (no job of that name under {SlurmOptions().job_root(name).parent})"
+
+
+__all__ = ["SlurmCost", "SlurmJob", "SlurmSummary", "attach", "find"]

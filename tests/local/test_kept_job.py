@@ -96,12 +96,16 @@ def test_a_running_local_job_says_so_and_a_name_found_nowhere_is_one_line(
     def cloud(name: str, region: str | None) -> str:
         return f"in {region}"
 
+    def slurm(name: str, region: str | None) -> str:
+        return "on Slurm (no job of that name under /fsx/sm-dist)"
+
     monkeypatch.setattr(attach_mod, "finder", lambda target: kept_job.find if target.startswith("sm_dist.local")
-                        else cloud)
+                        else slurm if target.startswith("sm_dist.slurm") else cloud)
     with pytest.raises(ConfigError) as refused:
         attach_mod.attach("nowhere", region="eu-west-1")
     assert str(refused.value) == (f"job='nowhere': no job of that name here (no local run of that name under "
-                                  f"{local_base}) or in eu-west-1: check the name")
+                                  f"{local_base}) or on Slurm (no job of that name under /fsx/sm-dist) or in "
+                                  "eu-west-1: check the name")
 
 
 def test_every_backend_entry_resolves_to_a_finder_in_a_world_the_facade_may_import() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,20 +19,31 @@ def skip_or_fail(reason: str) -> None:
     pytest.skip(reason)
 
 
+#: The session's cluster once started; stopped when the session finishes (`pytest_sessionfinish`), outside any
+#: test: a session fixture's teardown would run inside the last test's, where the process guard
+#: (tests/_process_guard.py) refuses the scancel a fast test must not start.
+_STARTED: list[SlurmCluster] = []
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    while _STARTED:
+        cluster = _STARTED.pop()
+        cluster.stop()
+        shutil.rmtree(cluster.root.parent, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
-def slurm_cluster() -> Iterator[SlurmCluster]:
-    """The session's cluster, started on first use and stopped (every daemon, by PID) at the end."""
+def slurm_cluster() -> SlurmCluster:
+    """The session's cluster, started on first use and stopped (every daemon, by PID) when the session ends."""
     missing = missing_programs()
     if missing:
         skip_or_fail(f"no {', '.join(missing)} on PATH: apt-get install slurm-wlm munge")
     if os.geteuid() != 0:
         skip_or_fail("the test cluster's daemons run as root (unshare --uts, SlurmdUser=root)")
     root = Path(tempfile.mkdtemp(prefix="sm-dist-slurm-"))
-    cluster = SlurmCluster(root / "cluster").start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+    cluster = SlurmCluster(root / "cluster")
+    _STARTED.append(cluster)  # stopped even when it fails to start
+    return cluster.start()
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ import sm_dist
 from sm_dist import cli
 from sm_dist.errors import ConfigError
 from sm_dist.slurm import cluster
-from sm_dist.slurm.cli import run_command
 from sm_dist.slurm.job import SlurmJob, attach
 from sm_dist.slurm.options import SlurmOptions
 
@@ -68,24 +67,21 @@ def test_readme_job_with_a_killed_rank_is_verified(slurm_conf: Path, tmp_path: P
 
 
 def test_stop_mid_run_leaves_nothing_on_either_node(slurm_conf: Path, slurm_cluster: SlurmCluster,
-                                                    tmp_path: Path, capsys) -> None:
+                                                    tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("SM_DIST_SLURM_ROOT", str(tmp_path))  # where `sm-dist stop NAME` looks
     job = sm_dist.fit("cnn.py", source_dir=str(ENTRYPOINTS), instance_count=2, hyperparameters={"steps": "400"},
                       checkpoint_interval_steps=4, slurm=SlurmOptions(root=tmp_path, wait=False))
     _wait_for_line(job, "[sm_dist] step=2 ")
     assert job.status().status == "InProgress"
     assert _processes_of(job.job_id)
-    assert run_command("stop", attach(job.name, SlurmOptions(root=tmp_path)), _args()) == 0  # sm-dist stop NAME
+    assert cli.main(["status", job.name]) == 0
+    assert "InProgress / Training" in capsys.readouterr().out
+    assert cli.main(["stop", job.name]) == 0
     assert "Stopped / Stopped" in capsys.readouterr().out
     assert job.job_id not in slurm_cluster.queue()
     assert _processes_of(job.job_id) == []
     assert any("stopping at the next step boundary" in line for _n, line in job.lines())  # PID 1 forwarded SIGTERM
     assert job.status().status == "Stopped"
-
-
-def _args(**values: object) -> object:
-    import argparse
-
-    return argparse.Namespace(json=False, follow=False, **values)
 
 
 def test_a_node_set_down_mid_run_is_requeued_and_resumes(slurm_conf: Path, slurm_cluster: SlurmCluster,
