@@ -51,9 +51,13 @@ def test_an_unreachable_aws_endpoint_is_one_line_not_a_bug(monkeypatch: pytest.M
     from sm_dist.local.clean import default_base
 
     assert cli.main(["logs", "some-job"]) == 2
+    from sm_dist.slurm.options import SlurmOptions
+
+    slurm_root = SlurmOptions().job_root("x").parent
     assert capsys.readouterr().err == ("sm-dist logs: error: job='some-job': no job of that name here (no local run of "
-                                       f"that name under {default_base()}) or in no AWS region (region=None: set "
-                                       "AWS_REGION, or give --region): check the name (and --region)\n")
+                                       f"that name under {default_base()}) or on Slurm (no job of that name under "
+                                       f"{slurm_root}) or in no AWS region (region=None: set AWS_REGION, or give "
+                                       "--region): check the name (and --region)\n")
 
 
 def test_a_botocore_error_no_command_turned_into_its_own_is_still_one_line(monkeypatch: pytest.MonkeyPatch,

@@ -249,7 +249,7 @@ def test_a_users_mypy_sees_the_real_types(tmp_path: Path) -> None:
     revealed = [re.sub(r"^good\.py:\d+: note: Revealed type is ", "", line).strip('"') for line in good]
     assert revealed[0].startswith("def (entry: str, *, local: bool =")  # one signature, not Any
     assert revealed[0].count("**settings: **TypedDict(sm_dist.planning.settings.LaunchSettings, {") == 1
-    handle = "sm_dist.cloud.job.Job | sm_dist.local.job.LocalJob"
+    handle = "sm_dist.cloud.job.Job | sm_dist.local.job.LocalJob | sm_dist.slurm.job.SlurmJob"
     assert revealed[1:4] == [handle, handle, "sm_dist.planning.plan.Plan"]
     assert "fallback=sm_dist.estimator.result.Estimate]" in revealed[4]
     assert revealed[5:7] == ["sm_dist.planning.channels.Channel", "sm_dist.local.options.LocalOptions"]

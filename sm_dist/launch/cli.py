@@ -164,7 +164,11 @@ def run_fit(args: argparse.Namespace) -> int:
                 print(plan)
                 print(script_for(plan, options, options.job_root(plan.job_name), gpus))
             return 0
-        return slurm_cli.report(api.fit(entry, slurm=options, **settings), waited=options.wait, as_json=args.json)
+        from sm_dist.slurm.job import SlurmJob
+
+        job = api.fit(entry, slurm=options, **settings)
+        assert isinstance(job, SlurmJob)  # fit(slurm=...) returns the Slurm backend's handle
+        return slurm_cli.report(job, waited=options.wait, as_json=args.json)
     if args.dry_run:
         plan = api.plan(entry, local=args.local, **settings)
         if not args.local:

@@ -8,6 +8,7 @@ import pytest
 
 from sm_dist import cli
 from sm_dist.cloud.job import Job
+from sm_dist.slurm.options import SlurmOptions
 
 
 def local_run(tmp_path: Path, tensorboard: bool) -> Path:
@@ -53,5 +54,5 @@ def test_a_job_found_nowhere_is_one_line_naming_it(monkeypatch: pytest.MonkeyPat
     assert cli.main(["tensorboard", "no-such-job-42", "--region", "eu-west-1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["sm-dist tensorboard: error: job='no-such-job-42': no job of that name here (no local run of that "
-                   f"name under {default_base()}) or in eu-west-1 (a training job, or a chained run's no-such-job-42-1): "
-                   "check the name"]
+                   f"name under {default_base()}) or on Slurm (no job of that name under {SlurmOptions().job_root('x').parent}) "
+                   "or in eu-west-1 (a training job, or a chained run's no-such-job-42-1): check the name"]
