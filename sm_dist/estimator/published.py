@@ -105,6 +105,9 @@ def caveat(shape: ModelShape, row: grid.Row) -> str:
         why.append(f"{exposed:.0%} of each step is communication backward cannot hide")
     if row.checkpointing == "full":
         why.append("full recompute adds a third to the compute, which tensor parallelism's split activations avoid")
+    elif row.checkpointing == "selective-op":
+        why.append(f"per-operator recompute adds {2 * timing.OP_RECOMPUTE_FORWARD_SHARE / 6:.0%} to the compute, which "
+                   "tensor parallelism's split activations avoid")
     here = f" (here {' and '.join(why)})" if why else ""
     return (f"this is an estimate for sharded data parallelism only: published runs of dense models this size used "
             f"tensor/pipeline parallelism, which moves far less across instances, and on those runs this estimator "
