@@ -42,10 +42,18 @@ def test_fit_chain_without_the_chain_stack_is_refused_naming_it(aws: str, source
     assert err.startswith("sm-dist fit: error: chain='sm-dist-chain': no chain stack sm-dist-chain in us-east-1") and "\n" not in err
     assert "sm-dist infra deploy --region us-east-1 --template sm-dist-chain.yaml --stack-name sm-dist-chain" in err
     assert _nothing_created()
-    _chain_stack(role="arn:aws:iam::123456789012:role/another-role")
-    assert main(_fit(source_dir)) == 2
-    err = capsys.readouterr().err
-    assert "may pass only arn:aws:iam::123456789012:role/another-role to SageMaker" in err and _nothing_created()
+    import boto3
+
+    from sm_dist.cloud.supervision import check_chain_stack
+    from sm_dist.errors import ConfigError
+
+    _chain_stack(role="arn:aws:iam::123456789012:role/another-role")  # the check fit makes, on its own
+    with pytest.raises(ConfigError) as refused:
+        check_chain_stack(boto3.Session(region_name="us-east-1"), "us-east-1", ROLE_ARN)
+    assert refused.value.field == "role" and "may pass only arn:aws:iam::123456789012:role/another-role" in str(
+        refused.value)
+    assert check_chain_stack(boto3.Session(region_name="us-east-1"), "us-east-1",
+                             "arn:aws:iam::123456789012:role/another-role") == []
 
 
 def test_fit_chain_creates_the_first_job_then_status_follows_the_run(aws: str, source_dir: Path, capsys) -> None:
