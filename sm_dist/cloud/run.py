@@ -258,11 +258,10 @@ def _run_status(name: str, links: list[LinkInfo], failed: str | None = None) -> 
         return JobStatus(name, "InProgress", "Starting", f"{where}; {decision}")
     if failed:
         return JobStatus(name, "Failed", "Failed", f"{where} ended {last.status} / {last.secondary}; no decision on it: "
-                         f"{failed}; fix the cause, then start the next job with sm-dist fit ... --chain, or send the "
-                         "event again", failed)
+                         f"{failed}", failed)
     return JobStatus(name, "InProgress", "Deciding", f"{where} ended {last.status} / {last.secondary}; no decision "
-                     "on it yet: is the chain stack deployed in this region? (sm-dist infra deploy --template "
-                     "sm-dist-chain.yaml)")
+                     "on it yet (the chain stack's supervisor takes it within minutes of the event; none after that: "
+                     "is the chain stack deployed in this region? sm-dist infra deploy --template sm-dist-chain.yaml)")
 
 
 __all__ = ["LinkInfo", "Run", "RunCost", "RunSummary", "find"]

@@ -95,8 +95,9 @@ def failed_event(session: Session, region: str, job_name: str, environ: Mapping[
     it failed on (read without taking them); None when there is none, or it cannot be read."""
     from botocore.exceptions import BotoCoreError, ClientError
 
+    name = stack_name(region, environ)
     try:
-        stack = _describe(session, region, stack_name(region, environ))
+        stack = _describe(session, region, name)
         url = _outputs(stack or {}).get(QUEUE_OUTPUT)
         if not url:
             return None
@@ -108,7 +109,11 @@ def failed_event(session: Session, region: str, job_name: str, environ: Mapping[
                 if _job_of(message.get("Body", "")) == job_name:
                     attributes = message.get("MessageAttributes") or {}
                     error = (attributes.get("ErrorMessage") or {}).get("StringValue") or "no error message"
-                    return f"the supervisor failed on its event ({error[:200]}); the event is kept in {url}"
+                    return (f"the supervisor failed on its event ({error[:200]}; its log: /aws/lambda/{name}-supervisor); "
+                            f"the event is kept in {url}: once the cause is fixed, hand it (the message's body, in "
+                            f"event.json) to the function again: aws lambda invoke --function-name {name}-supervisor "
+                            "--invocation-type Event --cli-binary-format raw-in-base64-out --payload file://event.json "
+                            "/dev/null")
             if len(messages) < 10:
                 return None
     except (ClientError, BotoCoreError) as exc:
