@@ -269,7 +269,7 @@ def estimate(
     by_name = {i.name: i for i in instances}
     # the reason says which memory term ruled out the first setting tried (computed for this row only)
     choice = recommend(rows, spot=bool(spot), annotate=lambda r: grid.with_note(r, by_name[r.instance_type], tried),
-                       **limits)
+                       max_hours=limits.get("max_hours"), budget=limits.get("budget"))
     if choice is not None and choice.row.note:
         rows[next(i for i, r in enumerate(rows) if r[:4] == choice.row[:4])] = choice.row
     if choice is not None and (caveat := published.caveat(shape, choice.row)):

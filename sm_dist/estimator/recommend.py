@@ -52,10 +52,11 @@ def row_hours(row: Row, spot: bool) -> float:
 
 def recommend(
     rows: list[Row] | tuple[Row, ...], *, spot: bool = False, max_hours: float | None = None, budget: float | None = None,
-    annotate: Callable[[Row], Row] | None = None,
+    annotate: Callable[[Row], Row] | None = None, priced: bool = True,
 ) -> Recommendation | None:
     """The plan to use, or None when nothing fits within the limits. `annotate`: applied to the
-    chosen row before its reason is written (the estimate adds the searched setting's note)."""
+    chosen row before its reason is written (the estimate adds the searched setting's note). `priced=False`:
+    the rows' hours and dollars stand for no real run (a plan without tokens=), so the reason names none."""
     candidates = [r for r in rows if r.runnable and r.fits]
     if max_hours is not None:
         candidates = [r for r in candidates if row_hours(r, spot) <= max_hours]
@@ -71,7 +72,7 @@ def recommend(
         best = min(candidates, key=lambda r: (round(row_cost(r, spot), 2), row_hours(r, spot)))
     if annotate is not None:
         best = annotate(best)
-    return Recommendation(best, _reason(best, rows, spot=spot, max_hours=max_hours, budget=budget))
+    return Recommendation(best, _reason(best, rows, spot=spot, max_hours=max_hours, budget=budget, priced=priced))
 
 
 def _sibling(rows: list[Row] | tuple[Row, ...], row: Row, strategy: Strategy) -> Row | None:
@@ -81,9 +82,10 @@ def _sibling(rows: list[Row] | tuple[Row, ...], row: Row, strategy: Strategy) ->
     return None
 
 
-def _reason(row: Row, rows: list[Row] | tuple[Row, ...], *, spot: bool, max_hours: float | None, budget: float | None) -> str:
+def _reason(row: Row, rows: list[Row] | tuple[Row, ...], *, spot: bool, max_hours: float | None, budget: float | None,
+            priced: bool = True) -> str:
     label = LABELS[row.strategy]
-    goal = "fastest" if budget is not None else "cheapest"
+    goal = "fastest" if budget is not None or not priced else "cheapest"  # unpriced: ties at $0, then by hours
     limits = []
     if max_hours is not None:
         limits.append(f"finishes within {max_hours:g} h")
@@ -91,13 +93,13 @@ def _reason(row: Row, rows: list[Row] | tuple[Row, ...], *, spot: bool, max_hour
         limits.append(f"stays within ${budget:,.0f}")
     within = f" and {' and '.join(limits)}" if limits else ""
     money = "spot " if spot else ""
-    head = (f"{label} on {row.instance_count}× {row.instance_type} is the {goal} plan that fits{within} "
-            f"(${row_cost(row, spot):,.0f} {money}for {row_hours(row, spot):,.1f} h)")
-    parts = [head]
-    if row_hours(row, spot) > MAX_JOB_HOURS:
+    head = f"{label} on {row.instance_count}× {row.instance_type} is the {goal} plan that fits{within}"
+    parts = [head + (f" (${row_cost(row, spot):,.0f} {money}for {row_hours(row, spot):,.1f} h)" if priced
+                     else " (per step: without tokens= no run is priced)")]
+    if priced and row_hours(row, spot) > MAX_JOB_HOURS:
         parts.append(f"no plan finishes within SageMaker's {MAX_JOB_HOURS / 24:.0f}-day job limit, so this one runs "
                      "as chained jobs resuming from checkpoints (add instance counts to go faster)")
-    elif max_hours is None and any(r.runnable and r.fits and row_hours(r, spot) > MAX_JOB_HOURS for r in rows):
+    elif priced and max_hours is None and any(r.runnable and r.fits and row_hours(r, spot) > MAX_JOB_HOURS for r in rows):
         parts.append(f"plans longer than one SageMaker job ({MAX_JOB_HOURS / 24:.0f} days) were passed over")
     if row.note:  # the searched setting: which memory term ruled out the first one
         parts.append(row.note)

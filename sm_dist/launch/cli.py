@@ -13,7 +13,7 @@ import argparse
 import json
 import re
 import sys
-from dataclasses import fields
+from dataclasses import MISSING, Field, fields
 from typing import Any
 
 from sm_dist.errors import ConfigError
@@ -64,14 +64,25 @@ def _key_value(text: str) -> tuple[str, str]:
     return key, value
 
 
-def _add_fit_flags(parser: argparse.ArgumentParser) -> None:
-    from sm_dist.planning.config import LaunchConfig
+def _flag_help(f: Field[Any], docs: dict[str, str]) -> str:
+    """The flag's help: the words above for the first settings, else the setting's own docstring; its default."""
+    text = _HELP.get(f.name) or docs.get(f.name) or f.name.replace("_", " ")
+    default = f.default
+    if default is None or default is False or default is MISSING or default in ((), "") or "default" in text.lower():
+        return text.replace("%", "%%")
+    shown = ", ".join(map(str, default)) if isinstance(default, tuple) else str(default)
+    return f"{text} (default: {shown})".replace("%", "%%")
 
+
+def _add_fit_flags(parser: argparse.ArgumentParser) -> None:
+    from sm_dist.planning.config import LaunchConfig, field_docs
+
+    docs = field_docs()
     for f in fields(LaunchConfig):
         if f.name in ("entry", "args"):  # positional; the script's own args come after `--`
             continue
         kind = str(f.type)
-        common: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS, "help": _HELP.get(f.name)}
+        common: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS, "help": _flag_help(f, docs)}
         flag = "--" + _SINGULAR.get(f.name, f.name).replace("_", "-")
         if kind == "bool":
             parser.add_argument(flag, action="store_true", **common)

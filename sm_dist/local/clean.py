@@ -128,9 +128,24 @@ def pile_up(run_root: Path, older_than_s: float = 7 * 86400) -> list[str]:
     if len(folders) < PILE_UP_RUNS:
         return []
     now = time.time()
-    old = sum(1 for p in folders if now - p.stat().st_mtime >= older_than_s)
-    return [f"{len(folders)} local runs are kept under {base} ({old} older than 7 days): "
-            "`sm-dist local clean --older-than 7d` removes the old ones"]
+    ages = sorted((now - p.stat().st_mtime for p in folders), reverse=True)
+    old = sum(1 for age in ages if age >= older_than_s)
+    if old:
+        return [f"{len(folders)} local runs are kept under {base} ({old} older than 7 days): "
+                "`sm-dist local clean --older-than 7d` removes the old ones"]
+    # none that old: name an age that removes the older half (by their folder's date; a run in use stays)
+    text = _age_text(ages[len(ages) // 2])
+    older = sum(1 for age in ages if age >= parse_age(text))
+    return [f"{len(folders)} local runs are kept under {base}, none older than 7 days: `sm-dist local clean "
+            f"--older-than {text}` removes the {older} older than {text}"]
+
+
+def _age_text(seconds: float) -> str:
+    """The largest whole number of days, hours or minutes within `seconds` ("2d", "5h", "1m")."""
+    for unit in ("d", "h", "m"):
+        if seconds >= _UNITS[unit]:
+            return f"{int(seconds // _UNITS[unit])}{unit}"
+    return f"{max(int(seconds), 1)}s"
 
 
 def _size(n: int) -> str:

@@ -13,6 +13,7 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ from sm_dist.metric_format import metric_definitions
 from sm_dist.planning import fallbacks, preflight
 from sm_dist.planning import request as request_mod
 from sm_dist.planning.budget import Limits, chain_policy, stopping_limits
+from sm_dist.planning.bundle import resolve_entry
 from sm_dist.planning.channel_data import channel_warnings, plan_uploads
 from sm_dist.planning.channels import Channel
 from sm_dist.planning.code_plan import BASE_ENVIRONMENT, CodePlan, plan_code
@@ -75,6 +77,8 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
     """
     if local:
         config = dataclasses.replace(config, region=config.region or LOCAL_DEFAULTS["region"])
+    # the script first: a missing one is refused before any AWS lookup (region, role: seconds), as plan_code does
+    resolve_entry(config.entry, Path(config.source_dir).resolve(), config.entry_is_function)
     session_factory = _session_factory(config, session)
     region = _region(config, session_factory)
     # the checks that need nothing from AWS run before any lookup (plan_code repeats them)
@@ -137,7 +141,7 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
         hyperparameters=MappingProxyType(dict(code.spec.hyperparameters)), channels=MappingProxyType(dict(config.inputs)),
         uploads=uploads,
         warnings=_warnings([*image_notes, *pull_warnings, *code.warnings, *limit_warnings, *request_warnings,
-                            *reach_warnings, *data_warnings,
+                            *reach_warnings, *data_warnings, *_local_stack(config, local),
                             *_local_torch(image_torch, local)], local),
         local=local, run=run, chain=policy,
     )
@@ -174,6 +178,14 @@ def _local_torch(image_torch: str | None, local: bool) -> list[str]:
         return []
     return [f"this machine has torch {here}; the job's image has torch {image_torch}: a local run does not test "
             f"that version (pass torch_version='{'.'.join(map(str, parse(here) or ()))}' to match, if the image table has it)"]
+
+
+def _local_stack(config: LaunchConfig, local: bool) -> list[str]:
+    """A local plan reads no infra stack: say so, rather than leave --infra-stack silently unused."""
+    if not local or config.infra_stack is None:
+        return []
+    return [f"infra_stack={config.infra_stack!r} is not read by a local run: its role, buckets and reach are the "
+            "cloud job's (this plan's role and S3 URIs are labels); the same settings without --local use it"]
 
 
 def _warnings(warnings: list[str], local: bool) -> tuple[str, ...]:

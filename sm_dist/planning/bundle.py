@@ -99,6 +99,20 @@ def _file(rel: str, path: Path, origin: str) -> BundleFile:
     return BundleFile(rel, path.stat().st_size, _sha256(path), origin, str(path))
 
 
+def checkout_warning(source_dir: str, bundle: Bundle) -> list[str]:
+    """A line when source_dir is left at "." in a git checkout: the job would get the whole repository (docs,
+    tests, the site, ...), a newcomer's first run without --source-dir. None for a folder named on purpose."""
+    root = Path(source_dir)
+    if source_dir != "." or not (root / ".git").exists():
+        return []
+    user = [f for f in bundle.files if f.origin == "user"]
+    tops = sorted({f.path.split("/", 1)[0] for f in user if "/" in f.path})
+    shown = ", ".join(tops[:6]) + (", ..." if len(tops) > 6 else "")
+    return [f"source_dir='.' (the default) bundles this whole git checkout: {len(user)} files, "
+            f"{sum(f.size for f in user) / 2**20:.1f} MiB" + (f" ({shown})" if tops else "") + "; give --source-dir "
+            "the script's folder, or leave the rest out with .smdistignore"]
+
+
 def builtin_entrypoints() -> list[str]:
     """File names of sm_dist's bundled entrypoints (cnn.py, gpt.py, ...)."""
     folder = resource_dir("entrypoints")
@@ -192,4 +206,4 @@ def write_bundle(bundle: Bundle, dest_dir: str | Path) -> Path:
     return dest
 
 
-__all__ = ["Bundle", "BundleFile", "collect_bundle", "write_bundle", "resolve_entry", "builtin_entrypoints"]
+__all__ = ["Bundle", "BundleFile", "builtin_entrypoints", "checkout_warning", "collect_bundle", "resolve_entry", "write_bundle"]

@@ -123,7 +123,8 @@ def plan_code(config: LaunchConfig, region: str, job_name: str, checkpoint_base:
                                                   config.max_restarts, checkpoint.mode)
     if inst and inst.region != region:
         warnings.append(f"prices are {inst.region}'s ({inst.price_date}); {region} may differ")
-    return CodePlan(sizing, spec, bundle, inst, (*warnings, *sizing.warnings, *ckpt_warnings, *bundle.warnings))
+    return CodePlan(sizing, spec, bundle, inst, (*warnings, *sizing.warnings, *ckpt_warnings, *bundle.warnings,
+                                                 *bundle_mod.checkout_warning(config.source_dir, bundle)))
 
 
 def _unchecked(config: LaunchConfig) -> Sizing:

@@ -58,9 +58,12 @@ class LaunchConfig:
     source_dir: str = "."
     """Folder uploaded as the job's code (minus ignored files)."""
     instance_count: int = 1
+    """Instances of instance_type (ResourceConfig.InstanceCount); local mode emulates each as a host."""
     strategy: Strategy | Literal["auto"] = Strategy.DDP
     """dp, ddp, zero1, zero2, fsdp, hsdp, or "auto" (the estimator's cheapest that fits)."""
     precision: Precision = Precision.FP32
+    """fp32, amp (autocast), mixed (bf16 working copy, fp32 master weights and Adam) or bf16: what the runtime
+    trains in and the estimator counts (docs/ARCHITECTURE.md, memory accounting)."""
     params: float | None = None
     """Model size in parameters (for the memory check, "auto" and the estimate)."""
     model: str | None = None
@@ -74,6 +77,7 @@ class LaunchConfig:
     micro_batch: int = 1
     """Sequences per GPU per step, for the memory estimate."""
     seed: int = 0
+    """The runtime's seed for every rank's random number generators (initialisation, data order, dropout)."""
     nproc_per_node: int | None = None
     """Processes per instance; None = one per GPU."""
     max_restarts: int = DEFAULT_MAX_RESTARTS
@@ -85,15 +89,21 @@ class LaunchConfig:
     checkpoint_s3_uri: str | None = None
     """s3://bucket/prefix for checkpoints; required with spot."""
     checkpoint_mode: CheckpointMode = CheckpointMode.AUTO
-    """A CheckpointMode once validated (annotated str: the CLI derives flag types from the annotations)."""
+    """Where checkpoints go: auto (sagemaker-sync with a checkpoint URI, else s3 or local), local, s3,
+    sagemaker-sync (a folder SageMaker syncs with checkpoint_s3_uri) or off."""
     checkpoint_interval_steps: int | None = None
+    """Steps between checkpoints (None: the estimate's Young/Daly interval when it knows the step time, else
+    the runtime's default)."""
     checkpoint_keep: int | None = None
+    """Committed checkpoints kept, newest first (at least 2; None: 2)."""
     async_checkpoint: bool = False
+    """Write checkpoints in the background while training goes on (torch.distributed.checkpoint's async save)."""
     spot: bool = False
     """Managed spot training (needs checkpoint_s3_uri)."""
     max_cost_usd: float | None = None
     """Budget: converted to MaxRuntime (and MaxWait for spot) from the hourly price."""
     max_runtime_s: int | None = None
+    """StoppingCondition.MaxRuntimeInSeconds (None: from max_cost_usd, else the API's default of 1 day)."""
     max_wait_s: int | None = None
     """Spot only: capacity wait + run time; >= max runtime."""
     retry_attempts: int | None = None
@@ -116,6 +126,7 @@ class LaunchConfig:
     """The script's own arguments, verbatim (`sm-dist fit train.py -- 3 1 --dummy`), before the
     hyperparameters' flags."""
     environment: Mapping[str, str] = field(default_factory=dict)
+    """Environment variables of the script (and of PID 1) in every host."""
     inputs: Mapping[str, Channel] = field(default_factory=dict)
     """Data channels: name -> `Channel` (or its source: s3://bucket/prefix, a local folder uploaded for
     the job, fsx-lustre://..., efs://...), at /opt/ml/input/data/<name> in the container."""
@@ -128,32 +139,44 @@ class LaunchConfig:
     output_s3_uri: str | None = None
     """Where the code bundle and the job's output go; default from infra or the SDK bucket."""
     region: str | None = None
+    """AWS region of the job (None: your AWS configuration's)."""
     image_uri: str | None = None
+    """A training image of your own (None: AWS's PyTorch training image for torch_version in the region)."""
     torch_version: str | None = DEFAULT_TORCH_VERSION
     """Torch of the AWS training image ("2.13"); None: the newest the runtime is tested on."""
     py_version: str | None = DEFAULT_PY_VERSION
     """Python of that image ("py312"); None: the image's own."""
     job_name: str | None = None
+    """TrainingJobName (None: base_job_name and the time, e.g. sm-dist-20261129-101500-123)."""
     base_job_name: str = "sm-dist"
+    """The start of a generated job name (1-40 letters, digits and hyphens)."""
     volume_size_gb: int = DEFAULT_VOLUME_GB
+    """ResourceConfig.VolumeSizeInGB: each instance's storage volume."""
     volume_kms_key: str | None = None
+    """ResourceConfig.VolumeKmsKeyId: the KMS key that encrypts the instances' volumes."""
     output_kms_key: str | None = None
+    """OutputDataConfig.KmsKeyId: the KMS key that encrypts the job's output in S3."""
     output_compression: OutputCompression = "auto"
     """OutputDataConfig.CompressionType: "gzip" (model.tar.gz), "none" (the model/ files as they are) or
     "auto": none when the estimate's weights reach 1 GiB (gzip saves little on them, and its time is
     billed), else gzip (docs/PLATFORM.md §1.1)."""
     subnets: tuple[str, ...] = ()
+    """VpcConfig.Subnets: run the job in your VPC (with security_group_ids)."""
     security_group_ids: tuple[str, ...] = ()
+    """VpcConfig.SecurityGroupIds (with subnets)."""
     network_isolation: bool = False
+    """EnableNetworkIsolation: the containers reach no network (SageMaker still syncs checkpoints and output)."""
     training_plan_arn: str | None = None
     """A SageMaker training plan (reserved capacity) the job runs on: ResourceConfig.TrainingPlanArn;
     checked with DescribeTrainingPlan before upload, instead of the account's quota."""
     encrypt_inter_container_traffic: bool = False
+    """EnableInterContainerTrafficEncryption: encrypt the traffic between the instances (it costs time)."""
     keep_alive_s: int | None = None
     """Keep the instances in a SageMaker warm pool this many seconds after the job ends (0 to 21600;
     ResourceConfig.KeepAlivePeriodInSeconds): a next job with the same role, instances, volume, VPC and
     encryption starts on them; the retained time is billed; not with spot (docs/guides/live.md)."""
     tags: Mapping[str, str] = field(default_factory=dict)
+    """Tags of the training job, besides sm_dist's own (sm-dist:*)."""
     ignore_patterns: tuple[str, ...] = ()
     """Extra patterns (gitignore-style subset) left out of the bundle, besides .smdistignore."""
     tensorboard: bool = False
@@ -221,6 +244,21 @@ class LaunchConfig:
         return cls(**dict(data))
 
 
+def field_docs() -> dict[str, str]:
+    """Each LaunchConfig field's docstring, whitespace folded: `sm-dist fit --help` and the CLI reference page
+    show them, so a setting is documented once, here (read from this file's source: no import-time cost)."""
+    import ast
+
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == LaunchConfig.__name__).body
+    docs = {}
+    for node, after in zip(body, body[1:]):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
+            docs[node.target.id] = " ".join(after.value.value.split())
+    return docs
+
+
 def load_config_file(path: str | Path) -> dict[str, Any]:
     """Read a YAML (.yaml/.yml) or TOML (.toml) file of `fit` settings into a dict."""
     path = Path(path)
@@ -254,4 +292,4 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
-__all__ = ["LaunchConfig", "load_config_file", "DEFAULT_TORCH_VERSION", "DEFAULT_PY_VERSION"]
+__all__ = ["LaunchConfig", "field_docs", "load_config_file", "DEFAULT_TORCH_VERSION", "DEFAULT_PY_VERSION"]

@@ -59,6 +59,18 @@ def script_command(spec: JobSpec) -> str:
     return shlex.join([spec.entry, *spec.script_args()])
 
 
+def _precision(plan: Plan) -> str:
+    """The job's precision; where the plan's memory check used it and `sm-dist estimate-cost` assumes another
+    by default, that one too, so the two commands' figures are read for what they are."""
+    from sm_dist.estimator.api import DEFAULT_PRECISION
+
+    words = plan.job_spec.precision.value
+    if plan.sizing.row is None or plan.job_spec.precision is DEFAULT_PRECISION:
+        return words
+    return (f"{words} (the memory check's too; sm-dist estimate-cost assumes {DEFAULT_PRECISION.value} unless "
+            f"--precision {words})")
+
+
 def render_plan(plan: Plan) -> str:
     """A human summary of the plan, request JSON excluded (use --json for everything)."""
     req = plan.request
@@ -69,7 +81,7 @@ def render_plan(plan: Plan) -> str:
         *(["local        runs on this machine (sm_dist.local): region, role and S3 URIs below only label "
            "the request"] if plan.local else []),
         f"instances    {res['InstanceCount']} × {plan.instance_type}{'  (spot)' if req.get('EnableManagedSpotTraining') else ''}",
-        f"strategy     {spec.strategy.value} ({plan.sizing.reason}), precision {spec.precision.value}, "
+        f"strategy     {spec.strategy.value} ({plan.sizing.reason}), precision {_precision(plan)}, "
         f"max_restarts {spec.max_restarts}",
         f"entry        {script_command(spec)}",
         f"image        {algo['TrainingImage']}",

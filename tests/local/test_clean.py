@@ -67,3 +67,18 @@ def test_a_summary_says_so_when_old_runs_pile_up(tmp_path: Path, monkeypatch: py
         f"{clean.PILE_UP_RUNS} local runs are kept under {base} (5 older than 7 days): "
         "`sm-dist local clean --older-than 7d` removes the old ones"]
     assert clean.pile_up(tmp_path / "elsewhere" / "run") == []  # a root of the user's own: not ours to count
+
+
+def test_the_hint_names_an_age_that_removes_runs_when_none_is_a_week_old(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """20 runs of the last two days: "--older-than 7d" would remove nothing, so the hint names an age that does, and
+    the clean it names removes that many."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    base = clean.default_base()
+    for index in range(clean.PILE_UP_RUNS):
+        _run(base, f"job-{index}", (2 * DAY if index < 12 else 3 * 3600) + 600)
+    line, = clean.pile_up(base / "job-0" / "run")
+    assert line == (f"{clean.PILE_UP_RUNS} local runs are kept under {base}, none older than 7 days: `sm-dist local "
+                    "clean --older-than 2d` removes the 12 older than 2d")
+    removed, _ = clean.clean(base, clean.parse_age("2d"), dry_run=True)
+    assert len(removed) == 12
