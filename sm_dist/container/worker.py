@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -193,6 +194,7 @@ def prepare(env: Mapping[str, str]) -> dict[str, str]:
     ready.unlink(missing_ok=True)
     command = restore_command(env)
     if command is not None and not earlier:
+        _drop_interrupted(command, env)  # a save a fault cut short, restored at the job's start
         _name_restored(command, env)  # what SageMaker restored at the job's start, if anything
         ready.touch()
         return {NOT_RESTORING_ENV: round_id(env)} if len(_hosts(env)) > 1 else {}
@@ -207,6 +209,7 @@ def prepare(env: Mapping[str, str]) -> dict[str, str]:
                 "resumes from its own copy (or none), after a new job from none; save checkpoints under the "
                 "checkpoint folder (SM_CHECKPOINT_DIR)")
         _restore([*command, "--outside", json.dumps([f.key() for f in outside])], env)
+        _drop_interrupted(command, env)
         _name_restored(command, env)
         _exit_if_stopped(Path(state))  # the launcher may have decided while this host restored
     ready.touch()
@@ -222,6 +225,29 @@ def _exit_if_stopped(state: Path) -> None:
     if stop.is_file():
         say(f"not starting the script again: {stop.read_text(encoding='utf-8', errors='replace')}")
         raise SystemExit(1)
+
+
+def _drop_interrupted(command: list[str], env: Mapping[str, str]) -> None:
+    """Remove from the restored folder each checkpoint a fault cut short (`sm_dist.contract.checkpoint_whole`),
+    saying which and why: the script then resumes from the newest whole one, on every host alike (each
+    host judges the same restored files)."""
+    from sm_dist.contract.checkpoint_whole import interrupted
+
+    folder = Path(command[command.index("--folder") + 1])
+    host = env.get("SM_CURRENT_HOST", "this host")
+    for found in interrupted(folder):
+        path = folder / found.rel
+        try:
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except OSError as exc:
+            say(f"{host}: {path} was not written to its end ({found.why}) and cannot be removed ({exc}): "
+                "the script may resume from it")
+            continue
+        say(f"{host}: {path} was not written to its end ({found.why}): a fault hit the save; removed, "
+            "so the script resumes from the newest whole checkpoint")
 
 
 def _name_restored(command: list[str], env: Mapping[str, str]) -> None:

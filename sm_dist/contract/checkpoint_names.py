@@ -41,6 +41,9 @@ _CUSTOM_RE = re.compile(r"^custom_checkpoint_\d+\.pkl$")
 META_KEYS = ("global_step", "step", "EPOCHS_RUN")
 #: Names that are sync markers or partial writes, never a checkpoint.
 _SKIP = (".sagemaker-uploaded", ".sagemaker-uploading", ".sagemaker-ignore", ".tmp")
+#: Files that make the folder holding them a checkpoint, not a group of checkpoints (DCP's data, HF's and
+#: Accelerate's weights, optimizer and RNG states).
+_OWN_FILES = (".distcp", ".safetensors", "optimizer.pt", "optimizer.bin", "trainer_state.json", "random_states_0.pkl")
 _PUT_OPS = {"BINPUT", "LONG_BINPUT", "PUT", "MEMOIZE"}
 _GET_OPS = {"BINGET", "LONG_BINGET", "GET"}
 _INT_OPS = {"BININT", "BININT1", "BININT2", "LONG1", "INT", "LONG"}
@@ -145,6 +148,26 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
+def _groups(folder: Path) -> bool:
+    """Whether a folder only groups checkpoints (no number in its name, no checkpoint's own files)."""
+    if re.search(r"\d", folder.name):
+        return False
+    return not any(p.name.endswith(_OWN_FILES) or p.name.startswith(".metadata") for p in _entries(folder))
+
+
+def checkpoint_entries(folder: Path, depth: int = 3) -> list[tuple[str, Path]]:
+    """Each checkpoint in `folder`: (its path relative to `folder`, its path). A file is one, a folder
+    with a number in its name or a checkpoint's own files is one; a folder that only groups
+    checkpoints (Accelerate's `checkpoints/`, Lightning's) is looked into, down to `depth` levels."""
+    out: list[tuple[str, Path]] = []
+    for path in sorted(_entries(folder)):
+        if path.is_dir() and depth > 1 and _groups(path):
+            out.extend((f"{path.name}/{rel}", inner) for rel, inner in checkpoint_entries(path, depth - 1))
+        else:
+            out.append((path.name, path))
+    return out
+
+
 def newest_checkpoint(folder: Path, depth: int = 3) -> tuple[str, int | None] | None:
     """(its path relative to `folder`, its step or None) of the folder's newest checkpoint: the
     highest step among entries with a step in their name, else the newest entry (a folder whose
@@ -169,4 +192,4 @@ def newest_checkpoint(folder: Path, depth: int = 3) -> tuple[str, int | None] | 
     return newest.name, metadata_step(newest) if newest.is_file() else None
 
 
-__all__ = ["META_KEYS", "metadata_step", "name_step", "newest_checkpoint", "save_number"]
+__all__ = ["META_KEYS", "checkpoint_entries", "metadata_step", "name_step", "newest_checkpoint", "save_number"]

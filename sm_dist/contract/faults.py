@@ -23,7 +23,8 @@ from sm_dist.errors import ConfigError
 #: The environment variable of the checkpointer's test-only fault hook.
 FAULT_ENV = "SM_DIST_FAULT"
 #: What local mode's --chaos takes: a spec's kind, as a user's type checker sees it, and the tuple of them.
-ChaosKind: TypeAlias = Literal["kill", "sigterm", "hang", "crash-in-save", "s3-faults", "capacity", "max-wait"]
+ChaosKind: TypeAlias = Literal["kill", "sigterm", "hang", "crash-in-save", "kill-in-save", "s3-faults", "capacity",
+                               "max-wait"]
 CHAOS_KINDS: tuple[str, ...] = get_args(ChaosKind)
 #: What the checkpointer's fault hook carries out (crash-in-save is a chaos kind too).
 HOOK_KINDS = ("crash-in-save", "crash-in-commit")
@@ -32,9 +33,11 @@ TIMED_KINDS = ("kill", "sigterm")
 #: Kinds whose argument is a duration in seconds, optional.
 DURATION_KINDS = ("s3-faults",)
 #: Kinds whose argument is a count, not a step: `capacity:2` (a chain's next job gets no instances
-#: twice), `max-wait:1` (a chain's first job that runs ends by its MaxWait); the count's name.
-COUNT_KINDS = ("capacity", "max-wait")
-_COUNT_NAMES = {"capacity": ("TRIES", "a number of tries"), "max-wait": ("LINK", "a link number")}
+#: twice), `max-wait:1` (a chain's first job that runs ends by its MaxWait), `kill-in-save:2` (every
+#: worker killed as the script's second checkpoint save begins); the count's name.
+COUNT_KINDS = ("capacity", "max-wait", "kill-in-save")
+_COUNT_NAMES = {"capacity": ("TRIES", "a number of tries"), "max-wait": ("LINK", "a link number"),
+                "kill-in-save": ("N", "a save number")}
 #: How long s3-faults keeps the endpoint failing when no duration is given; long enough to
 #: span several sync passes and the first checkpoint uploads of a small job.
 DEFAULT_S3_FAULT_SECONDS = 5.0

@@ -7,6 +7,9 @@
   sigterm:SECONDSs    period, SIGKILL, then the whole job restarts from the checkpoint URI
   crash-in-save:STEP  a rank dies while the checkpoint of step STEP is being written
                       (the checkpointer's SM_DIST_FAULT hook)
+  kill-in-save:N      SIGKILL to every worker as the script's N-th checkpoint save begins (its first
+                      folder or file in a host's checkpoint folder, any format: sm_dist.local.save_watch),
+                      so that checkpoint is left half-written, as a fault inside a save leaves it
   s3-faults[:SECONDS] the S3 endpoint answers every request with 503 SlowDown for SECONDS
                       (default 5), starting when training starts (the first step line)
   hang:STEP           one random worker rank stops making progress once a log line shows step >=
@@ -39,6 +42,8 @@ def parse_faults(specs: Iterable[str | Fault]) -> tuple[Fault, ...]:
     for kind, what in (("capacity", "the tries of the next job"), ("max-wait", "the link that ends by it")):
         if sum(f.kind == kind for f in faults) > 1:
             raise ConfigError("chaos", [str(f) for f in faults], f"give {kind} once ({what})")
+    if sum(f.kind == "kill-in-save" for f in faults) > 1:
+        raise ConfigError("chaos", [str(f) for f in faults], "give kill-in-save once (the save it interrupts)")
     if sum(f.kind == "crash-in-save" for f in faults) > 1:
         raise ConfigError("chaos", [str(f) for f in faults], "give crash-in-save once (one SM_DIST_FAULT hook)")
     return faults

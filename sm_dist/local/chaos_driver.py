@@ -2,7 +2,9 @@
 
 The log readers report steps (`on_step`, any thread) and fire a due fault at once: SIGKILL to
 one random worker, SIGUSR2 to one (chaos `hang`: its handler never returns, `sm_dist.runtime.liveness`),
-or SIGTERM to every host's first process (spot). Timed faults (`kill:20s`) fall due that many
+or SIGTERM to every host's first process (spot). A `kill-in-save:N` fault watches the hosts'
+checkpoint folders (`sm_dist.local.save_watch`) and SIGKILLs every worker as the script's N-th save
+begins, from the watch's thread: no rank writes another byte of that checkpoint. Timed faults (`kill:20s`) fall due that many
 seconds after the job's first worker process was seen. The attempt's main
 loop calls `tick()` a few times a second, which fires timed faults, retries a kill that found no
 worker and reports a spot interruption, so the runner waits out the grace period and restarts
@@ -13,19 +15,22 @@ membership change keeps 0 — docs/PLATFORM.md §2.3), and `pgwatch` notes which
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 from sm_dist.contract import hang
 from sm_dist.contract.faults import Fault
 from sm_dist.local import procs
 from sm_dist.local.agent import HostAgent
 from sm_dist.local.pgwatch import GroupWatch
+from sm_dist.local.save_watch import SaveWatch
 
 _log = logging.getLogger(__name__)
 
@@ -37,6 +42,9 @@ class ChaosDriver:
                  s3_fault_switch: Callable[[float], None] | None = None) -> None:
         self._pending = [f for f in faults if f.kind in ("kill", "sigterm", "hang") and not f.timed]
         self._timed = [f for f in faults if f.timed]
+        self._in_save = [f for f in faults if f.kind == "kill-in-save"]
+        self._save_watch: SaveWatch | None = None
+        self._live_pids: list[tuple[str, int, str | None]] = []  # (host, pid, rank) at the last tick
         self.workers_started: float | None = None  # monotonic time the first worker was seen
         self.group = GroupWatch()
         self.live: dict[str, int] = {}  # host -> its workers at the last tick
@@ -55,9 +63,47 @@ class ChaosDriver:
         self.on_new_workers: Callable[[str], None] | None = None
         """Called with a host when workers never seen before start there (a start or a restart)."""
 
-    def attach(self, agents: Sequence[HostAgent]) -> None:
-        """The hosts of the current attempt (kills pick their victim among these)."""
+    def attach(self, agents: Sequence[HostAgent], folders: Mapping[str, Path] | None = None) -> None:
+        """The hosts of the current attempt (kills pick their victim among these) and their
+        checkpoint folders (where a pending kill-in-save watches the script's saves)."""
         self._agents = list(agents)
+        self.detach()
+        if self._in_save and folders:
+            watch = SaveWatch(folders, self._on_save)
+            try:
+                watch.start()
+            except OSError as exc:  # no inotify here: the fault cannot fire, and the run says it missed
+                _log.error("chaos kill-in-save cannot watch the checkpoint folders: %s", exc)
+                return
+            self._save_watch = watch
+
+    def detach(self) -> None:
+        """Stop watching the checkpoint folders (the attempt ended)."""
+        if self._save_watch is not None:
+            self._save_watch.stop()
+            self._save_watch = None
+
+    def _on_save(self, count: int, host: str, rel: str) -> None:
+        """A save begins (the watch's thread): the fault due at this count kills every worker now."""
+        with self._lock:
+            due = [f for f in self._in_save if f.step == count]
+            self._in_save = [f for f in self._in_save if f.step != count]
+            live = list(self._live_pids)
+        for fault in due:
+            killed = []
+            for _host, pid, rank in live:  # the workers the last tick saw: no /proc scan before the kill
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(rank)
+                except ProcessLookupError:
+                    pass
+            for agent in self._agents:  # a worker started since that tick
+                for worker in procs.workers(agent.token):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(worker.pid, signal.SIGKILL)
+                        killed.append(worker.env.get("RANK"))
+            ranks = ", ".join(sorted({str(r) for r in killed}, key=lambda r: (len(r), r)))
+            self._fire(fault, f"SIGKILL to every worker (ranks {ranks}) as save {count} began: {rel} on {host}")
 
     def on_step(self, step: int) -> None:
         """Called for every step line (reader thread); a due kill fires right here, so the
@@ -136,8 +182,10 @@ class ChaosDriver:
                    f"SIGKILL to rank {worker.env.get('RANK')} (pid {worker.pid}) on {host}")
 
     def _sample_workers(self, agents: Sequence[HostAgent]) -> None:
+        live: list[tuple[str, int, str | None]] = []
         for agent in agents:
             found = procs.workers(agent.token)
+            live.extend((agent.host, w.pid, w.env.get("RANK")) for w in found)
             self.live[agent.host] = len(found)
             known = self._worker_pids.setdefault(agent.host, set())
             if any(worker.pid not in known for worker in found):
@@ -151,3 +199,5 @@ class ChaosDriver:
                 if count.isdigit():
                     self._this_attempt = max(self._this_attempt, int(count))
                 self.group.sample(agent.host, worker)
+        with self._lock:
+            self._live_pids = live

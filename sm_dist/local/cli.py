@@ -28,7 +28,7 @@ def add_local_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("local mode (with --local)")
     group.add_argument("--chaos", action="append", default=[], metavar="FAULT",
                        help="kill:STEP, kill:SECONDSs, sigterm:STEP, sigterm:SECONDSs, hang:STEP, crash-in-save:STEP, "
-                            "s3-faults[:SECONDS] or, with --chain, capacity:TRIES; repeatable")
+                            "kill-in-save:N, s3-faults[:SECONDS] or, with --chain, capacity:TRIES; repeatable")
     group.add_argument("--verify", action="store_true",
                        help="run the job again without chaos and compare the final models (sm_dist's model hash, "
                             "else the weight files in each host's model folder, tensor by tensor)")

@@ -7,7 +7,8 @@ failure may restart every host, and a host whose ranks failed only because a pee
 collective for a rank that hung elsewhere) prints its own line too: that line is left out when another
 host's own cause came within `SAME_RESTART_S`, and when it would explain a restart nobody saw (the
 failing host's launcher stopped the job instead: no restart). A kill local mode's chaos made is named
-with its spec.
+with its spec; kill-in-save kills every host's workers at once, so the other hosts' kill lines that
+follow it are that one restart.
 """
 
 from __future__ import annotations
@@ -35,16 +36,22 @@ class Restarts:
 
     seen: list[tuple[float, RestartLine]] = field(default_factory=list)
     _chaos_seen: int = 0
+    _every_host: tuple[float, str] | None = None  # (when, host) of a kill-in-save's first line
 
     def add(self, line: RestartLine, chaos_fired: Sequence[str] = (), now: float | None = None) -> None:
         """Take one restart line; `chaos_fired`: the chaos specs fired so far (a kill names its spec)."""
         cause = line.cause
+        now = time.monotonic() if now is None else now
         if "killed by SIG" in cause and not cause.endswith(")"):
             kills = [spec for spec in chaos_fired[self._chaos_seen:] if spec.startswith("kill")]
             self._chaos_seen = len(chaos_fired)
             if kills:
                 cause += f" (chaos {kills[-1]})"
-        self.seen.append((time.monotonic() if now is None else now, RestartLine(line.host, cause)))
+                self._every_host = (now, line.host) if kills[-1].startswith("kill-in-save") else None
+            elif self._every_host is not None and self._every_host[1] != line.host \
+                    and now - self._every_host[0] <= SAME_RESTART_S:
+                return  # the same kill-in-save, seen from another host
+        self.seen.append((now, RestartLine(line.host, cause)))
 
     def explained(self, restarts: int | None = None) -> list[str]:
         """`restart N: HOST CAUSE` per restart, oldest first; `restarts`: how many there were (local mode

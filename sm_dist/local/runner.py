@@ -157,12 +157,14 @@ class LocalRunner:
         tb = tb_sync.start(self.settings.tensorboard_store, self.layouts, self.settings.sync_interval) \
             if self.settings.tensorboard_store is not None else None
         self.agents = self._make_agents(attempt)
-        self.chaos.attach(self.agents)
+        self.chaos.attach(self.agents, {lay.host: lay.container_path(self.config.checkpoint_local_path)
+                                        for lay in self.layouts})
         try:
             for agent in self.agents:
                 agent.start()
             interrupted = self._supervise()
         finally:
+            self.chaos.detach()
             codes = self._stop_all(self.stop.grace(self.settings.grace_seconds))
             shutil.rmtree(self.settings.job_root / "tmp", ignore_errors=True)  # the hosts' /tmp (hostenv)
             for each in (sync, tb):

@@ -85,23 +85,31 @@ def test_ddp_snapshot_script_resumes_after_a_kill_and_a_spot_interruption(tmp_pa
     assert left_running(tmp_path / "root" / "run") == []
 
 
-def test_hugging_face_trainer_resumes_on_every_host_after_a_timed_kill(tmp_path: Path) -> None:
-    """An unmodified HF Trainer script (output_dir="/opt/ml/checkpoints", get_last_checkpoint):
-    after kill:25 (the step Trainer's bar shows: checkpoint-20 was saved, whatever the machine's load)
-    every host finds the newest checkpoint-N folder, with the model and optimizer files rank 0
-    wrote on algo-1, and resumes; --verify compares model.safetensors."""
+def test_hugging_face_trainer_resumes_from_its_last_whole_checkpoint_after_a_kill_inside_a_save(tmp_path: Path) -> None:
+    """An unmodified HF Trainer script (output_dir="/opt/ml/checkpoints", get_last_checkpoint), every
+    worker killed as Trainer writes checkpoint-40 (kill-in-save:2, its second save): the sync uploads
+    the half-written folder, as SageMaker's does, and the restore on each host removes it and says why
+    (no trainer_state.json, which Trainer writes last), so every host resumes from checkpoint-20 with
+    the model and optimizer files rank 0 wrote on algo-1 (was: `Can't find a valid checkpoint at
+    /opt/ml/checkpoints/checkpoint-40`, the job failed); --verify compares model.safetensors."""
     pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
-    code, s, err = fit(tmp_path, "hf_trainer.py", "--chaos", "kill:25", "--verify",
+    code, s, err = fit(tmp_path, "hf_trainer.py", "--chaos", "kill-in-save:2", "--verify",
                        "--", "--max_steps", "45", "--save_steps", "20")
     assert code == 0, (s, err[-4000:])
-    assert s["chaos_fired"] == ["kill:25"] and s["in_job_restarts"] >= 1
+    assert s["chaos_fired"] == ["kill-in-save:2"] and s["in_job_restarts"] == 1, s
+    assert re.fullmatch(r"kill-in-save:2: SIGKILL to every worker \(ranks 0, 1\) as save 2 began: "
+                        r"checkpoint-40/\S+ on algo-[12]", s["chaos_events"][0]), s
+    assert len(s["restart_causes"]) == 1, s  # one kill of every host: one restart
     assert s["verify_result"] == "identical", s
     assert s["steps"] == 45 and s["warnings"] == []  # Trainer's bar read; both workers in one process group
     # the restore named checkpoint-20 (its step from its name) on both hosts: where each resumed
-    assert s["resumed_from"][0] == 20 and s["resumed_checkpoints"][0] == "/opt/ml/checkpoints/checkpoint-20", s
+    assert s["resumed_from"] == [20] and s["resumed_checkpoints"] == ["/opt/ml/checkpoints/checkpoint-20"], s
     for host in ("algo-1", "algo-2"):
-        assert "resuming from /opt/ml/checkpoints/checkpoint-20\n" in host_log(tmp_path, host), host
+        log = host_log(tmp_path, host)
+        assert (f"[sm_dist worker] {host}: /opt/ml/checkpoints/checkpoint-40 was not written to its end (no "
+                "trainer_state.json (Hugging Face Trainer writes it last)): a fault hit the save; removed") in log, host
+        assert "resuming from /opt/ml/checkpoints/checkpoint-20\n" in log, host
     assert left_running(tmp_path / "root" / "run") == []
 
 
@@ -219,22 +227,25 @@ def test_accelerate_script_resumes_from_its_newest_save_after_a_kill(tmp_path: P
     assert left_running(tmp_path / "root" / "run") == []
 
 
-def test_dcp_script_resumes_from_the_newest_step_folder_after_a_kill(tmp_path: Path) -> None:
+def test_dcp_script_resumes_from_its_last_whole_step_folder_after_a_kill_inside_a_save(tmp_path: Path) -> None:
     """FSDP2 (fully_shard) with torch.distributed.checkpoint, as PyTorch's DCP recipe writes it: each
-    rank saves its shard into step_N (__0_0.distcp and .metadata on algo-1, __1_0.distcp on algo-2),
-    and resumes from the newest complete one. After kill:3 (step_2 saved, by its bar) each
-    host's folder gets the other's shards from the URI; the restore names step_N, its step from its
-    name, and both ranks dcp.load it."""
-    code, s, err = fit(tmp_path, "dcp_fsdp.py", "--chaos", "kill:3",
+    rank saves its shard into step_N (__0_0.distcp and .metadata on algo-1, __1_0.distcp on algo-2).
+    Every worker killed as step_4's first shard is written (kill-in-save:2): each host's folder gets
+    the other's shards from the URI, and the restore removes step_4 (no .metadata: DCP writes it
+    last), so the restore names step_2, its step from its name, both ranks dcp.load it, and --verify
+    compares model.pt with an uninterrupted run's."""
+    code, s, err = fit(tmp_path, "dcp_fsdp.py", "--chaos", "kill-in-save:2", "--verify",
                        "--", "--steps", "8", "--save-every", "2", "--step-sleep", "0.1")
     assert code == 0, (s, err[-4000:])
-    assert s["chaos_fired"] == ["kill:3"] and s["in_job_restarts"] >= 1, s
-    assert s["steps"] == 8 and s["warnings"] == []
-    step = s["resumed_from"][0]
-    assert step >= 2 and s["resumed_checkpoints"][0] == f"/opt/ml/checkpoints/step_{step}", s
+    assert s["chaos_fired"] == ["kill-in-save:2"] and s["in_job_restarts"] == 1, s
+    assert "as save 2 began: step_4/__" in s["chaos_events"][0], s
+    assert s["steps"] == 8 and s["warnings"] == [] and s["verify_result"] == "identical", s
+    assert s["resumed_from"] == [2] and s["resumed_checkpoints"] == ["/opt/ml/checkpoints/step_2"], s
     for host in ("algo-1", "algo-2"):  # every rank prints where it resumed
-        assert f"Resumed from /opt/ml/checkpoints/step_{step} at step {step}\n" in host_log(tmp_path, host), host
-    assert (tmp_path / "root" / "run" / "hosts" / "algo-2" / "checkpoints" / f"step_{step}" / "__0_0.distcp").is_file()
+        log = host_log(tmp_path, host)
+        assert f"[sm_dist worker] {host}: /opt/ml/checkpoints/step_4 was not written to its end (" in log, host
+        assert "Resumed from /opt/ml/checkpoints/step_2 at step 2\n" in log, host
+    assert (tmp_path / "root" / "run" / "hosts" / "algo-2" / "checkpoints" / "step_2" / "__0_0.distcp").is_file()
     assert left_running(tmp_path / "root" / "run") == []
 
 

@@ -98,6 +98,18 @@ def test_local_mode_lists_one_cause_per_restart() -> None:
     assert len(restarts.explained(3)) == 3  # three: the peer's line explains none of them
 
 
+def test_a_kill_in_save_is_one_restart_though_every_host_was_killed() -> None:
+    """kill-in-save SIGKILLs every host's workers: the second host's kill line is the same restart; a
+    later kill nobody's chaos made is a restart of its own."""
+    restarts = Restarts()
+    restarts.add(RestartLine("algo-2", "local rank 0 killed by SIGKILL"), chaos_fired=["kill-in-save:2"], now=10.0)
+    restarts.add(RestartLine("algo-1", "local rank 0 killed by SIGKILL"), chaos_fired=["kill-in-save:2"], now=11.0)
+    restarts.add(RestartLine("algo-1", "local rank 0 killed by SIGKILL"), chaos_fired=["kill-in-save:2"],
+                 now=20.0 + SAME_RESTART_S)
+    assert restarts.explained() == ["restart 1: algo-2 local rank 0 killed by SIGKILL (chaos kill-in-save:2)",
+                                    "restart 2: algo-1 local rank 0 killed by SIGKILL"]
+
+
 def test_a_peers_line_is_no_restart_when_the_failing_host_stopped_the_job() -> None:
     """algo-2's launcher stopped torchrun on the script's own error (no restart); algo-1's ranks had
     failed because of it and its launcher printed its line before the stop reached it."""

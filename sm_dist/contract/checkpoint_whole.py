@@ -1,0 +1,153 @@
+"""Whether a checkpoint a third-party script wrote was written to its end (stdlib).
+
+A fault can hit a script while it writes a checkpoint (a rank killed, a spot interruption without
+grace). SageMaker's sync uploads what is there, half-written folders too (docs/PLATFORM.md §1.4),
+and a script that resumes from "the newest checkpoint in my folder" then fails on it (Hugging Face
+Trainer: `Can't find a valid checkpoint`) or, worse, loads what it finds. Each community writes
+one file last, or writes files whose end can be checked:
+
+    checkpoint-N/               Hugging Face Trainer: trainer_state.json, written after the model,
+                                optimizer, scheduler and RNG files
+    step_N/ (any name)          torch.distributed.checkpoint: .metadata, written by the coordinator
+                                after every rank's *.distcp
+    checkpoint_N/               Accelerate's save_state: random_states_0.pkl, after the model,
+                                optimizer, scheduler and sampler files (registered objects' states
+                                come after it and are not checked: their number is the script's)
+    *.pt *.pth *.ckpt *.bin     torch.save's zip (Lightning's .ckpt too): its central directory is
+    *.pkl                       written at the end, so a file cut short has none
+    *.safetensors               its header names every tensor's byte range: the data must end there
+
+:func:`interrupted` lists a folder's checkpoints that fail these checks. On every start of the
+script's workers after the checkpoint folder was restored (SageMaker's restore at a job's start,
+sm_dist's after an in-job restart: `sm_dist.container.worker`), they are removed from the folder with
+a line that names each and why, so the script resumes from the newest whole one. A checkpoint none of
+these rules knows is left alone: nothing here guesses. sm_dist's own step folders (`step-000000120/`)
+are not looked at: their manifest is their commit (`sm_dist.contract.checkpoint`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from sm_dist.contract.checkpoint import parse_step
+from sm_dist.contract.checkpoint_names import checkpoint_entries, save_number
+
+#: What Hugging Face Trainer writes last into checkpoint-N.
+HF_LAST = "trainer_state.json"
+#: Files of a Trainer checkpoint written before HF_LAST (any one of them marks the folder as Trainer's).
+HF_FILES = re.compile(r"^(model|adapter_model|pytorch_model).*\.(safetensors|bin)$|^(optimizer|scheduler|scaler)\.pt$"
+                      r"|^rng_state(_\d+)?\.pth$|^training_args\.bin$")
+_HF_NAME = re.compile(r"^checkpoint-\d+$")
+#: What torch.distributed.checkpoint writes last, and its data files.
+DCP_LAST = ".metadata"
+DCP_DATA_SUFFIX = ".distcp"
+#: The global .metadata, or a rank's own `__0.metadata` when the save coordinated no ranks.
+_DCP_METADATA = re.compile(r"^(__\d+)?\.metadata$")
+#: What Accelerate's save_state writes after the model, optimizer, scheduler and sampler files.
+ACCELERATE_LAST = "random_states_0.pkl"
+_ACCELERATE_FILES = re.compile(r"^(optimizer|scheduler|sampler|scaler)(_\d+)?\.bin$|^random_states_\d+\.pkl$"
+                               r"|^custom_checkpoint_\d+\.pkl$")
+#: Files whose end is checked: torch.save's zip, safetensors.
+ZIP_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".pkl", ".tar")
+SAFETENSORS_SUFFIX = ".safetensors"
+_ZIP_MAGIC = b"PK\x03\x04"
+#: A safetensors header larger than this is not read (the format caps it at 100 MB).
+_HEADER_LIMIT = 100 << 20
+#: Files looked at inside one checkpoint folder (a sharded save of thousands of files is DCP's, judged by .metadata).
+_FILES_CHECKED = 64
+
+
+@dataclass(frozen=True)
+class Interrupted:
+    """A checkpoint that was not written to its end: its path relative to the folder, and why."""
+
+    rel: str
+    why: str
+
+
+def cut_short(path: Path) -> str | None:
+    """Why a torch.save zip or a safetensors file is not whole (it ends before its own end), or None
+    (whole, or a format this does not check)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(8)
+            size = path.stat().st_size
+            if path.name.endswith(ZIP_SUFFIXES) and head[:4] == _ZIP_MAGIC:
+                try:
+                    with zipfile.ZipFile(path):
+                        return None
+                except (zipfile.BadZipFile, ValueError):
+                    return f"{path.name} is cut short ({size} bytes, no zip directory: torch.save writes it last)"
+            if path.name.endswith(SAFETENSORS_SUFFIX):
+                return _safetensors_short(handle, head, size, path.name)
+    except OSError:
+        return None
+    return None
+
+
+def _safetensors_short(handle: object, head: bytes, size: int, name: str) -> str | None:
+    if len(head) < 8:
+        return f"{name} is cut short ({size} bytes, no header)"
+    (length,) = struct.unpack("<Q", head)
+    if length > _HEADER_LIMIT:
+        return None  # not a header this reads
+    if 8 + length > size:
+        return f"{name} is cut short ({size} bytes, its header alone is {8 + length})"
+    try:
+        header = json.loads(handle.read(length))  # type: ignore[attr-defined]
+        end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return None
+    if 8 + length + int(end) > size:
+        return f"{name} is cut short ({size} bytes of {8 + length + int(end)} its header names)"
+    return None
+
+
+def _files(folder: Path) -> list[Path]:
+    try:
+        return sorted(p for p in folder.rglob("*") if p.is_file())[:_FILES_CHECKED]
+    except OSError:
+        return []
+
+
+def folder_why(folder: Path) -> str | None:
+    """Why a checkpoint folder was not written to its end (the module's table), or None."""
+    try:
+        names = {p.name for p in folder.iterdir()}
+    except OSError:
+        return None
+    if any(n.endswith(DCP_DATA_SUFFIX) for n in names) and not any(_DCP_METADATA.match(n) for n in names):
+        return f"*{DCP_DATA_SUFFIX} files but no {DCP_LAST} (torch.distributed.checkpoint writes it last)"
+    if _HF_NAME.match(folder.name) and HF_LAST not in names and (not names or any(HF_FILES.match(n) for n in names)):
+        return f"no {HF_LAST} (Hugging Face Trainer writes it last)"
+    accelerate = save_number(folder.name) is not None or any(_ACCELERATE_FILES.match(n) for n in names)
+    if accelerate and ACCELERATE_LAST not in names:
+        return f"no {ACCELERATE_LAST} (Accelerate's save_state writes it after the model and optimizer)"
+    if not names and re.search(r"\d", folder.name):
+        return "empty"
+    for path in _files(folder):
+        why = cut_short(path)
+        if why is not None:
+            return why
+    return None
+
+
+def interrupted(folder: Path) -> list[Interrupted]:
+    """The checkpoints in `folder` that were not written to their end (see the module's table);
+    sm_dist's own step folders and names SageMaker's sync skips are never among them."""
+    out = []
+    for rel, path in checkpoint_entries(folder):
+        if parse_step(rel.split("/", 1)[0]) is not None:
+            continue  # sm_dist's step folder: its manifest is its commit
+        why = folder_why(path) if path.is_dir() else cut_short(path)
+        if why is not None:
+            out.append(Interrupted(rel, why))
+    return out
+
+
+__all__ = ["ACCELERATE_LAST", "DCP_LAST", "HF_LAST", "Interrupted", "cut_short", "folder_why", "interrupted"]
