@@ -7,8 +7,10 @@ down, then the exception ends torchrun with a ~60-line traceback of its own fram
 Either is the first thing a user sees at the end of the log of a job that succeeded, or printed
 after the script's own error, and says nothing about the job: the launcher stopped torchrun on
 purpose, or passed on SageMaker's stop. Once the launcher has sent torchrun a signal, `StopNoise`
-holds each block that begins like one and drops it when it ends in `SignalException`; any other
-block (a worker's traceback before its `[rankN]:` prefix exists) is written unchanged, in order.
+holds each block that begins like one and drops it when it ends in `SignalException`, a chain of
+tracebacks whole when one of its blocks does (the signal landing while torchrun handled another
+error: "During handling of the above exception ..."); any other block (a worker's traceback before
+its `[rankN]:` prefix exists) is written unchanged, in order, once the line after it shows no chain.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ _TRACEBACK = "Traceback (most recent call last):"
 _LOGGING_ERROR = "--- Logging error ---"
 _LOGGING_END = ("Arguments: ", "Use the traceback above to help find the error.")
 _SIGNAL = "SignalException"
+#: The lines between two tracebacks of one chain.
+_CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
 #: A block longer than this is written as it is (a block is ~60 lines; a chained one twice that).
 MAX_HELD = 400
 
@@ -29,7 +33,8 @@ class StopNoise:
 
     def __init__(self) -> None:
         self._held: list[str] = []
-        self._kind: str | None = None  # "traceback" | "logging" while a block is held
+        self._kind: str | None = None  # "traceback" | "after" (a block ended: a chain may go on) | "logging"
+        self._signal = False  # a block of the held chain ended in SignalException
 
     def feed(self, line: str) -> list[str]:
         if self._kind is None:
@@ -38,19 +43,27 @@ class StopNoise:
                 self._held = [line]
                 return []
             return [line]
+        if self._kind == "after":  # Python prints a chain oldest first: the signal may be any block's
+            if not line.strip() or line.startswith(_CHAINED) or line.rstrip() == _TRACEBACK:
+                self._held.append(line)
+                self._kind = "traceback" if line.rstrip() == _TRACEBACK else "after"
+                return []
+            return self._end(drop=self._signal) + self.feed(line)
         self._held.append(line)
-        if self._kind == "traceback" and line[:1] not in ("", " ", "\t"):
-            return self._end(drop=line.split(":", 1)[0].endswith(_SIGNAL))  # its exception line ends it
+        if self._kind == "traceback" and line[:1] not in ("", " ", "\t"):  # its exception line ends the block
+            self._signal = self._signal or line.split(":", 1)[0].endswith(_SIGNAL)
+            self._kind = "after"
+            return []
         if self._kind == "logging" and line.startswith(_LOGGING_END):
             return self._end(drop=any(_SIGNAL in held for held in self._held))
         return self._end(drop=False) if len(self._held) > MAX_HELD else []
 
     def flush(self) -> list[str]:
-        """What is still held (the output ended inside a block)."""
-        return self._end(drop=False)
+        """What is still held (the output ended inside a block; a whole chain with the signal is dropped)."""
+        return self._end(drop=self._kind == "after" and self._signal)
 
     def _end(self, drop: bool) -> list[str]:
-        held, self._held, self._kind = self._held, [], None
+        held, self._held, self._kind, self._signal = self._held, [], None, False
         return [] if drop else held
 
 

@@ -79,7 +79,9 @@ ERROR_PROG = "sm_dist.container.worker"
 #: The restore's exit code for a state no second try changes (it says why; no retry).
 RESTORE_REFUSED = 3
 #: The restore's exit code when it restored the folder but the hosts' files outside it differ (a
-#: split resume, which it printed): recorded in SPLIT_FILE for the ranks' end (run_script).
+#: split resume, which it printed): recorded in SPLIT_FILE for the ranks' end (run_script), and the
+#: script is not started: the launcher's failure watch reads the split line as an error no restart
+#: fixes and stops the job in seconds, instead of ranks training on from different states.
 RESTORE_SPLIT = 4
 SPLIT_FILE = "split"
 #: Where the hosts' restores meet on the rendezvous store: `MEET_PREFIX/<round>/<host>`, each holding
@@ -279,10 +281,12 @@ def _restore(command: list[str], env: Mapping[str, str]) -> None:
     other local ranks, waiting for `ready`, are stopped by torchrun with this one)."""
     for attempt in range(1, RESTORE_ATTEMPTS + 1):
         code, why = _run_helper(command, env)
-        if code == RESTORE_SPLIT:
+        if code == RESTORE_SPLIT:  # the restore printed the split: started, the ranks would train on apart
             with contextlib.suppress(OSError):
                 (Path(env[STATE_ENV]) / SPLIT_FILE).write_text(round_id(env), encoding="utf-8")
-            return
+            say(f"not starting the script on {env.get('SM_CURRENT_HOST', 'this host')}: the hosts would resume "
+                "from different states (the split resume above)")
+            raise SystemExit(1)
         if code == 0:
             return
         if code == RESTORE_REFUSED or attempt == RESTORE_ATTEMPTS:

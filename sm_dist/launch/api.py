@@ -84,7 +84,10 @@ def fit(
         # a plan made with no AWS call, as local mode's: a Slurm job needs no account
         return slurm_backend.run(plan(entry, local=True, **settings), options,
                                  gpus=slurm_gpus(settings.get("instance_type"), options))
-    the_plan = plan(entry, local=local, session=session, **settings)
+    config = launch_config(entry, settings, local=local)
+    if local:  # what needs no plan is refused before it is built (it may take seconds)
+        local_backend.check_options(local_options, chain=config.chain, spot=config.spot)
+    the_plan = make_plan(config, session=session, local=local)
     if local:
         return local_backend.run(the_plan, local_options)
     return cloud_backend.run(the_plan, session=session, validate_role=validate_role, wait=wait)

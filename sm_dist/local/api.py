@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from sm_dist.contract.container import INSTALL_REQUIREMENTS_ENV, NPROC_ENV
 from sm_dist.errors import ConfigError
-from sm_dist.local import from_plan, kept_job, mountns, requirements_check, verify, warm_pool
+from sm_dist.local import clean, from_plan, kept_job, mountns, requirements_check, verify, warm_pool
 from sm_dist.local.chain import LinkRecord, local_policy, run_chain
 from sm_dist.local.chaos import Fault
 from sm_dist.local.config import LocalJobConfig
@@ -59,17 +59,9 @@ def run(plan: Plan, options: LocalOptions | Mapping[str, object] | None = None) 
     `options`: `LocalOptions` (or a dict of its fields): chaos, verify, root, checkpoint_uri,
     grace_seconds, max_runtime_s, echo/view and where they go.
     """
-    opts = LocalOptions.coerce(options)
-    capacity = [str(f) for f in opts.faults() if f.kind == "capacity"]
-    if capacity and plan.chain is None:
-        raise ConfigError("chaos", capacity[0], "rehearses a chain's wait for capacity: add chain=True (--chain)")
-    max_wait = [str(f) for f in opts.faults() if f.kind == "max-wait"]
-    if max_wait and (plan.chain is None or not plan.request.get("EnableManagedSpotTraining")):
-        raise ConfigError("chaos", max_wait[0], "rehearses a spot job's MaxWait in a chain: add chain=True and "
-                          "spot=True (--chain --spot)")
+    opts = check_options(options, chain=plan.chain is not None, spot=bool(plan.request.get("EnableManagedSpotTraining")))
     base = Path(opts.root).resolve() if opts.root is not None else Path(tempfile.gettempdir()) / "sm-dist-local" / plan.job_name
-    if base.exists() and any(base.iterdir()):
-        raise ConfigError("root", str(base), "expected a new or empty folder")
+    _check_root(base)
     _check_requirements(plan)
     mountns.probe_early()  # a process: it runs while the endpoint and the bundle are made here
     # the hosts run in this environment: checked above, never pip-installed into
@@ -81,12 +73,37 @@ def run(plan: Plan, options: LocalOptions | Mapping[str, object] | None = None) 
     job = JobParts(plan=plan, options=opts, faults=opts.faults(), bundle=from_plan.write_code(plan, base / "bundle"),
                channels=channels,
                env=env, echo=_echo(echo and not view, opts.echo_stream), view=view)
-    with without_missing_profile():  # moto's in-process server makes boto3 Sessions
-        local, local_start = warm_pool.run_on_pool(base.parent / warm_pool.POOLS_FOLDER, plan.request, plan.job_name,
-                                                   lambda pool: _run_job(replace(job, pool=pool), base))
+    clean.mark_running(base, True)  # `sm-dist local clean` leaves it alone while this runs, not after
+    try:
+        with without_missing_profile():  # moto's in-process server makes boto3 Sessions
+            local, local_start = warm_pool.run_on_pool(base.parent / warm_pool.POOLS_FOLDER, plan.request,
+                                                       plan.job_name, lambda pool: _run_job(replace(job, pool=pool), base))
+    finally:
+        clean.mark_running(base, False)
     local.warm_pool = local_start
     kept_job.keep_record(base, local)  # `sm-dist status NAME` and the rest, from another process
     return local
+
+
+def check_options(options: LocalOptions | Mapping[str, object] | None, *, chain: bool, spot: bool) -> LocalOptions:
+    """The refusals that need no plan (`sm_dist.fit` asks before it builds one, `run` again): chaos a
+    job without a chain cannot rehearse, a given root that is not empty. Returns the options."""
+    opts = LocalOptions.coerce(options)
+    capacity = [str(f) for f in opts.faults() if f.kind == "capacity"]
+    if capacity and not chain:
+        raise ConfigError("chaos", capacity[0], "rehearses a chain's wait for capacity: add chain=True (--chain)")
+    max_wait = [str(f) for f in opts.faults() if f.kind == "max-wait"]
+    if max_wait and not (chain and spot):
+        raise ConfigError("chaos", max_wait[0], "rehearses a spot job's MaxWait in a chain: add chain=True and "
+                          "spot=True (--chain --spot)")
+    if opts.root is not None:
+        _check_root(Path(opts.root).resolve())
+    return opts
+
+
+def _check_root(base: Path) -> None:
+    if base.exists() and any(base.iterdir()):
+        raise ConfigError("root", str(base), "expected a new or empty folder")
 
 
 def _check_requirements(plan: Plan) -> None:
@@ -115,20 +132,8 @@ def _run_job(job: JobParts, base: Path) -> LocalJob:
             record, config, listed_uri, links = _chain(job, base, endpoint, checkpoint_uri)
         else:
             record, config, listed_uri = one_run(job, base / "run", "run", job.faults, endpoint, checkpoint_uri)
-        checked = verification = None
-        if job.options.verify:
-            verify_uri = None if checkpoint_uri is None else f"{checkpoint_uri.rstrip('/')}-verify"
-            # a chain's final model is checked against one unchained run, as long as it takes
-            checked, _, _ = one_run(job, base / "verify", "verify", (), endpoint, verify_uri,
-                                     max_runtime_s=None if links else "job")
-            verification = _verification(record, checked, config.hosts)
-            again = None
-            if verification is not None and verification.result == verify.DIFFERS and record.fired:
-                # the resume, or the script? a second uninterrupted run says which
-                again_uri = None if checkpoint_uri is None else f"{checkpoint_uri.rstrip('/')}-verify-again"
-                rerun, _, _ = one_run(job, base / "verify-again", "verify-again", (), endpoint, again_uri)
-                again = _verification(checked, rerun, config.hosts)
-            verification = verification and verify.explain(verification, bool(record.fired), again)
+        checked, verification = _verify(job, base, endpoint, record, config.hosts, chained=bool(links)) \
+            if job.options.verify else (None, None)
     finally:
         if endpoint is not None:
             stats = endpoint.server.plan.stats()
@@ -138,6 +143,30 @@ def _run_job(job: JobParts, base: Path) -> LocalJob:
                     checkpoint_uri=listed_uri, verification=verification,
                     s3_requests=stats["requests"] if endpoint else None,
                     s3_faults_injected=stats["injected"] if endpoint else None, links=tuple(links), run_name=plan.run)
+
+
+def _verify(job: JobParts, base: Path, endpoint: Endpoint | None, record: RunRecord, hosts: Iterable[str], *,
+            chained: bool) -> tuple[RunRecord | None, Verification | None]:
+    """--verify: the uninterrupted run and what comparing the final models found. A run that did not
+    complete (it failed, a chain stopped) left no final model: no second run, and the answer says why."""
+    if record.outcome.status != "Completed":
+        _log.warning("--verify: the run ended %s: no final model to compare, so no uninterrupted run was made",
+                     record.outcome.status)
+        return None, Verification(result=verify.CANNOT, detail=f"the run ended {record.outcome.status}: no final "
+                                                               "model to compare, so no uninterrupted run was made")
+    checkpoint_uri = job.options.checkpoint_uri
+    verify_uri = None if checkpoint_uri is None else f"{checkpoint_uri.rstrip('/')}-verify"
+    # a chain's final model is checked against one unchained run, as long as it takes
+    checked, _, _ = one_run(job, base / "verify", "verify", (), endpoint, verify_uri,
+                             max_runtime_s=None if chained else "job")
+    verification = _verification(record, checked, hosts)
+    again = None
+    if verification is not None and verification.result == verify.DIFFERS and record.fired:
+        # the resume, or the script? a second uninterrupted run says which
+        again_uri = None if checkpoint_uri is None else f"{checkpoint_uri.rstrip('/')}-verify-again"
+        rerun, _, _ = one_run(job, base / "verify-again", "verify-again", (), endpoint, again_uri)
+        again = _verification(checked, rerun, hosts)
+    return checked, verification and verify.explain(verification, bool(record.fired), again)
 
 
 def _chain(job: JobParts, base: Path, endpoint: Endpoint | None,

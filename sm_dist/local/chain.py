@@ -53,10 +53,13 @@ class LinkRecord:
         steps = "" if progress.steps is None else f", steps to {progress.steps}"
         resumed = f", resumed from step {progress.resumed_from[0]}" if progress.resumed_from else ""
         how = {"Completed": "completed", "Failed": "failed"}.get(out.status, out.status)
+        # what the stop did: the checkpoint only when one reached the URI (None: the URI could not be listed)
+        did = {True: "SIGTERM, checkpoint, exit", False: "SIGTERM, exit: no checkpoint written",
+               None: "SIGTERM, exit"}[self.record.checkpoint_written]
         if self.outcome.ending is Ending.MAX_WAIT:
-            how = "stopped by its MaxWait (spot; SIGTERM, checkpoint, exit)"
+            how = f"stopped by its MaxWait (spot; {did})"
         elif out.status != "Completed" and out.stopped_reason == "MaxRuntimeExceeded":
-            how = "stopped by its MaxRuntime (SIGTERM, checkpoint, exit)"
+            how = f"stopped by its MaxRuntime ({did})"
         spot = " (on demand)" if self.on_demand else ""
         restarts, chaos = "", [f for f in self.record.fired if not f.startswith("max-wait")]
         if self.record.in_job_restarts:  # inside this link (a kill, a hang): torchrun resumed it within the link

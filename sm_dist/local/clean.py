@@ -6,7 +6,9 @@ and a checkpoint resumed from afterwards; nothing else is left on the machine (t
 folders, torchrun's included, go with each attempt). After a day of rehearsals the root holds hundreds
 of runs: this removes those older than the age given (by their newest change), never one in use (a
 process works in it, or it changed in the last `IN_USE_S`). A finished run's summary says when old
-runs pile up (`pile_up`). The warm pools kept between runs (`sm_dist.local.warm_pool`, in `warm-pools/`)
+runs pile up (`pile_up`). A run says itself whether it is running: `RUN_FILE` in its folder holds the
+pid of the process running it, then `FINISHED` once it ended (`sm_dist.local.api.run`); a finished run is
+never in use for its age alone, a run whose process is gone neither. The warm pools kept between runs (`sm_dist.local.warm_pool`, in `warm-pools/`)
 count as runs: one a job has taken over is in use while its run is.
 """
 
@@ -24,8 +26,12 @@ from pathlib import Path
 from sm_dist.errors import ConfigError
 from sm_dist.local.warm_pool import POOL_FILE, POOLS_FOLDER
 
-#: A run folder that changed this recently may be running (a host's log gets a line per step or so).
+#: A run folder without RUN_FILE that changed this recently may be running (a host's log gets a line
+#: per step or so).
 IN_USE_S = 300.0
+#: In a run's folder: the pid of the process running it, then FINISHED.
+RUN_FILE = ".sm-dist-run"
+FINISHED = "finished"
 #: From this many runs under the root, a finished run's summary says how to clean up.
 PILE_UP_RUNS = 20
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -83,6 +89,32 @@ def _worked_in() -> set[Path]:
     return found
 
 
+def mark_running(folder: Path, running: bool) -> None:
+    """Write RUN_FILE: this process runs the run in `folder` (`running`), or the run ended."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / RUN_FILE).write_text(str(os.getpid()) if running else FINISHED, encoding="utf-8")
+    except OSError:  # a folder this cannot write: clean then goes by the folder's age
+        pass
+
+
+def _running(path: Path, changed: float, now: float) -> bool:
+    """Whether the run in `path` may still be running: its RUN_FILE's process lives; without one, a recent change."""
+    try:
+        said = (path / RUN_FILE).read_text(encoding="utf-8").strip()
+    except OSError:
+        return now - changed < IN_USE_S
+    if not said.isdigit():
+        return False  # FINISHED
+    try:
+        os.kill(int(said), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
 def _folders(base: Path) -> list[Path]:
     """The run folders under `base`, then the warm pools (`POOLS_FOLDER`'s folders)."""
     found = sorted(p for p in base.iterdir() if p.is_dir() and p.name != POOLS_FOLDER) if base.is_dir() else []
@@ -97,7 +129,7 @@ def runs(base: Path, now: float | None = None) -> list[RunFolder]:
     out: dict[Path, RunFolder] = {}
     for path in _folders(base):
         changed, size = _walk(path)
-        busy = now - changed < IN_USE_S or any(c == path or path in c.parents for c in cwds)
+        busy = _running(path, changed, now) or any(c == path or path in c.parents for c in cwds)
         if path.parent.name == POOLS_FOLDER and not (path / POOL_FILE).is_file():  # taken over by its run
             run = out.get(base / path.name)
             busy = busy or (run is not None and run.in_use)
@@ -172,4 +204,4 @@ def register(command: str, parser: argparse.ArgumentParser) -> None:
     sub.set_defaults(_run=run_clean)
 
 
-__all__ = ["RunFolder", "clean", "default_base", "parse_age", "pile_up", "register", "runs"]
+__all__ = ["FINISHED", "RUN_FILE", "RunFolder", "clean", "mark_running", "default_base", "parse_age", "pile_up", "register", "runs"]

@@ -70,6 +70,8 @@ class LocalRunner:
         self.agents: list[HostAgent] = []
         self.layouts: list[HostRoot] = []
         self._sync: CheckpointSync | None = None
+        self._job_causes: list[str] = []  # why each whole-job restart happened
+        self._fatal_hang: str | None = None  # a hang line the launcher did not restart (the job's cause)
         self.stop = interrupt.StopSignals()
 
     def _on_line(self, host: str, line: str) -> None:
@@ -84,7 +86,9 @@ class LocalRunner:
             self.restarts.add(restart, self.chaos.fired)
             self._explain_restarts()
         found = hang.hang_text(line) if hook is None else None
-        if found is not None and found[1] and "not restarted" not in found[0]:  # a stop is the summary's error
+        if found is not None and found[1] and "not restarted" in found[0]:  # a stop is the summary's error,
+            self._fatal_hang = self._fatal_hang or found[0]  # though the stuck rank's host be stopped before it says so
+        elif found is not None and found[1]:
             if f"hang: {found[0]}" not in self.outcome.warnings:  # the launcher's hang watch named a stopped rank
                 self.outcome.warnings.append(f"hang: {found[0]}")
         self.progress.feed(line, host)
@@ -109,6 +113,11 @@ class LocalRunner:
                 _log.error("interrupted %d times; giving up", attempt + 1)
                 break
             self.outcome.job_restarts += 1
+            spot = next((f for f in reversed(self.chaos.fired) if f.startswith("sigterm")), None)
+            self._job_causes.append(
+                f"whole-job restart {self.outcome.job_restarts}: spot interruption{f' (chaos {spot})' if spot else ''}"
+                f": every host stopped (SIGTERM, {self.settings.grace_seconds:g} s of grace, SIGKILL), the job started "
+                "again on new hosts from the checkpoint URI")
             self.progress.new_attempt()
             self.chaos.new_attempt()
             _log.warning("restarting the job (managed-spot restart %d)", self.outcome.job_restarts)
@@ -134,7 +143,7 @@ class LocalRunner:
 
     def _explain_restarts(self) -> None:
         """`outcome.restart_causes` from the restart lines so far and the restarts /proc showed."""
-        self.outcome.restart_causes = self.restarts.explained(self.chaos.in_job_restarts)
+        self.outcome.restart_causes = self.restarts.explained(self.chaos.in_job_restarts) + self._job_causes
 
     def _explain_stop(self) -> None:
         """The summary's error when the script did not fail: its MaxRuntime, or a hang the launcher stopped."""
@@ -147,6 +156,10 @@ class LocalRunner:
                        if text.startswith((hang.FAILURE_PREFIX, hang.FAILURE_WAITING_PREFIX)))
         if hangs:  # the launcher stopped the job on a hang: the rank it named first (its log's place aside)
             self.outcome.error = hangs[0][2].splitlines()[0].split(". logs: ", 1)[0]
+        elif self._fatal_hang is not None and self.outcome.status == "Failed":
+            # the stuck rank's launcher gave up on the hang, but another host's peer error ended the job first
+            # (gloo's `Connection closed by peer` as the stuck rank was killed): the hang is still the cause
+            self.outcome.error = hang.FAILURE_PREFIX + self._fatal_hang
 
     def _attempt(self, attempt: int) -> tuple[dict[str, int], bool]:
         hosts_dir = self.settings.job_root / "hosts"

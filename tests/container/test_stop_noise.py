@@ -78,6 +78,21 @@ def test_a_logging_error_block_is_left_out_and_other_tracebacks_pass_in_order() 
     assert noise.flush() == script_error[:2]
 
 
+def test_a_chain_with_the_signal_in_any_block_is_left_out_whole() -> None:
+    """The signal landed while torchrun handled another error (its rendezvous store closing): Python
+    prints both blocks and the line between them; a chain without the signal passes whole, in order."""
+    store = ["Traceback (most recent call last):", '  File "/x/torch/distributed/elastic/rendezvous/api.py", line 9, in get',
+             "torch.distributed.DistNetworkError: Connection closed by peer"]
+    signal_block = TORCHRUN_END[2:-2]
+    chained = [*store, "", "During handling of the above exception, another exception occurred:", "", *signal_block]
+    assert without_stop_noise(["step 9", *chained, "[sm_dist launcher] host algo-3: exit code 1"]) == [
+        "step 9", "[sm_dist launcher] host algo-3: exit code 1"]
+    other = [*store, "", "The above exception was the direct cause of the following exception:", "",
+             *store[:2], "RuntimeError: rendezvous failed"]
+    assert without_stop_noise([*other, "step 10"]) == [*other, "step 10"]
+    assert without_stop_noise(chained) == []  # the output ends with the chain
+
+
 FAKE_TORCHRUN = textwrap.dedent("""
     import signal, sys, time
     class SignalException(BaseException):

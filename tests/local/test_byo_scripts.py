@@ -70,6 +70,8 @@ def test_ddp_snapshot_script_resumes_after_a_kill_and_a_spot_interruption(tmp_pa
     assert code == 0, (s, err[-4000:])
     assert sorted(s["chaos_fired"]) == ["kill:3", "sigterm:6"] and s["in_job_restarts"] >= 1, s
     assert s["job_restarts"] == 1 and s["verify_result"] == "identical" and "algo-1" in s["verify_detail"], s
+    assert s["restart_causes"][-1].startswith("whole-job restart 1: spot interruption (chaos sigterm:6): every host "
+                                              "stopped (SIGTERM, 30 s of grace, SIGKILL)"), s
     assert s["steps"] == 9 and s["model_sha256"] is None  # the bar's epochs; no sm_dist hash: unknown, not 0
     assert s["warnings"] == []  # every worker was seen in the process group
     # each restore named snapshot.pt, its step from its EPOCHS_RUN: the epoch the script itself resumed from
@@ -291,4 +293,8 @@ def test_a_snapshot_outside_the_checkpoint_folder_is_named_when_the_hosts_split(
     assert s["error"].startswith("split resume: algo-1 has the working directory: snapshot.pt, algo-2 has not"), s
     assert any("/opt/ml/input/data/code/snapshot.pt outside the checkpoint folder" in w for w in s["warnings"]), s
     assert s["wall_seconds"] < 240, s  # a hang guard (the stall was 331 s)
+    for host in ("algo-1", "algo-2"):  # stopped at the restore: no rank trained on from its own state
+        log = host_log(tmp_path, host)
+        after = log[log.index("[sm_dist worker] split resume: "):]
+        assert "not starting the script" in after and "Resuming training from snapshot" not in after, (host, after)
     assert left_running(tmp_path / "root" / "run") == []

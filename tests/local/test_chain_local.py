@@ -64,7 +64,7 @@ def test_links_follow_the_decision_until_one_completes(tmp_path: Path) -> None:
 def test_a_links_line_names_its_in_job_restart_and_the_chaos_behind_it(tmp_path: Path) -> None:
     """The line the end-to-end run reads: a kill inside a link restarted there, by torchrun."""
     record = _record(tmp_path, "Stopped", stopped="MaxRuntimeExceeded", fired=("kill:3",))
-    record.in_job_restarts = 1
+    record.in_job_restarts, record.checkpoint_written = 1, True
     out = run_chain("run", local_policy(ChainPolicy(max_links=1, link_runtime_s=20)), lambda *a: record, ())
     assert "stopped by its MaxRuntime (SIGTERM, checkpoint, exit) after 30 s, 1 in-job restart(s) (chaos kill:3)" in (
         out[0].line())
@@ -85,6 +85,8 @@ def test_a_link_that_wrote_no_checkpoint_before_its_max_runtime_ends_the_run(tmp
     out = run_chain("run", local_policy(ChainPolicy(max_links=5, link_runtime_s=20)), lambda *a: record, ())
     assert len(out) == 1 and out[0].decision.action is Action.STOP
     assert "wrote no checkpoint" in out[0].line() and chain_record(out).outcome.status == "Stopped"
+    # its line does not claim the checkpoint the stop is for
+    assert "stopped by its MaxRuntime (SIGTERM, exit: no checkpoint written) after 30 s" in out[0].line()
 
 
 def test_the_run_stops_at_max_links_and_says_so(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from sm_dist.contract.faults import DEFAULT_S3_FAULT_SECONDS, Fault, hook_env_value, hook_faults
@@ -50,3 +52,22 @@ def test_a_chaos_crash_reaches_the_hook_as_given() -> None:
 def test_the_hook_takes_only_its_kinds_at_a_step(bad: str) -> None:
     with pytest.raises(ConfigError, match="SM_DIST_FAULT"):
         hook_faults({"SM_DIST_FAULT": bad})
+
+
+@pytest.mark.parametrize(("flags", "spec"), [
+    ({}, "capacity:2"), ({"chain": True}, "max-wait:1"),
+])
+def test_chaos_a_job_cannot_rehearse_is_refused_before_the_plan_is_built(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, flags: dict[str, bool], spec: str) -> None:
+    """Building a plan takes seconds (the image, the bundle); these refusals need none of it."""
+    import sm_dist
+    from sm_dist.launch import api
+
+    def no_plan(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the plan was built before the refusal")
+
+    monkeypatch.setattr(api, "make_plan", no_plan)
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    with pytest.raises(ConfigError, match=f"chaos={spec!r}: rehearses"):
+        sm_dist.fit("train.py", source_dir=str(tmp_path), local=True, instance_type="ml.g5.xlarge", **flags,
+                    local_options={"chaos": [spec]})

@@ -82,3 +82,17 @@ def test_the_hint_names_an_age_that_removes_runs_when_none_is_a_week_old(tmp_pat
                     "clean --older-than 2d` removes the 12 older than 2d")
     removed, _ = clean.clean(base, clean.parse_age("2d"), dry_run=True)
     assert len(removed) == 12
+
+
+def test_a_finished_run_is_not_in_use_however_recent(tmp_path: Path) -> None:
+    """The run's own word (its RUN_FILE) decides: finished a second ago, or its process gone, it goes;
+    running in a live process, it stays; a folder without one goes by its age as before."""
+    base = tmp_path / "sm-dist-local"
+    finished, crashed, running, unknown = (_run(base, name, 10) for name in ("finished", "crashed", "running", "unknown"))
+    clean.mark_running(finished, True)
+    clean.mark_running(finished, False)
+    (crashed / clean.RUN_FILE).write_text("999999999")  # no such process
+    clean.mark_running(running, True)  # this process
+    removed, in_use = clean.clean(base, 0)
+    assert sorted(r.path.name for r in removed) == ["crashed", "finished"], removed
+    assert sorted(r.path.name for r in in_use) == ["running", "unknown"]

@@ -136,3 +136,23 @@ def test_the_summary_and_the_live_view_show_the_causes() -> None:
     long = Snapshot("", 1.0, hosts, 1, last_restart="restart 1: " + "x" * 500)
     assert len(long.line()) < 250 and long.line().endswith("…)")
     assert Snapshot("", 1.0, hosts, 0).line().endswith("| restarts 0") and CAUSE_CHARS == 120
+
+
+def test_a_repeated_hang_is_the_jobs_error_though_a_peers_error_ended_it_first(tmp_path: Path) -> None:
+    """The stuck rank's launcher gave up on the same hang again, but algo-1's gloo error (its peer killed)
+    ended the job before algo-2 wrote its failure: the error is the hang, its rank and its line."""
+    from sm_dist.local.config import LocalJobConfig
+    from sm_dist.local.runner import LocalRunner, RunSettings
+
+    config = LocalJobConfig(job_name="j", container_command=("true",), instance_type="ml.g5.xlarge",
+                            instance_count=2, code_dir=tmp_path)
+    runner = LocalRunner(config, RunSettings(job_root=tmp_path / "job"))
+    stuck = ("rank 1 on algo-2 made no progress for 15 s: stopped outside any collective (rank 1 at train.py, "
+             "line 19, in load_batch); the same place as the hang before it: not restarted")
+    runner._on_line("algo-2", "[sm_dist] hang: " + stuck)
+    runner.outcome.status = "Failed"
+    runner.outcome.error = "rank 0 on algo-1: RuntimeError: Connection closed by peer"
+    runner.outcome.failures = {"algo-1": "RuntimeError: Connection closed by peer"}
+    runner._explain_stop()
+    assert runner.outcome.error == "hang: " + stuck
+    assert runner.outcome.warnings == []  # no "restarting" warning for the hang that was not restarted
