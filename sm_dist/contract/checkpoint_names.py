@@ -11,13 +11,14 @@ comes from the checkpoint's own name where its community puts one there:
     global_step20               DeepSpeed
 
 else from the checkpoint's metadata: a `torch.save` file's top-level `global_step` (Lightning's
-last.ckpt), `step`, or `EPOCHS_RUN` (pytorch/examples' snapshot.pt, whose bar counts epochs), read
+last.ckpt), `step`, `completed_steps`, `iteration` (Lightning Fabric's examples) or `EPOCHS_RUN` (pytorch/examples' snapshot.pt, whose bar counts epochs), read
 from the pickle's opcodes, never by unpickling (nothing in the file is run). Neither: the step is
 None, unknown, never guessed.
 
 Accelerate's automatic naming, `checkpoints/checkpoint_2`, numbers its saves from 0, not steps
 (`save_number`): the newest is the highest number, and its step is known only where the script
-registered an object whose state holds one (`custom_checkpoint_0.pkl`'s top-level `step`);
+registered an object whose state holds one (`custom_checkpoint_0.pkl`'s top-level `step` or
+`completed_steps`);
 `random_states_0.pkl`'s `step` is Accelerate's gradient-accumulation counter, never read.
 """
 
@@ -38,7 +39,9 @@ _SAVE_RE = re.compile(r"^checkpoint_(\d+)$")
 #: What Accelerate names the state of an object the script registered for checkpointing.
 _CUSTOM_RE = re.compile(r"^custom_checkpoint_\d+\.pkl$")
 #: Top-level keys of a torch.save dict that hold the step, in order of preference.
-META_KEYS = ("global_step", "step", "EPOCHS_RUN")
+#: Lightning's `global_step`, `step`, pytorch/examples' `EPOCHS_RUN`, Fabric's `iteration` (its examples'
+#: state dict), Accelerate's examples' `completed_steps` (in a registered object's state).
+META_KEYS = ("global_step", "step", "completed_steps", "iteration", "EPOCHS_RUN")
 #: Names that are sync markers or partial writes, never a checkpoint.
 _SKIP = (".sagemaker-uploaded", ".sagemaker-uploading", ".sagemaker-ignore", ".tmp")
 #: Files that make the folder holding them a checkpoint, not a group of checkpoints (DCP's data, HF's and

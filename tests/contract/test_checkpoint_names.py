@@ -60,6 +60,19 @@ def test_accelerates_checkpoint_n_counts_saves_and_a_registered_step_is_read(tmp
     assert newest_checkpoint(tmp_path) == ("checkpoints/checkpoint_10", None)
     torch.save({"step": 33}, acc / "checkpoint_10" / "custom_checkpoint_0.pkl")
     assert newest_checkpoint(tmp_path) == ("checkpoints/checkpoint_10", 33)
+    # Accelerate's examples count completed_steps; a registered object holding it names the step
+    torch.save({"completed_steps": 36, "epoch": 1}, acc / "checkpoint_10" / "custom_checkpoint_0.pkl")
+    assert newest_checkpoint(tmp_path) == ("checkpoints/checkpoint_10", 36)
+
+
+def test_a_fabric_checkpoints_iteration_is_its_step(tmp_path: Path) -> None:
+    """Lightning Fabric's examples save {"model", "optimizer", "iteration"} with fabric.save: the top-level
+    iteration, read from the pickle's opcodes (the optimizer's own per-parameter "step" never)."""
+    torch = pytest.importorskip("torch")
+    torch.save({"model": {"w": torch.ones(2)}, "optimizer": {"state": {0: {"step": torch.tensor(5.0)}}},
+                "iteration": 14}, tmp_path / "fabric.ckpt")
+    assert metadata_step(tmp_path / "fabric.ckpt") == 14
+    assert newest_checkpoint(tmp_path) == ("fabric.ckpt", 14)
 
 
 def test_the_newest_checkpoint_of_each_kind_of_folder(tmp_path: Path) -> None:
