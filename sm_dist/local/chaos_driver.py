@@ -44,6 +44,7 @@ class ChaosDriver:
         self._timed = [f for f in faults if f.timed]
         self._in_save = [f for f in faults if f.kind == "kill-in-save"]
         self._save_watch: SaveWatch | None = None
+        self._saves = 0  # the script's saves seen so far, over the job's attempts
         self._live_pids: list[tuple[str, int, str | None]] = []  # (host, pid, rank) at the last tick
         self.workers_started: float | None = None  # monotonic time the first worker was seen
         self.group = GroupWatch()
@@ -69,7 +70,7 @@ class ChaosDriver:
         self._agents = list(agents)
         self.detach()
         if self._in_save and folders:
-            watch = SaveWatch(folders, self._on_save)
+            watch = SaveWatch(folders, self._on_save, self._saves)  # counted over the job's attempts
             try:
                 watch.start()
             except OSError as exc:  # no inotify here: the fault cannot fire, and the run says it missed
@@ -86,6 +87,7 @@ class ChaosDriver:
     def _on_save(self, count: int, host: str, rel: str) -> None:
         """A save begins (the watch's thread): the fault due at this count kills every worker now."""
         with self._lock:
+            self._saves = count
             due = [f for f in self._in_save if f.step == count]
             self._in_save = [f for f in self._in_save if f.step != count]
             live = list(self._live_pids)

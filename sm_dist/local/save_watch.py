@@ -91,10 +91,11 @@ class _Inotify:
 class SaveWatch:
     """Counts the saves written into the hosts' checkpoint folders; calls `on_save` as each begins."""
 
-    def __init__(self, folders: Mapping[str, Path], on_save: Callable[[int, str, str], None]) -> None:
+    def __init__(self, folders: Mapping[str, Path], on_save: Callable[[int, str, str], None], saves: int = 0) -> None:
+        """`saves`: those counted before (an earlier attempt of the job): the next is `saves + 1`."""
         self.folders = dict(folders)
         self.on_save = on_save
-        self.saves = 0
+        self.saves = saves
         self._current: str | None = None
         self._last = 0.0
         self._where: dict[int, tuple[str, Path]] = {}  # watch -> (host, folder it watches)
