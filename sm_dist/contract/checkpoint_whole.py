@@ -6,8 +6,9 @@ and a script that resumes from "the newest checkpoint in my folder" then fails o
 Trainer: `Can't find a valid checkpoint`) or, worse, loads what it finds. Each community writes
 one file last, or writes files whose end can be checked:
 
-    checkpoint-N/               Hugging Face Trainer: trainer_state.json, written after the model,
-                                optimizer, scheduler and RNG files
+    checkpoint-N/               Hugging Face Trainer: trainer_state.json, written after the config,
+                                model, optimizer, scheduler and RNG files (a checkpoint-N holding
+                                Accelerate's files, as diffusers' scripts write it, is Accelerate's)
     step_N/ (any name)          torch.distributed.checkpoint: .metadata, written by the coordinator
                                 after every rank's *.distcp
     checkpoint_N/               Accelerate's save_state: random_states_0.pkl, after the model,
@@ -39,9 +40,6 @@ from sm_dist.contract.checkpoint_names import checkpoint_entries, save_number
 
 #: What Hugging Face Trainer writes last into checkpoint-N.
 HF_LAST = "trainer_state.json"
-#: Files of a Trainer checkpoint written before HF_LAST (any one of them marks the folder as Trainer's).
-HF_FILES = re.compile(r"^(model|adapter_model|pytorch_model).*\.(safetensors|bin)$|^(optimizer|scheduler|scaler)\.pt$"
-                      r"|^rng_state(_\d+)?\.pth$|^training_args\.bin$")
 _HF_NAME = re.compile(r"^checkpoint-\d+$")
 #: What torch.distributed.checkpoint writes last, and its data files.
 DCP_LAST = ".metadata"
@@ -123,11 +121,12 @@ def folder_why(folder: Path) -> str | None:
         return None
     if any(n.endswith(DCP_DATA_SUFFIX) for n in names) and not any(_DCP_METADATA.match(n) for n in names):
         return f"*{DCP_DATA_SUFFIX} files but no {DCP_LAST} (torch.distributed.checkpoint writes it last)"
-    if _HF_NAME.match(folder.name) and HF_LAST not in names and (not names or any(HF_FILES.match(n) for n in names)):
-        return f"no {HF_LAST} (Hugging Face Trainer writes it last)"
-    accelerate = save_number(folder.name) is not None or any(_ACCELERATE_FILES.match(n) for n in names)
-    if accelerate and ACCELERATE_LAST not in names:
+    accelerate = any(_ACCELERATE_FILES.match(n) for n in names)  # diffusers' checkpoint-N are Accelerate's
+    if (accelerate or save_number(folder.name) is not None) and ACCELERATE_LAST not in names:
         return f"no {ACCELERATE_LAST} (Accelerate's save_state writes it after the model and optimizer)"
+    if _HF_NAME.match(folder.name) and not accelerate and HF_LAST not in names:
+        # whatever else is there: Trainer's save_pretrained begins with config.json, no weights yet
+        return f"no {HF_LAST} (Hugging Face Trainer writes it last)"
     if not names and re.search(r"\d", folder.name):
         return "empty"
     for path in _files(folder):

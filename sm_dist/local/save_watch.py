@@ -3,8 +3,10 @@
 The hosts' checkpoint folders are watched, every folder under them too. A save is the writing of
 one checkpoint: its first file appearing or changing under a host's folder. Writes to the same
 checkpoint (Hugging Face's `checkpoint-40/`, DCP's `step_4/`, a `snapshot.pt` rewritten in place;
-a path's checkpoint is `checkpoint_of`) with less than QUIET_S between them, on any host, are one
-save; a write to another checkpoint, or after a longer quiet, begins the next. `on_save(n, host,
+a path's checkpoint is `checkpoint_of`), on any host, are one save; a write to another checkpoint
+begins the next, and so does a file of the same checkpoint written again after QUIET_S without a
+write (the script saved it anew; a busy machine may pause a save between its files, never that long
+inside one file's writes). `on_save(n, host,
 rel)` is called from the watch's thread as the n-th save writes its first file (`rel`): a kill from there
 lands while the script is still writing that checkpoint, its other files not written yet.
 
@@ -28,9 +30,9 @@ from pathlib import Path
 
 from sm_dist.contract.container import sync_skipped
 
-#: Writes to one checkpoint closer together than this are one save (a torch.save of a large file
-#: writes without pauses; two saves of a script are a step apart at least).
-QUIET_S = 0.25
+#: A file of the current checkpoint written again after this long without a write begins a new save
+#: (a torch.save writes its file without such pauses; a script saves one checkpoint again a step later).
+QUIET_S = 1.0
 #: inotify's event bits (linux/inotify.h).
 IN_MODIFY, IN_CREATE, IN_ISDIR = 0x2, 0x100, 0x40000000
 _MASK = IN_MODIFY | IN_CREATE
@@ -97,6 +99,7 @@ class SaveWatch:
         self.on_save = on_save
         self.saves = saves
         self._current: str | None = None
+        self._files: set[str] = set()  # the current save's files
         self._last = 0.0
         self._where: dict[int, tuple[str, Path]] = {}  # watch -> (host, folder it watches)
         self._stop = threading.Event()
@@ -151,8 +154,11 @@ class SaveWatch:
         if unit is None:
             return
         now = time.monotonic() if now is None else now
-        begins = unit != self._current or now - self._last >= QUIET_S
+        begins = unit != self._current or (rel in self._files and now - self._last >= QUIET_S)
+        if begins:
+            self._files = set()
         self._current, self._last = unit, now
+        self._files.add(rel)
         if begins:
             self.saves += 1
             self.on_save(self.saves, host, rel)

@@ -34,6 +34,11 @@ def test_each_formats_last_file_decides(tmp_path: Path) -> None:
     _hf(tmp_path / "checkpoint-20", last=True)
     _hf(tmp_path / "checkpoint-40", last=False)
     (tmp_path / "checkpoint-60").mkdir()  # killed right after Trainer made the folder
+    (tmp_path / "checkpoint-80").mkdir()  # killed after save_pretrained's first file, before the weights
+    (tmp_path / "checkpoint-80" / "config.json").write_text("{}")
+    (tmp_path / "checkpoint-90").mkdir()  # diffusers: accelerator.save_state into checkpoint-N, whole
+    for file in ("optimizer.bin", "random_states_0.pkl"):
+        (tmp_path / "checkpoint-90" / file).write_bytes(b"a")
     for name, files in (("step_4", ["__0_0.distcp", "__1_0.distcp", ".metadata"]), ("step_5", ["__0_0.distcp", "__0.metadata"]),
                         ("step_6", ["__0_0.distcp", ".metadata.tmp"])):
         (tmp_path / name).mkdir()
@@ -48,9 +53,9 @@ def test_each_formats_last_file_decides(tmp_path: Path) -> None:
     (tmp_path / "notes-3" / "plan.txt").write_text("a format nothing here knows")
     (tmp_path / "step_6.sagemaker-uploaded").touch()
     found = {i.rel: i.why for i in interrupted(tmp_path)}
-    assert set(found) == {"checkpoint-40", "checkpoint-60", "step_6", "checkpoints/checkpoint_1"}, found
+    assert set(found) == {"checkpoint-40", "checkpoint-60", "checkpoint-80", "step_6", "checkpoints/checkpoint_1"}, found
     assert found["checkpoint-40"] == "no trainer_state.json (Hugging Face Trainer writes it last)"
-    assert found["checkpoint-60"] == found["checkpoint-40"]  # an empty Trainer folder: the same rule
+    assert found["checkpoint-60"] == found["checkpoint-80"] == found["checkpoint-40"]  # the same rule
     assert found["step_6"].startswith("*.distcp files but no .metadata")
     assert found["checkpoints/checkpoint_1"].startswith("no random_states_0.pkl")
 

@@ -29,16 +29,17 @@ def test_the_checkpoint_a_write_belongs_to(rel: str, unit: str | None) -> None:
 
 
 def test_writes_to_one_checkpoint_on_any_host_are_one_save() -> None:
-    """Another checkpoint, or the same file after a quiet, begins the next save."""
+    """Another checkpoint, or the same file after a quiet, begins the next save; another file of the
+    same checkpoint after a pause (a busy machine) does not."""
     saves: list[tuple[int, str, str]] = []
     watch = SaveWatch({}, lambda n, host, rel: saves.append((n, host, rel)))
     watch.seen("algo-1", "checkpoint-20/model.safetensors", now=1.0)
-    watch.seen("algo-1", "checkpoint-20/optimizer.pt", now=1.01)
-    watch.seen("algo-2", "checkpoint-20/rng_state_1.pth", now=1.02)
-    watch.seen("algo-1", "snapshot.pt", now=2.0)
-    watch.seen("algo-1", "snapshot.pt", now=2.0 + QUIET_S / 2)  # the same torch.save
-    watch.seen("algo-1", "snapshot.pt", now=3.0)  # rewritten in place: the next save
-    watch.seen("algo-1", "checkpoints/checkpoint_0/model.safetensors", now=4.0)
+    watch.seen("algo-1", "checkpoint-20/optimizer.pt", now=1.0 + 2 * QUIET_S)
+    watch.seen("algo-2", "checkpoint-20/rng_state_1.pth", now=3.6)
+    watch.seen("algo-1", "snapshot.pt", now=4.0)
+    watch.seen("algo-1", "snapshot.pt", now=4.0 + QUIET_S / 2)  # the same torch.save
+    watch.seen("algo-1", "snapshot.pt", now=4.0 + 3 * QUIET_S)  # rewritten in place: the next save
+    watch.seen("algo-1", "checkpoints/checkpoint_0/model.safetensors", now=10.0)
     assert saves == [(1, "algo-1", "checkpoint-20/model.safetensors"), (2, "algo-1", "snapshot.pt"),
                      (3, "algo-1", "snapshot.pt"), (4, "algo-1", "checkpoints/checkpoint_0/model.safetensors")]
 
