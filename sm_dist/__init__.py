@@ -28,7 +28,6 @@ from sm_dist.errors import (
     DoesNotFitError,
     InfraError,
     LaunchError,
-    LaunchFailure,
     MissingDependencyError,
     RuntimeEnvError,
     SdkError,
@@ -92,5 +91,4 @@ __all__ = [
     "CheckpointError",
     "RuntimeEnvError",
     "ContainerStartError",
-    "LaunchFailure",
 ]

@@ -14,7 +14,7 @@ class's `exit_code`.
     ├── InfraError               the infra stack (CloudFormation, S3) failed or is unusable
     ├── CheckpointError          a checkpoint could not be written, committed or loaded
     └── RuntimeEnvError          the run environment is inconsistent (exit 2)
-        └── ContainerStartError  PID 1 (sm_dist.container.pid1) cannot start the job (old name: LaunchFailure)
+        └── ContainerStartError  PID 1 (sm_dist.container.pid1) cannot start the job
 """
 
 from __future__ import annotations
@@ -96,10 +96,6 @@ class ContainerStartError(RuntimeEnvError):
     entry script, rendezvous."""
 
 
-#: The name ContainerStartError had until 2026-11-26 ("launch" now means sm_dist.plan/fit only).
-LaunchFailure = ContainerStartError
-
-
 __all__ = [
     "SmDistError",
     "ConfigError",
@@ -112,5 +108,4 @@ __all__ = [
     "CheckpointError",
     "RuntimeEnvError",
     "ContainerStartError",
-    "LaunchFailure",
 ]

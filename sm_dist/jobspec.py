@@ -11,7 +11,7 @@ built from the LaunchConfig in one place (`sm_dist.planning.code_plan`) and take
 checkpointer; an entrypoint's flags replace its fields (`sm_dist.runtime.train_args`). One documented
 rename: the checkpoint period is `checkpoint_interval_steps` on LaunchConfig (and `sm-dist fit
 --checkpoint-interval-steps`), `interval_steps` inside the record (`Checkpointer(interval_steps=)`),
-and `--checkpoint-interval-steps` again on the entrypoints (`--save-every` a deprecated alias).
+and `--checkpoint-interval-steps` again on the entrypoints (`--save-every` is refused, naming it).
 
 Standard library only: the launcher (PID 1 in the container), the runtime and the launch side
 all read this one definition.

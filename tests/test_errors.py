@@ -29,7 +29,7 @@ def test_every_public_error_is_in_the_tree_and_exported() -> None:
     assert all(issubclass(cls, errors.SmDistError) for cls in _error_classes())
     assert aws.InfraError is errors.InfraError and pid1_env.ContainerStartError is errors.ContainerStartError
     assert issubclass(errors.SdkError, errors.LaunchError) and issubclass(errors.ContainerStartError, errors.RuntimeEnvError)
-    assert errors.LaunchFailure is errors.ContainerStartError and sm_dist.LaunchFailure is errors.ContainerStartError  # the old name
+    assert not hasattr(errors, "LaunchFailure") and "LaunchFailure" not in sm_dist.__all__  # the old name is gone
     assert {name for name in errors.__all__} <= set(sm_dist.__all__)
 
 

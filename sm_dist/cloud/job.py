@@ -5,7 +5,7 @@ from the given boto3 session (None → a default one, created on first use). sm_
 pre-launch estimate and the checkpoint URI as job tags (`sm-dist:*`), so `cost()` and
 `checkpoints()` work from any process, not only the one that launched the job.
 Reading DescribeTrainingJob's answer (status, the wait's lines, `CloudSummary`) is
-`sm_dist.cloud.job_status`'s.
+`sm_dist.cloud.job_status`'s (import it from there).
 """
 
 from __future__ import annotations
@@ -266,4 +266,4 @@ class Job:
                             tensorboard_uri=(desc.get("TensorBoardOutputConfig") or {}).get("S3OutputPath"))
 
 
-__all__ = ["CloudSummary", "Job"]
+__all__ = ["Job"]

@@ -35,17 +35,15 @@ from sm_dist._lazy import lazy_exports
 
 _LAZY = {
     "run": "sm_dist.local.api:run",
-    "run_local": "sm_dist.local.api:run_local",
     "LocalJob": "sm_dist.local.job:LocalJob",
     "LocalOptions": "sm_dist.local.options:LocalOptions",
 }
 
 if TYPE_CHECKING:  # what type checkers see; tests/test_public_types.py keeps it equal to _LAZY
     from sm_dist.local.api import run as run
-    from sm_dist.local.api import run_local as run_local
     from sm_dist.local.job import LocalJob as LocalJob
     from sm_dist.local.options import LocalOptions as LocalOptions
 else:
     __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
-__all__ = ["LocalJob", "LocalOptions", "run", "run_local"]
+__all__ = ["LocalJob", "LocalOptions", "run"]

@@ -1,4 +1,4 @@
-"""`run(plan, options)` (alias `run_local`): the local backend — a planned SageMaker job on this machine.
+"""`run(plan, options)`: the local backend — a planned SageMaker job on this machine.
 
 `sm_dist.fit(..., local=True)` and `sm-dist fit --local` hand it a plan made with `local=True`
 (`sm_dist.plan(..., local=True)`) and the `LocalOptions`; it imports the plan layer, never the
@@ -199,6 +199,3 @@ def _verification(record: RunRecord, checked: RunRecord | None, hosts: Iterable[
     return (verify.by_hash(record.progress.model_sha256, checked.progress.model_sha256)
             or verify.compare_hosts(record.root / "hosts", checked.root / "hosts", list(hosts)))
 
-
-#: The name `sm_dist.local.run_local` had before the backends became peers.
-run_local = run

@@ -29,8 +29,8 @@ _FALSE = ("0", "false", "no", "off")
 _NULL = ("", "null", "none")
 #: Flags a legacy `torch.distributed.launch` appends; torchrun sets LOCAL_RANK instead (docs/PLATFORM.md §2.1).
 _IGNORED = ("--local-rank",)
-#: Earlier flag names that still work: old name -> the flag it now is.
-DEPRECATED_FLAGS = {"--save-every": "--checkpoint-interval-steps"}
+#: Flag names that are gone: old name -> the one it is now (refused in one line naming it).
+REMOVED_FLAGS = {"--save-every": "--checkpoint-interval-steps"}
 
 
 def flag_bool(text: str) -> bool:
@@ -101,9 +101,9 @@ def add_checkpoint_flags(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--checkpoint-dir", type=optional_str, help="local folder for checkpoints")
     where.add_argument("--checkpoint-uri", type=optional_str, help="s3://bucket/prefix for checkpoints")
     # one name from sm-dist fit to the runtime: LaunchConfig.checkpoint_interval_steps, the job spec's
-    # checkpoint.interval_steps; --save-every is its earlier name here
-    ckpt.add_argument("--checkpoint-interval-steps", "--save-every", dest="checkpoint_interval_steps",
-                      type=optional_int, help="save every N optimizer steps (--save-every: deprecated name)")
+    # checkpoint.interval_steps (the checkpoint section's interval_steps, flattened)
+    ckpt.add_argument("--checkpoint-interval-steps", dest="checkpoint_interval_steps", type=optional_int,
+                      help="save every N optimizer steps")
     ckpt.add_argument("--keep", type=optional_int, help=f"committed checkpoints to keep (>= {MIN_KEEP})")
     ckpt.add_argument("--async-save", type=flag_bool, nargs="?", const=True, help="write checkpoints in the background")
     ckpt.add_argument("--no-checkpoint", action="store_true", help="train without checkpoints")
@@ -151,10 +151,12 @@ def parse_flags(parser: argparse.ArgumentParser, argv: Sequence[str] | None = No
                 allow_unknown: bool = False) -> argparse.Namespace:
     """Parse SageMaker-style argv; an unknown flag is a ConfigError with a suggestion (unless allowed)."""
     argv = normalize_argv(sys.argv[1:] if argv is None else argv)
+    for old, new in REMOVED_FLAGS.items():
+        given = next((arg for arg in argv if arg == old or arg.startswith(old + "=")), None)
+        if given is not None:
+            raise ConfigError(old, given.partition("=")[2] or None, f"renamed: use {new} (the name it has from "
+                              "sm-dist fit to the job spec)")
     args, unknown = parser.parse_known_args(argv)
-    for old, new in DEPRECATED_FLAGS.items():
-        if any(arg == old or arg.startswith(old + "=") for arg in argv):
-            _log.warning("%s is deprecated; use %s", old, new)
     if unknown and not allow_unknown:
         known = [opt for action in parser._actions for opt in action.option_strings]
         flag = unknown[0].partition("=")[0]

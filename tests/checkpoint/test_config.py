@@ -50,15 +50,22 @@ def test_the_settings_record_travels_whole_and_the_spec_keeps_the_default(tmp_pa
         Checkpointer(None, settings, keep=3)
 
 
-@pytest.mark.parametrize("flag", ["--checkpoint-interval-steps", "--save-every", "--save_every"])
-def test_the_entrypoint_flags_replace_fields_of_the_job_specs_record(flag, caplog):
+@pytest.mark.parametrize("flag", ["--checkpoint-interval-steps", "--checkpoint_interval_steps"])
+def test_the_entrypoint_flags_replace_fields_of_the_job_specs_record(flag):
     parser = build_parser("t", lambda group: None, batch_size=4, lr=0.1)
     args = parse_flags(parser, ["--checkpoint-dir", "/d", flag, "5", "--keep", "3"])
     base = CheckpointSettings(mode="s3", uri="s3://b/p", interval_steps=2, async_save=True)
     assert checkpoint_settings(args, base) == CheckpointSettings(mode="local", local_path="/d", interval_steps=5,
                                                                  keep=3, async_save=True)
-    assert ("deprecated" in caplog.text) == (flag != "--checkpoint-interval-steps")
     assert checkpoint_settings(parse_flags(parser, []), base) == base
+
+
+@pytest.mark.parametrize("argv", [["--save-every", "5"], ["--save_every=5"]])
+def test_the_removed_flag_is_one_line_naming_its_new_spelling(argv):
+    parser = build_parser("t", lambda group: None, batch_size=4, lr=0.1)
+    with pytest.raises(ConfigError) as refused:
+        parse_flags(parser, argv)
+    assert str(refused.value).startswith("--save-every=") and "renamed: use --checkpoint-interval-steps" in str(refused.value)
 
 
 @pytest.mark.parametrize(("config", "env", "mode"), [

@@ -8,7 +8,8 @@ from datetime import datetime, timezone
 import pytest
 
 from sm_dist.cloud.cost import JobCost
-from sm_dist.cloud.job import CloudSummary, Job
+from sm_dist.cloud.job import Job
+from sm_dist.cloud.job_status import CloudSummary
 from sm_dist.contract.job import JobStatus
 
 EVIL = "<script>alert('x')</script>"

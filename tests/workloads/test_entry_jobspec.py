@@ -45,7 +45,7 @@ def test_flags_win_over_the_job_spec(tmp_path: Path, monkeypatch: pytest.MonkeyP
     spec = JobSpec(entry="cnn.py", seed=5, checkpoint={"mode": "local", "local_path": str(tmp_path / "spec_ck")})
     monkeypatch.setenv(JOB_SPEC_ENV, str(spec.write(tmp_path)))
     other_seed = _run(tmp_path / "a", capsys, "--seed", "6", "--checkpoint-dir", str(tmp_path / "flag_ck"),
-                      "--save-every", "1")
+                      "--checkpoint-interval-steps", "1")
     assert other_seed != _run(tmp_path / "b", capsys, "--no-checkpoint")
     assert _steps(tmp_path / "flag_ck")[-1] == "step-000000003"
     assert not (tmp_path / "spec_ck").exists() or not _steps(tmp_path / "spec_ck")
@@ -60,7 +60,7 @@ def test_checkpoint_uri_flag_writes_to_s3_and_resumes(tmp_path: Path, monkeypatc
     s3 = boto3.client("s3", region_name=aws_credentials, endpoint_url=moto_endpoint)
     s3.create_bucket(Bucket="ckpt-workloads")
     uri = "s3://ckpt-workloads/run1"
-    first = _run(tmp_path / "a", capsys, "--checkpoint-uri", uri, "--save-every", "2")
+    first = _run(tmp_path / "a", capsys, "--checkpoint-uri", uri, "--checkpoint-interval-steps", "2")
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket="ckpt-workloads", Prefix="run1/")["Contents"]]
     assert any(k.endswith("manifest.json") and "000000003" in k for k in keys)
     cnn = _cnn_module()

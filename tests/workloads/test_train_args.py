@@ -29,7 +29,7 @@ def test_defaults_leave_run_settings_to_the_job_spec() -> None:
 def test_sagemaker_style_underscores_json_values() -> None:
     # What SageMaker's torchrun driver passes for {"batch_size": 8, "async_save": True, "clip": None, ...}
     argv = ["--batch_size", "8", "--async_save", "true", "--clip", "null", "--dataset_size=20",
-            "--strategy", "fsdp", "--save_every", "5"]
+            "--strategy", "fsdp", "--checkpoint_interval_steps", "5"]
     args = parse_flags(_parser(), argv)
     assert (args.batch_size, args.async_save, args.clip, args.dataset_size) == (8, True, None, 20)
     assert (args.strategy, args.checkpoint_interval_steps) == ("fsdp", 5)
