@@ -157,7 +157,9 @@ def submit(script: Path) -> str:
 
 
 def cancel(job_id: str, signal: str | None = None) -> None:
-    _run(["scancel", *([f"--signal={signal}", "--full"] if signal else []), job_id], f"cancelling Slurm job {job_id}")
+    """scancel the job; with `signal`, only send it to the job's steps (each node's PID 1), not the batch shell,
+    as `--signal` does ahead of the time limit (docs/PLATFORM.md §12)."""
+    _run(["scancel", *([f"--signal={signal}"] if signal else []), job_id], f"cancelling Slurm job {job_id}")
 
 
 def job_record(job_id: str) -> dict[str, str] | None:

@@ -84,11 +84,17 @@ def test_stop_mid_run_leaves_nothing_on_either_node(slurm_conf: Path, slurm_clus
     assert job.status().status == "Stopped"
 
 
-def test_a_node_set_down_mid_run_is_requeued_and_resumes(slurm_conf: Path, slurm_cluster: SlurmCluster,
-                                                          tmp_path: Path) -> None:
-    job = sm_dist.fit("cnn.py", source_dir=str(ENTRYPOINTS), instance_count=2, hyperparameters={"steps": "10"},
+def test_a_saved_stop_and_a_failed_node_each_requeue_the_job_and_it_resumes(slurm_conf: Path,
+                                                                             slurm_cluster: SlurmCluster,
+                                                                             tmp_path: Path) -> None:
+    """One job, three attempts. SIGTERM to the job's steps only (`scancel --signal=TERM`: what `--signal` sends
+    ahead of the time limit) -> the ranks commit, PID 1 exits 143, the batch script requeues the job. Then a
+    node set DOWN -> NODE_FAIL -> Slurm requeues it (`--requeue`). Each attempt resumes from the shared folder."""
+    job = sm_dist.fit("cnn.py", source_dir=str(ENTRYPOINTS), instance_count=2, hyperparameters={"steps": "12"},
                       checkpoint_interval_steps=2, slurm=SlurmOptions(root=tmp_path, wait=False))
-    _wait_for_line(job, "[sm_dist] step=4 ")
+    _wait_for_line(job, "[sm_dist] step=2 ")
+    cluster.cancel(job.job_id, signal="TERM")
+    _wait_for_line(job, "[sm_dist] step=7 ")  # only the second attempt gets there
     slurm_cluster.scontrol("update", f"NodeName={NODES[1]}", "State=DOWN", "Reason=sm_dist-test")
     deadline = time.monotonic() + WAIT_GUARD_S
     seen = set()
@@ -101,9 +107,11 @@ def test_a_node_set_down_mid_run_is_requeued_and_resumes(slurm_conf: Path, slurm
     assert status.status == "Completed", (status, job.lines()[-30:])
     assert "Pending" in seen
     summary = job.summary()
-    assert summary.attempts == 2 and summary.last_step == 10, summary
+    assert summary.attempts == 3 and summary.last_step == 12, summary
     lines = [line for _node, line in job.lines()]
-    assert any("[sm_dist] resumed step=" in line for line in lines), lines[-30:]
+    assert any("saved at the time limit's signal: requeued to continue" in line for line in lines), lines[-30:]
+    assert sum("[sm_dist] resumed step=" in line for line in lines) == 2, lines[-40:]
+    assert (job.job_dir / "exits").read_text().splitlines()[0] == "0 143"
 
 
 def test_a_raising_script_fails_with_its_line_and_is_not_requeued(slurm_conf: Path, tmp_path: Path) -> None:
