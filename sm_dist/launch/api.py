@@ -82,8 +82,9 @@ def fit(
             raise ConfigError("slurm", True, "runs on a Slurm cluster: leave out local=True and local_options")
         options = SlurmOptions.coerce(slurm)
         # a plan made with no AWS call, as local mode's: a Slurm job needs no account
-        return slurm_backend.run(plan(entry, local=True, **settings), options,
-                                 gpus=slurm_gpus(settings.get("instance_type"), options))
+        instance_type = settings.get("instance_type")
+        return slurm_backend.run(plan(entry, local=True, **settings), options, gpus=slurm_gpus(instance_type, options),
+                                 instance_type=instance_type)
     config = launch_config(entry, settings, local=local)
     if local:  # what needs no plan is refused before it is built (it may take seconds)
         local_backend.check_options(local_options, chain=config.chain, spot=config.spot)

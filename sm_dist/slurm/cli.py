@@ -41,6 +41,9 @@ def add_slurm_flags(parser: argparse.ArgumentParser) -> None:
                        help="shared folder for checkpoints (default: <slurm root>/<job>/checkpoints)")
     group.add_argument("--signal-s", type=int, metavar="S",
                        help="SIGTERM this many seconds before the time limit; the job saves and is requeued (120)")
+    group.add_argument("--hyperpod-cluster", metavar="NAME",
+                       help="a SageMaker HyperPod cluster: read its instance groups (read-only) and refuse a job its "
+                            "running nodes cannot take, before submitting")
     group.add_argument("--sbatch-arg", action="append", default=[], metavar="ARG",
                        help="another sbatch option, verbatim (e.g. --sbatch-arg=--reservation=R); repeatable")
 
@@ -50,7 +53,8 @@ def check_slurm_flags(args: argparse.Namespace) -> None:
     slurm_only = (("--partition", args.partition), ("--account", args.account), ("--qos", args.qos),
                   ("--constraint", args.constraint), ("--gpus-per-node", args.gpus_per_node),
                   ("--slurm-root", args.slurm_root), ("--slurm-checkpoints", args.slurm_checkpoints),
-                  ("--signal-s", args.signal_s), ("--sbatch-arg", args.sbatch_arg))
+                  ("--signal-s", args.signal_s), ("--sbatch-arg", args.sbatch_arg),
+                  ("--hyperpod-cluster", args.hyperpod_cluster))
     if not args.slurm:
         for flag, value in slurm_only:
             if value:
@@ -70,6 +74,7 @@ def run_options(args: argparse.Namespace) -> SlurmOptions:
                         gpus_per_node=args.gpus_per_node, root=args.slurm_root,
                         checkpoint_dir=args.slurm_checkpoints, chaos=tuple(args.chaos), verify=args.verify,
                         wait=bool(args.wait or args.verify or args.chaos), sbatch_args=tuple(args.sbatch_arg),
+                        hyperpod_cluster=args.hyperpod_cluster,
                         **extra)
 
 

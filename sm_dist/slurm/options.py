@@ -62,6 +62,9 @@ class SlurmOptions:
     """Wait for the job to end, echoing its nodes' lines (False: return once submitted)."""
     sbatch_args: tuple[str, ...] = ()
     """More sbatch options, verbatim (e.g. "--reservation=R")."""
+    hyperpod_cluster: str | None = None
+    """A SageMaker HyperPod cluster's name: read it (DescribeCluster, ListClusterNodes) and refuse a job its
+    running nodes cannot take, before anything is submitted (`sm_dist.slurm.hyperpod`)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.chaos, (str, Fault)):
@@ -74,7 +77,7 @@ class SlurmOptions:
         check_int("signal_s", self.signal_s, 1, f"use a whole number of seconds >= 1 (SageMaker's grace: "
                   f"{STOP_GRACE_SECONDS})")
         check_int("max_requeues", self.max_requeues, 0, "use a whole number >= 0")
-        for name in ("partition", "account", "qos", "constraint"):
+        for name in ("partition", "account", "qos", "constraint", "hyperpod_cluster"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value or any(c.isspace() for c in value)):
                 raise ConfigError(name, value, "expected a Slurm name without spaces")

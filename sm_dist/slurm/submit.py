@@ -81,9 +81,14 @@ def script_for(plan: Plan, opts: SlurmOptions, job_dir: Path, gpus: int, name: s
                         signal_s=opts.signal_s, extra=opts.sbatch_args)
 
 
-def check(plan: Plan, opts: SlurmOptions) -> None:
-    """Everything refused before anything is written or submitted (one ConfigError line each)."""
+def check(plan: Plan, opts: SlurmOptions, instance_type: str | None = None) -> None:
+    """Everything refused before anything is written or submitted (one ConfigError line each); `instance_type`:
+    the one the user gave (a HyperPod cluster's groups are matched against it)."""
     cluster.sbatch_path()
+    if opts.hyperpod_cluster:
+        from sm_dist.slurm import hyperpod
+
+        hyperpod.check_fits(opts.hyperpod_cluster, instance_type, plan.instance_count)
     limit = time_limit(plan.limits.max_runtime_s)
     minutes = None if limit is None else int(limit.split("-")[0]) * 1440 + int(limit[-8:-6]) * 60 + int(limit[-5:-3])
     cluster.check_fits(cluster.partitions(), opts.partition, plan.instance_count, minutes)
@@ -156,14 +161,15 @@ class Chaos:
 
 
 def run(plan: Plan, options: SlurmOptions | Mapping[str, object] | bool | None = None, *,
-        gpus: int | None = None, out: TextIO | None = None) -> SlurmJob:
+        gpus: int | None = None, instance_type: str | None = None, out: TextIO | None = None) -> SlurmJob:
     """Submit `plan` to the Slurm cluster sbatch reaches; return its handle (finished when `wait`).
 
-    `gpus`: GPUs per node when the caller knows them (the facade: from an instance type the user gave).
+    `gpus`: GPUs per node when the caller knows them (the facade: from an instance type the user gave);
+    `instance_type`: the type the user gave, if any (checked against a HyperPod cluster's groups).
     `out`: where a waiting run echoes the nodes' lines (default stdout)."""
     opts = SlurmOptions.coerce(options)
     gpus = opts.gpus_per_node if opts.gpus_per_node is not None else gpus or 0
-    check(plan, opts)
+    check(plan, opts, instance_type)
     echo = out if out is not None else sys.stdout
     job = submit(plan, opts, gpus)
     if not opts.wait:
