@@ -4,7 +4,8 @@ A chained run's next jobs are created by the chain stack's supervisor (`infra/sm
 `sm_dist.cloud.supervisor`). Without that stack in the job's region, or with one whose supervisor may not
 pass the job's role to SageMaker, the run stops after its first job with nothing said. So `fit(chain=True)`
 reads the stack before anything is uploaded (`check_chain_stack`), and a run's status reports an event the
-supervisor failed on, which the stack keeps in its queue (`failed_event`; docs/PLATFORM.md §1.12).
+supervisor failed on, or that EventBridge could not hand to it, which the stack keeps in its queue
+(`failed_event`; docs/PLATFORM.md §1.17).
 
 The stack is found by name: the one `sm-dist infra deploy` recorded for the region, else the name the
 guide deploys it under, `sm-dist-chain`.
@@ -107,8 +108,9 @@ def failed_event(session: Session, region: str, job_name: str, environ: Mapping[
                                            MessageAttributeNames=["All"]).get("Messages", [])
             for message in messages:
                 if _job_of(message.get("Body", "")) == job_name:
-                    attributes = message.get("MessageAttributes") or {}
-                    error = (attributes.get("ErrorMessage") or {}).get("StringValue") or "no error message"
+                    attributes = message.get("MessageAttributes") or {}  # Lambda's names, else EventBridge's
+                    error = next((attributes[key].get("StringValue") for key in ("ErrorMessage", "ERROR_MESSAGE")
+                                  if key in attributes), None) or "no error message"
                     return (f"the supervisor failed on its event ({error[:200]}; its log: /aws/lambda/{name}-supervisor); "
                             f"the event is kept in {url}: once the cause is fixed, hand it (the message's body, in "
                             f"event.json) to the function again: aws lambda invoke --function-name {name}-supervisor "

@@ -133,6 +133,15 @@ def test_status_reports_the_event_the_supervisor_failed_on(aws: str, source_dir:
     out = capsys.readouterr().out
     assert "run pretrain: Failed / Failed" in out and "KeyError: 'TrainingJobArn'" in out and queue in out
     assert len(sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10)["Messages"]) == 2  # read, not taken
+    # an event EventBridge could not hand to the function: its dead-letter message names the error its own way
+    from sm_dist.cloud.supervision import failed_event
+
+    undelivered = {"ERROR_CODE": {"DataType": "String", "StringValue": "SDK_CLIENT_ERROR"},
+                   "ERROR_MESSAGE": {"DataType": "String", "StringValue": "Function does not exist"}}
+    sqs.send_message(QueueUrl=queue, MessageBody=json.dumps({"detail": {"TrainingJobName": "other-run-3"}}),
+                     MessageAttributes=undelivered)
+    found = failed_event(boto3.Session(region_name="us-east-1"), "us-east-1", "other-run-3")
+    assert found is not None and "(Function does not exist;" in found
 
 
 def test_a_chain_whose_checkpoint_uri_is_no_tag_value_is_refused(aws: str, source_dir: Path, capsys) -> None:

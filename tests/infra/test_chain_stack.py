@@ -103,6 +103,13 @@ def test_the_stack_keeps_the_events_its_function_fails_on(aws_session: Any, conf
     resources = template.load(NAME)["Resources"]
     function = resources["SupervisorFunction"]["Properties"]
     assert function["DeadLetterConfig"] == {"TargetArn": {"Fn::GetAtt": ["FailedEvents", "Arn"]}}
+    target = resources["LinkEndedRule"]["Properties"]["Targets"][0]
+    assert target["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": ["FailedEvents", "Arn"]}}  # undelivered events too
+    statement = resources["RuleKeepsUndeliveredEvents"]["Properties"]["PolicyDocument"]["Statement"]
+    assert statement == [{"Sid": "EventBridgeKeepsUndeliveredEvents", "Effect": "Allow",
+                          "Principal": {"Service": "events.amazonaws.com"}, "Action": "sqs:SendMessage",
+                          "Resource": {"Fn::GetAtt": ["FailedEvents", "Arn"]},
+                          "Condition": {"ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": ["LinkEndedRule", "Arn"]}}}}]
     queue = resources["FailedEvents"]["Properties"]
     assert queue["MessageRetentionPeriod"] == 1_209_600 and queue["SqsManagedSseEnabled"] is True  # 14 days, the most
     stack.deploy("sm-dist-chain", {"ExecutionRoleArn": ROLE}, session=aws_session, template_name=NAME, poll_seconds=0)
