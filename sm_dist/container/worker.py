@@ -233,7 +233,7 @@ def _drop_interrupted(command: list[str], env: Mapping[str, str]) -> None:
     """Remove from the restored folder each checkpoint a fault cut short (`sm_dist.contract.checkpoint_whole`),
     saying which and why: the script then resumes from the newest whole one, on every host alike (each
     host judges the same restored files)."""
-    from sm_dist.contract.checkpoint_whole import interrupted
+    from sm_dist.contract.checkpoint_whole import interrupted, removed_line
 
     folder = Path(command[command.index("--folder") + 1])
     host = env.get("SM_CURRENT_HOST", "this host")
@@ -248,8 +248,7 @@ def _drop_interrupted(command: list[str], env: Mapping[str, str]) -> None:
             say(f"{host}: {path} was not written to its end ({found.why}) and cannot be removed ({exc}): "
                 "the script may resume from it")
             continue
-        say(f"{host}: {path} was not written to its end ({found.why}): a fault hit the save; removed, "
-            "so the script resumes from the newest whole checkpoint")
+        say(removed_line(host, str(path), found.why))
 
 
 def _name_restored(command: list[str], env: Mapping[str, str]) -> None:

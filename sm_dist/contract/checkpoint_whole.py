@@ -149,4 +149,24 @@ def interrupted(folder: Path) -> list[Interrupted]:
     return out
 
 
-__all__ = ["ACCELERATE_LAST", "DCP_LAST", "HF_LAST", "Interrupted", "cut_short", "folder_why", "interrupted"]
+#: What the worker prints (after its `[sm_dist worker] ` prefix) for each checkpoint it removed; local mode
+#: reads it back (`read_removed`) for the summary.
+_REMOVED = "{host}: {path} was not written to its end ({why}): a fault hit the save; removed, so the script " \
+           "resumes from the newest whole checkpoint"
+_REMOVED_RE = re.compile(r"\[sm_dist worker\] (?P<host>\S+): (?P<path>\S.*?) was not written to its end \((?P<why>.*)\): "
+                         r"a fault hit the save; removed")
+
+
+def removed_line(host: str, path: str, why: str) -> str:
+    """The worker's line (less its prefix) for a checkpoint it removed from the restored folder."""
+    return _REMOVED.format(host=host, path=path, why=why)
+
+
+def read_removed(line: str) -> tuple[str, str, str] | None:
+    """(host, path, why) of a worker's removed-checkpoint line anywhere in `line`, else None."""
+    match = _REMOVED_RE.search(line)
+    return (match.group("host"), match.group("path"), match.group("why")) if match else None
+
+
+__all__ = ["ACCELERATE_LAST", "DCP_LAST", "HF_LAST", "Interrupted", "cut_short", "folder_why", "interrupted", "read_removed",
+           "removed_line"]

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from sm_dist.contract import hang
+from sm_dist.contract.checkpoint_whole import read_removed
 from sm_dist.contract.container import (
     MASTER_PORT_ENV,
     RDZV_PORT_ENV,
@@ -71,7 +72,8 @@ class LocalRunner:
         self.layouts: list[HostRoot] = []
         self._sync: CheckpointSync | None = None
         self._job_causes: list[str] = []  # why each whole-job restart happened
-        self._fatal_hang: str | None = None  # a hang line the launcher did not restart (the job's cause)
+        self._fatal_hang: str | None = None
+        self._removed: dict[tuple[str, str], list[str]] = {}  # (path, why) -> the hosts that removed it  # a hang line the launcher did not restart (the job's cause)
         self.stop = interrupt.StopSignals()
 
     def _on_line(self, host: str, line: str) -> None:
@@ -81,6 +83,9 @@ class LocalRunner:
             self.chaos.events.append(f"{hook.fault}: the checkpointer's fault hook killed a rank on {host}")
         elif isinstance(hook, AloneLine):  # sm_dist.runtime.run_script: what the rank's process groups did
             self.chaos.group.trained_alone(host, hook.rank, hook.why)
+        removed = read_removed(line) if hook is None else None
+        if removed is not None:  # a worker removed a checkpoint a fault cut short: the summary says which, and why
+            self._note_removed(*removed)
         restart = read_restart(line) if hook is None else None
         if restart is not None:  # a launcher let torchrun restart its workers: why
             self.restarts.add(restart, self.chaos.fired)
@@ -93,6 +98,23 @@ class LocalRunner:
                 self.outcome.warnings.append(f"hang: {found[0]}")
         self.progress.feed(line, host)
         self.settings.on_line(host, line)
+
+    def _note_removed(self, host: str, path: str, why: str) -> None:
+        """One warning per removed checkpoint, naming every host that removed it."""
+        hosts = self._removed.setdefault((path, why), [])
+        before = self._removed_warning(path, why, hosts) if hosts else None
+        if host not in hosts:
+            hosts.append(host)
+        text = self._removed_warning(path, why, hosts)
+        if before in self.outcome.warnings:
+            self.outcome.warnings[self.outcome.warnings.index(before)] = text
+        elif text not in self.outcome.warnings:
+            self.outcome.warnings.append(text)
+
+    @staticmethod
+    def _removed_warning(path: str, why: str, hosts: list[str]) -> str:
+        return (f"{path} was not written to its end ({why}): a fault hit the save; removed on {', '.join(hosts)} "
+                "before the script resumed, from the newest whole checkpoint")
 
     def run(self) -> Outcome:
         """Run attempts until one is not interrupted; return the outcome. SIGINT or SIGTERM meanwhile: every

@@ -156,3 +156,20 @@ def test_a_repeated_hang_is_the_jobs_error_though_a_peers_error_ended_it_first(t
     runner._explain_stop()
     assert runner.outcome.error == "hang: " + stuck
     assert runner.outcome.warnings == []  # no "restarting" warning for the hang that was not restarted
+
+
+def test_the_summary_names_a_checkpoint_the_workers_removed_once(tmp_path: Path) -> None:
+    """Each host's worker removes the same cut-short checkpoint and says so: one warning names both hosts."""
+    from sm_dist.contract.checkpoint_whole import removed_line
+    from sm_dist.local.config import LocalJobConfig
+    from sm_dist.local.runner import LocalRunner, RunSettings
+
+    config = LocalJobConfig(job_name="j", container_command=("true",), instance_type="ml.g5.xlarge",
+                            instance_count=2, code_dir=tmp_path)
+    runner = LocalRunner(config, RunSettings(job_root=tmp_path / "job"))
+    why = "no trainer_state.json (Hugging Face Trainer writes it last)"
+    for host in ("algo-2", "algo-1", "algo-2"):
+        runner._on_line(host, "[sm_dist worker] " + removed_line(host, "/opt/ml/checkpoints/checkpoint-40", why))
+    assert runner.outcome.warnings == [
+        f"/opt/ml/checkpoints/checkpoint-40 was not written to its end ({why}): a fault hit the save; removed on "
+        "algo-2, algo-1 before the script resumed, from the newest whole checkpoint"]
