@@ -248,7 +248,10 @@ class WireJson:
     the run's fields (the Lambda runtime's bundled botocore): DescribeTrainingJob answers the JSON SageMaker
     sent (the model's parser drops a field it does not know), and CreateTrainingJob sends the request as
     built (the model's validator refuses such a field, its serializer drops it). botocore still signs and
-    sends both; its model sees only the fields it knows (docs/PLATFORM.md §1.17)."""
+    sends both; its model sees only the fields it knows. Give it a client made with
+    `parameter_validation=False`: an older model may also require what a newer request leaves out
+    (ResourceConfig.InstanceType beside InstancePreferences); SageMaker validates the request it gets
+    (docs/PLATFORM.md §1.17)."""
 
     def __init__(self, client: Any) -> None:
         self.client = client
@@ -303,8 +306,10 @@ def _known(value: Any, shape: Any) -> Any:
 def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     """The Lambda function's entry point (`index.handler`)."""
     import boto3
+    from botocore.config import Config
 
-    return handle(event, WireJson(boto3.client("sagemaker")), s3=boto3.client("s3"),
+    sagemaker = boto3.client("sagemaker", config=Config(parameter_validation=False))
+    return handle(event, WireJson(sagemaker), s3=boto3.client("s3"),
                   time_left=lambda: context.get_remaining_time_in_millis() / 1000)
 
 

@@ -374,9 +374,11 @@ class _Raw:
 
 
 def _older_botocore(client: Any) -> None:
-    """`client`'s service model without InstancePreferences and MlflowConfig, as a botocore before them has it."""
+    """`client`'s service model without InstancePreferences and MlflowConfig, as a botocore before them has it
+    (ResourceConfig then required InstanceType, InstanceCount and VolumeSizeInGB)."""
     shapes = client.meta.service_model._shape_resolver._shape_map
-    shapes["ResourceConfig"] = {**shapes["ResourceConfig"], "members": {
+    shapes["ResourceConfig"] = {**shapes["ResourceConfig"], "required": ["InstanceType", "InstanceCount",
+                                                                          "VolumeSizeInGB"], "members": {
         k: v for k, v in shapes["ResourceConfig"]["members"].items() if k != "InstancePreferences"}}
     for name in ("CreateTrainingJobRequest", "DescribeTrainingJobResponse"):
         shapes[name] = {**shapes[name], "members": {k: v for k, v in shapes[name]["members"].items()
@@ -391,11 +393,14 @@ def test_the_lambdas_calls_keep_the_fields_its_botocore_does_not_know(aws_creden
     import json
 
     from botocore.awsrequest import AWSResponse
+    from botocore.config import Config
 
     from sm_dist.contract.chain import LinkOutcome, decide
 
-    client = boto3.client("sagemaker", region_name="us-east-1")
-    _older_botocore(client)
+    client = boto3.client("sagemaker", region_name="us-east-1", config=Config(parameter_validation=False))
+    _older_botocore(client)  # the handler's client: no client-side validation
+    validating = boto3.client("sagemaker", region_name="us-east-1")
+    _older_botocore(validating)
     mlflow = {"MlflowResourceArn": "arn:aws:sagemaker:us-east-1:123456789012:mlflow-app/app-team"}
     prefs = [{"InstanceType": "ml.p4d.24xlarge"}, {"InstanceType": "ml.p5.48xlarge"}]
     desc = {**description("run-1", "Stopped", "MaxRuntimeExceeded", spot=False), "MlflowConfig": mlflow,
@@ -418,8 +423,8 @@ def test_the_lambdas_calls_keep_the_fields_its_botocore_does_not_know(aws_creden
     assert read["CreationTime"] == T0  # a timestamp as the parser reads it
     decision = decide("run", LinkOutcome.from_description(read), RunState(), POLICY)
     request = supervisor.next_request(read, {t["Key"]: t["Value"] for t in link_tags(1)}, decision)
-    with pytest.raises(Exception, match="Unknown parameter"):
-        client.create_training_job(**request)  # what the runtime's botocore alone does
+    with pytest.raises(Exception, match="Unknown parameter in ResourceConfig: \"InstancePreferences\""):
+        validating.create_training_job(**request)  # what the runtime's botocore alone does
     assert wired.create_training_job(**request)["TrainingJobArn"] == arn("run-2")
     assert sent[-1]["MlflowConfig"] == mlflow and sent[-1]["ResourceConfig"]["InstancePreferences"] == prefs
     assert sent[-1] == json.loads(json.dumps(request))
