@@ -46,6 +46,7 @@ _LAZY = {
     "JobHandle": "sm_dist.contract.job:JobHandle",
     "Channel": "sm_dist.planning.channels:Channel",
     "LaunchSettings": "sm_dist.planning.settings:LaunchSettings",
+    "Checkpointing": "sm_dist.planning.settings:Checkpointing",
     "MlflowSettings": "sm_dist.planning.mlflow_setting:MlflowSettings",
 }
 
@@ -62,6 +63,7 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, never i
     from sm_dist.local.options import LocalOptions as LocalOptions
     from sm_dist.planning.channels import Channel as Channel
     from sm_dist.planning.mlflow_setting import MlflowSettings as MlflowSettings
+    from sm_dist.planning.settings import Checkpointing as Checkpointing
     from sm_dist.planning.settings import LaunchSettings as LaunchSettings
 else:
     __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
@@ -79,6 +81,7 @@ __all__ = [
     "JobHandle",
     "Channel",
     "LaunchSettings",
+    "Checkpointing",
     "MlflowSettings",
     "SmDistError",
     "ConfigError",

@@ -126,7 +126,11 @@ def test_launch_settings_are_launch_configs_fields() -> None:
     config = typing.get_type_hints(LaunchConfig)
     settings = typing.get_type_hints(LaunchSettings)
     names = [f.name for f in dataclasses.fields(LaunchConfig)]
-    assert names[0] == "entry" and sorted(settings) == sorted(names[1:])  # entry is fit's first argument
+    from sm_dist.planning.settings import SECTIONS
+
+    assert names[0] == "entry" and sorted(settings) == sorted(names[1:] + list(SECTIONS))  # entry: fit's 1st argument
+    assert {name for _, fields in SECTIONS.values() for name in fields.values()} <= set(names)  # a section's: flat ones
+    settings = {name: hint for name, hint in settings.items() if name not in SECTIONS}
     assert LaunchSettings.__required_keys__ == frozenset()  # a local plan needs none
     assert {name for name in settings if settings[name] != config[name]} == WIDER
     assert [name for name in settings if not accepts(settings[name], config[name])] == []
@@ -183,7 +187,8 @@ print(live.tensorboard_uri, job.tensorboard(port=6007), sm_dist.Job("j").release
 
 
 def run(on_laptop: bool) -> None:
-    handle = sm_dist.fit("train.py", instance_type="ml.g5.xlarge", local=on_laptop)
+    handle = sm_dist.fit("train.py", instance_type="ml.g5.xlarge", local=on_laptop,
+                         checkpoint=sm_dist.Checkpointing(interval_steps=100, mode="s3", s3_uri="s3://b/c"))
     reveal_type(handle)
     if isinstance(handle, sm_dist.LocalJob):
         print(handle.exit_code)
@@ -209,6 +214,7 @@ BAD = {
     'sm_dist.plan("train.py", instance_type="ml.g5.2xlarge", tensorboard="yes")': '"tensorboard"',
     'sm_dist.plan("train.py", instance_type="ml.g5.2xlarge", mlflow={"experiment": "e"})': '"mlflow"',
     'sm_dist.plan("train.py", output_compression="zip")': 'Argument "output_compression" to "plan"',
+    'sm_dist.plan("train.py", checkpoint=sm_dist.Checkpointing(interval_step=100))': '"interval_step"',
     'sm_dist.plan("train.py", inputs={"t": {"source": "s3://b/t", "distribution": "Sharded"}})': 'ChannelSettings',
 }
 #: The most a user's mypy may print for one misspelled `fit` keyword (three overloads printed 6,958 characters).

@@ -102,8 +102,9 @@ def _add_fit_flags(parser: argparse.ArgumentParser) -> None:
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
     from sm_dist.planning.config import LaunchConfig, load_config_file
+    from sm_dist.planning.settings import flatten
 
-    settings: dict[str, Any] = load_config_file(args.config) if args.config else {}
+    settings: dict[str, Any] = flatten(load_config_file(args.config)) if args.config else {}  # then flags win
     names = {f.name for f in fields(LaunchConfig)}
     for name, value in vars(args).items():
         if name in names:

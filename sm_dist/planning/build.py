@@ -36,6 +36,7 @@ from sm_dist.planning.locations import LOCAL_BUCKET, local_locations, resolve_lo
 from sm_dist.planning.plan import LOCAL_DEFAULTS, Plan, tensorboard_uri
 from sm_dist.planning.profile import profile_error, without_missing_profile
 from sm_dist.planning.reach import check_reach
+from sm_dist.planning.settings import flatten
 from sm_dist.planning.tags import TAG_CHECKPOINT, chain_tags, sm_dist_tags
 
 if TYPE_CHECKING:
@@ -60,8 +61,8 @@ def _region(config: LaunchConfig, session_factory: Callable[[], Session]) -> str
 
 
 def launch_config(entry: str, settings: Mapping[str, Any], *, local: bool = False) -> LaunchConfig:
-    """The LaunchConfig of `sm_dist.plan(entry, **settings)`; a local one gets `LOCAL_DEFAULTS`."""
-    data = dict(settings)
+    """The LaunchConfig of `sm_dist.plan(entry, **settings)` (sections flattened); a local one gets `LOCAL_DEFAULTS`."""
+    data = flatten(settings)
     if local:
         data.setdefault("instance_type", LOCAL_DEFAULTS["instance_type"])
     if "instance_type" not in data:

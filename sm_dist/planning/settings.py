@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
 from sm_dist.contract.checkpoint import CheckpointMode, CheckpointModeName
+from sm_dist.errors import ConfigError
 from sm_dist.planning.channels import Channel, DistributionName, InputModeName
 from sm_dist.planning.config import OutputCompression
 from sm_dist.planning.mlflow_setting import MlflowSettings, MlflowTarget
-from sm_dist.vocab import Precision, PrecisionName, Strategy, StrategyName
+from sm_dist.vocab import Precision, PrecisionName, Strategy, StrategyName, did_you_mean
 
 
 class ChannelSettings(TypedDict, total=False):
@@ -30,6 +32,61 @@ class ChannelSettings(TypedDict, total=False):
     source: str
     mode: InputModeName
     distribution: DistributionName
+
+
+@dataclass(frozen=True, kw_only=True)
+class Checkpointing:
+    """The checkpoint settings as one section: `sm_dist.fit(..., checkpoint=sm_dist.Checkpointing(interval_steps=100))`,
+    or a config file's `checkpoint: {interval_steps: 100}`. Each field is a flat setting by another spelling
+    (`SECTIONS` maps them, in one place: `flatten`); a field left None is not given. The same record the job
+    spec carries and the runtime's Checkpointer takes is `sm_dist.contract.checkpoint.CheckpointSettings`."""
+
+    s3_uri: str | None = None
+    """checkpoint_s3_uri: s3://bucket/prefix for checkpoints; required with spot."""
+    mode: CheckpointMode | CheckpointModeName | None = None
+    """checkpoint_mode: auto, local, s3, sagemaker-sync or off."""
+    interval_steps: int | None = None
+    """checkpoint_interval_steps: steps between checkpoints."""
+    keep: int | None = None
+    """checkpoint_keep: committed checkpoints kept (at least 2)."""
+    async_save: bool | None = None
+    """async_checkpoint: write checkpoints in the background."""
+
+
+#: Each section keyword: its record, and each of its fields' flat setting (LaunchConfig's field).
+SECTIONS: dict[str, tuple[type[Checkpointing], dict[str, str]]] = {
+    "checkpoint": (Checkpointing, {"s3_uri": "checkpoint_s3_uri", "mode": "checkpoint_mode",
+                                   "interval_steps": "checkpoint_interval_steps", "keep": "checkpoint_keep",
+                                   "async_save": "async_checkpoint"}),
+}
+
+
+def flatten(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """`settings` with each section (a record, or a mapping of its fields) replaced by the flat settings it stands
+    for: the one place a section meets LaunchConfig. A setting given both ways is refused in one line."""
+    flat = {key: value for key, value in settings.items() if key not in SECTIONS}
+    for key, (record_type, names) in SECTIONS.items():
+        if key not in settings or settings[key] is None:
+            continue
+        section = settings[key]
+        if isinstance(section, Mapping):
+            unknown = sorted(set(section) - set(names))
+            if unknown:
+                raise ConfigError(f"{key}.{unknown[0]}", section[unknown[0]],
+                                  f"not a field of {key}{did_you_mean(str(unknown[0]), list(names))}; fields: "
+                                  f"{', '.join(names)}")
+            section = record_type(**section)
+        if not isinstance(section, record_type):
+            raise ConfigError(key, type(section).__name__, f"expected sm_dist.{record_type.__name__}(...) or a mapping "
+                              f"of its fields ({', '.join(names)})")
+        for name, setting in names.items():
+            value = getattr(section, name)
+            if value is None:
+                continue
+            if setting in flat:
+                raise ConfigError(f"{key}.{name}", value, f"also given as {setting}={flat[setting]!r}: give it once")
+            flat[setting] = value
+    return flat
 
 
 class LaunchSettings(TypedDict, total=False):
@@ -96,6 +153,7 @@ class LaunchSettings(TypedDict, total=False):
     remote_debug: bool
     infra_check: bool | None
     mlflow: str | MlflowSettings | MlflowTarget | None  # a tracking server ARN, or {"arn":, "experiment":, "run":}
+    checkpoint: Checkpointing | None  # a section: its fields are the checkpoint_* settings above (flatten)
 
 
-__all__ = ["ChannelSettings", "LaunchSettings"]
+__all__ = ["SECTIONS", "ChannelSettings", "Checkpointing", "LaunchSettings", "flatten"]
