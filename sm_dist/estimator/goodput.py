@@ -197,7 +197,7 @@ def _goodput(times: tuple[float, float, float, float], mtbf: float, train_s: flo
                    max(train_s / seconds, GOODPUT_FLOOR) if seconds > 0 else 1.0, seconds)
 
 
-__all__ = ["A100_INTERRUPTIONS_PER_GPU_HOUR", "DEFAULT_INTERRUPTIONS_PER_GPU_HOUR", "DETECT_SECONDS",
+__all__ = ["A100_INTERRUPTIONS_PER_GPU_HOUR", "DEFAULT_INTERRUPTIONS_PER_GPU_HOUR", "DETECT_SECONDS", "GOODPUT_FLOOR",
            "HOPPER_INTERRUPTIONS_PER_GPU_HOUR", "INTERRUPTIONS_PER_GPU_HOUR", "MAX_JOB_HOURS", "STORAGES", "Goodput",
            "checkpoint_bytes", "disk_bytes_per_s", "estimate_goodput", "interruptions_per_gpu_hour", "mtbf_seconds", "on_demand_and_spot", "s3_bytes_per_s",
            "young_daly_interval"]

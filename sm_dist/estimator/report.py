@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sm_dist.estimator.goodput import GOODPUT_FLOOR
 from sm_dist.estimator.grid import Row
 from sm_dist.estimator.recommend import LABELS
 from sm_dist.estimator.record import EstimateRecord
@@ -164,10 +165,15 @@ def goodput_line(est: EstimateRecord) -> str:
         return ""
     spot = " on spot" if est.spot else ""
     restarts = f", {g.planned_restarts} planned restart{'s' if g.planned_restarts > 1 else ''} (one per 28-day job)" if g.planned_restarts else ""
-    return (f"Goodput{spot}: {g.goodput:.3f} of the billed time trains — {g.interruptions:,.1f} interruptions expected "
-            f"(MTBF {g.mtbf_hours:,.1f} h){restarts}; a checkpoint of {g.checkpoint_bytes / 1e9:,.2f} GB per rank stalls "
+    line = (f"Goodput{spot}: {g.goodput:.3f} of the billed time trains — {g.interruptions:,.1f} interruptions expected "
+            f"(MTBF {g.mtbf_hours:,.2f} h){restarts}; a checkpoint of {g.checkpoint_bytes / 1e9:,.2f} GB per rank stalls "
             f"{g.checkpoint_save_s:,.1f} s, every {g.checkpoint_interval_s / 60:,.1f} min "
             f"({g.interval_steps(row.step.total):,} steps, Young/Daly); a restart costs {g.restart_s / 60:,.1f} min")
+    if g.goodput <= GOODPUT_FLOOR:
+        line += (f". This plan cannot get ahead of its interruptions (a restart and half an interval exceed the "
+                 f"{g.mtbf_hours * 60:,.1f} min MTBF): its hours are the floor of {GOODPUT_FLOOR:.0%} goodput, not a "
+                 "forecast; use fewer instances" + (" or on-demand" if est.spot else ""))
+    return line
 
 
 def html(est: EstimateRecord) -> str:

@@ -142,3 +142,15 @@ def test_json_text_and_html_carry_it() -> None:
 def test_bad_storage_is_named() -> None:
     with pytest.raises(ConfigError, match="checkpoint_storage"):
         sm_dist.estimate(model="gpt2", tokens=1e9, checkpoint_storage="nfs")
+
+
+def test_a_plan_that_cannot_outpace_its_interruptions_says_so() -> None:
+    """Spot on 2,048 instances: an interruption every few minutes, a 10-minute restart: no progress to forecast."""
+    est = sm_dist.estimate(model="llama3-70b", tokens=15e12, instance_types=["ml.p5.48xlarge"], instance_counts=[2048],
+                           strategies=["fsdp"], spot=True)
+    row = _row(est)
+    assert row.goodput is not None and row.goodput.goodput == goodput.GOODPUT_FLOOR
+    assert row.goodput.restart_s > row.goodput.mtbf_hours * 3600
+    assert "cannot get ahead of its interruptions" in str(est) and "or on-demand" in str(est)
+    assert "cannot get ahead" not in str(sm_dist.estimate(model="llama3-70b", tokens=15e12, strategies=["fsdp"],
+                                                          instance_types=["ml.p5.48xlarge"], instance_counts=[2048]))
