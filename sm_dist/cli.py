@@ -108,6 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     except SmDistError as exc:
         print(f"sm-dist {command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:  # `sm-dist logs JOB | head`: the reader left; nothing to say (Python's documented way)
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush must not fail again
+        except (OSError, ValueError, AttributeError):  # stdout without a file descriptor (a test's capture)
+            pass
+        return 141  # 128 + SIGPIPE, as a shell reports a pipeline's writer that the reader left
     except Exception as exc:
         aws = _aws_failure(exc)
         if aws is None or args.verbose or os.environ.get("SM_DIST_DEBUG"):

@@ -92,3 +92,18 @@ def test_anything_else_is_an_internal_error_in_one_line(monkeypatch: pytest.Monk
     assert cli.main(["status", "x"]) == 70
     assert capsys.readouterr().err == ("sm-dist status: internal error: RuntimeError: boom (this is a bug; rerun with "
                                        "-v for the traceback)\n")
+
+
+def test_a_reader_that_leaves_the_pipe_is_no_bug(monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """`sm-dist logs JOB | head`: head exits, the next print raises BrokenPipeError; that is 141, as a shell reports
+    such a writer, and nothing on stderr (it said "internal error ... this is a bug")."""
+    import sm_dist.launch.job_cli as job_cli
+
+    def cut(args: object) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(job_cli, "register", lambda command, parser: (
+        parser.add_argument("job"), parser.set_defaults(_run=cut)))
+    assert cli.main(["logs", "x"]) == 141
+    assert capsys.readouterr().err == ""

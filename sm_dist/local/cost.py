@@ -38,6 +38,15 @@ class LocalCost:
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
+    def __str__(self) -> str:
+        """The two lines the run's summary ends with (what `sm-dist cost NAME` prints for a local job)."""
+        seconds = self.billable_seconds / self.instance_count if self.instance_count else self.billable_seconds
+        usd = ("unknown (instance type not in the catalog)" if self.sagemaker_usd is None
+               else f"${self.sagemaker_usd:,.4f}")
+        rate = f" (${self.usd_per_hour}/h, prices of {self.price_date})" if self.usd_per_hour else ""
+        return (f"cost here       ${self.local_usd:.2f}\non SageMaker    {usd} for the same {seconds:g} s on "
+                f"{self.instance_count} × {self.instance_type}{rate}")
+
 
 def local_cost(instance_type: str, instance_count: int, seconds: float) -> LocalCost:
     """Price `seconds` of `instance_count` × `instance_type` from the catalog (None if unknown)."""

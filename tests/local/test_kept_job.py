@@ -63,7 +63,8 @@ def test_status_logs_checkpoints_cost_of_a_local_job_by_name_ask_no_region(
     listed = json.loads(capsys.readouterr().out)
     assert [(c["step"], c["committed"]) for c in listed] == [(8, False), (4, True)]
     assert cli.main(["cost", "rehearsal-7"]) == 0
-    assert capsys.readouterr().out == f"{job.cost()}\n"
+    assert capsys.readouterr().out == ("cost here       $0.00\non SageMaker    $0.0469 for the same 60 s on 2 × "
+                                       "ml.g5.xlarge ($1.408/h, prices of 2025-06)\n")
     assert cli.main(["cost", "rehearsal-7", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(job.cost().to_dict()))
     handle = attach_mod.attach("rehearsal-7")
