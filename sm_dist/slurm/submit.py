@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from sm_dist.contract import log_lines
 from sm_dist.contract.checkpoint import CheckpointMode
-from sm_dist.contract.container import CODE_CHANNEL, HYPERPARAMETERS, INPUT_DATA_CONFIG, NPROC_ENV
+from sm_dist.contract.container import CHECKPOINT_CONFIG, CODE_CHANNEL, HYPERPARAMETERS, INPUT_DATA_CONFIG, NPROC_ENV
 from sm_dist.contract.slurm_layout import (
     CHECKPOINTS_FOLDER,
     CODE_FOLDER,
@@ -121,6 +121,9 @@ def stage(plan: Plan, opts: SlurmOptions, job_dir: Path, gpus: int, name: str) -
     (job_dir / LOGS_FOLDER).mkdir()
     if checkpoint_uri == str(folder):
         folder.mkdir(parents=True, exist_ok=True)
+        # every node's checkpoint folder (SM_CHECKPOINT_DIR, the runtime's) is the one shared folder: each rank's
+        # shards land beside the others', as SageMaker's sync to one S3 prefix puts them
+        (config / CHECKPOINT_CONFIG).write_text(json.dumps({"LocalPath": str(folder)}, indent=2), encoding="utf-8")
     script = job_dir / SCRIPT_FILE
     script.write_text(script_for(plan, opts, job_dir, gpus, name), encoding="utf-8")
     return script, checkpoint_uri

@@ -12,7 +12,7 @@ import pytest
 import sm_dist
 from sm_dist import cli
 from sm_dist.container import slurm_host
-from sm_dist.contract.container import LOCAL_ADDR_ENV, OPT_ML_ENV, RDZV_HOST_ENV, RDZV_PORT_ENV
+from sm_dist.contract.container import LOCAL_ADDR_ENV, OPT_ML_ENV, RDZV_HOST_ENV, RDZV_PORT_ENV, read_checkpoint_config
 from sm_dist.contract.slurm_layout import CODE_FOLDER, CONFIG_FOLDER, HOSTS_FOLDER, JOB_FILE
 from sm_dist.errors import ConfigError, RuntimeEnvError
 from sm_dist.slurm import cluster
@@ -171,6 +171,8 @@ def test_a_node_is_laid_out_like_opt_ml(tmp_path: Path, monkeypatch) -> None:
         "job_name": "j", "instance_type": "ml.p5.48xlarge", "channels": {"train": str(data)},
         "environment": {"PYTHONPATH": "/opt/ml/input/data/code"}}), encoding="utf-8")
     (job_dir / CONFIG_FOLDER / "hyperparameters.json").write_text('{"steps": "8"}', encoding="utf-8")
+    shared = tmp_path / "shared-checkpoints"
+    (job_dir / CONFIG_FOLDER / "checkpointconfig.json").write_text(json.dumps({"LocalPath": str(shared)}))
     monkeypatch.setattr(slurm_host, "node_address", lambda name, run=None: {"n10": "10.0.0.10", "n9": "10.0.0.9"}[name])
     root = slurm_host.lay_out(job_dir, "n9", ["n9", "n10"])
     resource = json.loads((root / "input/config/resourceconfig.json").read_text())
@@ -182,3 +184,5 @@ def test_a_node_is_laid_out_like_opt_ml(tmp_path: Path, monkeypatch) -> None:
     assert env[OPT_ML_ENV] == str(root) and env[RDZV_HOST_ENV] == "10.0.0.10" and env[LOCAL_ADDR_ENV] == "10.0.0.9"
     assert env[RDZV_PORT_ENV] == "15042" and env["TRAINING_JOB_NAME"] == "j"
     assert env["PYTHONPATH"] == f"{root}/input/data/code"
+    # SM_CHECKPOINT_DIR on every node: the one shared folder (a path outside /opt/ml is not remapped)
+    assert read_checkpoint_config(root).local_path == str(shared)
