@@ -25,7 +25,7 @@ _LOCAL_ONLY = ("logs", "local_root", "local_checkpoints", "grace_seconds", "loca
 
 def add_slurm_flags(parser: argparse.ArgumentParser) -> None:
     """--slurm and what a Slurm user passes: --partition, --account, --qos, ... (with --slurm)."""
-    group = parser.add_argument_group("Slurm / HyperPod (with --slurm; --chaos kill:STEP and --verify work too)")
+    group = parser.add_argument_group("Slurm / HyperPod (with --slurm; --chaos kill:STEP or kill:SECONDSs and --verify work too)")
     group.add_argument("--slurm", action="store_true",
                        help="submit the job with sbatch to the Slurm cluster this machine reaches (SLURM_CONF); "
                             "--dry-run prints the sbatch file")

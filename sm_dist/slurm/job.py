@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -178,8 +178,10 @@ class SlurmJob:
                 return f"{path.parent.parent.name}: {text}"
         return None
 
-    def wait(self, out: TextIO | None = None, on_line: object = None) -> JobStatus:
-        """Block until the job is done; `out`: echo each node's lines there, prefixed by node."""
+    def wait(self, out: TextIO | None = None, on_line: Callable[[str, str], None] | None = None,
+             on_tick: Callable[[], None] | None = None) -> JobStatus:
+        """Block until the job is done; `out`: echo each node's lines there, prefixed by node; `on_line(node, line)`
+        for each line, `on_tick()` once per poll (a timed chaos kill)."""
         tail = LogTail(self.job_dir / LOGS_FOLDER)
         while True:
             status = self.status()
@@ -187,7 +189,9 @@ class SlurmJob:
                 if out is not None:
                     print(f"[{node}] {line}", file=out, flush=True)
                 if on_line is not None:
-                    on_line(node, line)  # type: ignore[operator]
+                    on_line(node, line)
+            if on_tick is not None and not status.done:
+                on_tick()
             if status.done:
                 for node, line in tail.new_lines():
                     if out is not None:

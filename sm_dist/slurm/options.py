@@ -54,8 +54,9 @@ class SlurmOptions:
     nproc_per_node: int | None = None
     """Worker processes per node (default: the plan's, else one per GPU, else 1)."""
     chaos: Iterable[str | Fault] = ()
-    """Faults to inject while waiting: "kill:STEP" SIGKILLs one worker rank on a node (torchrun restarts
-    the workers, which resume from the checkpoint)."""
+    """Faults to inject while waiting: "kill:STEP" SIGKILLs one worker rank on a node once a step line shows STEP,
+    "kill:SECONDSs" that long after the first node started torchrun (torchrun restarts the workers, which resume
+    from the checkpoint)."""
     verify: bool = False
     """Run the job again without chaos and compare the final models (implies waiting)."""
     wait: bool = True
@@ -89,11 +90,11 @@ class SlurmOptions:
     def faults(self) -> tuple[Fault, ...]:
         faults = tuple(s if isinstance(s, Fault) else parse_fault(s) for s in self.chaos)
         for fault in faults:
-            if fault.kind not in SLURM_CHAOS_KINDS or fault.timed:
-                raise ConfigError("chaos", str(fault), "a Slurm job takes kill:STEP (local mode, --local, rehearses "
-                                  "the other kinds)")
+            if fault.kind not in SLURM_CHAOS_KINDS:
+                raise ConfigError("chaos", str(fault), "a Slurm job takes kill:STEP or kill:SECONDSs (local mode, "
+                                  "--local, rehearses the other kinds)")
         if len(faults) > 1:
-            raise ConfigError("chaos", [str(f) for f in faults], "give one kill:STEP")
+            raise ConfigError("chaos", [str(f) for f in faults], "give one kill:STEP or kill:SECONDSs")
         return faults
 
     def job_root(self, job_name: str) -> Path:

@@ -20,17 +20,27 @@ import random
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from sm_dist.contract import log_lines
 from sm_dist.contract.checkpoint import CheckpointMode
-from sm_dist.contract.container import CHECKPOINT_CONFIG, CODE_CHANNEL, HYPERPARAMETERS, INPUT_DATA_CONFIG, NPROC_ENV
+from sm_dist.contract.container import (
+    CHECKPOINT_CONFIG,
+    CODE_CHANNEL,
+    HYPERPARAMETERS,
+    INPUT_DATA_CONFIG,
+    NPROC_ENV,
+    WEIGHT_SUFFIXES,
+)
+from sm_dist.contract.faults import Fault
 from sm_dist.contract.slurm_layout import (
     CHECKPOINTS_FOLDER,
     CODE_FOLDER,
     CONFIG_FOLDER,
+    HOSTS_FOLDER,
     JOB_FILE,
     LOGS_FOLDER,
     SCRIPT_FILE,
@@ -46,8 +56,25 @@ from sm_dist.slurm.script import batch_script, time_limit
 if TYPE_CHECKING:
     from sm_dist.planning.plan import Plan
 
+#: The line each node's PID 1 prints as it starts torchrun: the clock of a timed kill starts with the first one.
+STARTED_MARK = "[sm_dist launcher] host "
+#: The tools-world module that compares two model folders' tensors (run as a process: it imports torch).
+COMPARE_MODULE = "sm_dist.tools.weights_compare"
 #: What SageMaker writes per channel in File mode (inputdataconfig.json, docs/PLATFORM.md §1.1).
 _CHANNEL_CONFIG = {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}
+
+
+def shared_checkpoint_args(spec: JobSpec, local_path: str, folder: Path) -> JobSpec:
+    """The spec with the checkpoint folder's container path (CheckpointConfig.LocalPath, /opt/ml/checkpoints) in
+    the script's arguments and hyperparameters replaced by the shared `folder`: what SageMaker syncs to one
+    prefix is one folder here, and each job (a --verify run too) has its own."""
+    def moved(value: str) -> str:
+        if value == local_path or value.startswith(local_path.rstrip("/") + "/"):
+            return str(folder) + value[len(local_path.rstrip("/")):]
+        return value
+
+    return dataclasses.replace(spec, args=tuple(moved(a) for a in spec.args),
+                               hyperparameters={k: moved(v) for k, v in spec.hyperparameters.items()})
 
 
 def checkpoint_spec(plan: Plan, folder: Path) -> tuple[JobSpec, str | None]:
@@ -58,6 +85,7 @@ def checkpoint_spec(plan: Plan, folder: Path) -> tuple[JobSpec, str | None]:
     if ckpt.mode in (CheckpointMode.S3, CheckpointMode.OFF):
         return spec, ckpt.uri
     local = dataclasses.replace(ckpt, mode=CheckpointMode.LOCAL, uri=None, local_path=str(folder))
+    spec = shared_checkpoint_args(spec, plan.checkpoint_local_path, folder)
     return dataclasses.replace(spec, checkpoint=local), str(folder)
 
 
@@ -108,7 +136,8 @@ def stage(plan: Plan, opts: SlurmOptions, job_dir: Path, gpus: int, name: str) -
     config = job_dir / CONFIG_FOLDER
     config.mkdir()
     channels = _channels(plan)
-    (config / HYPERPARAMETERS).write_text(json.dumps(dict(plan.hyperparameters), indent=2), encoding="utf-8")
+    hyperparameters = {k: spec.hyperparameters.get(k, v) for k, v in plan.hyperparameters.items()}
+    (config / HYPERPARAMETERS).write_text(json.dumps(hyperparameters, indent=2), encoding="utf-8")
     data_config = {n: dict(_CHANNEL_CONFIG) for n in [CODE_CHANNEL, *channels]}
     (config / INPUT_DATA_CONFIG).write_text(json.dumps(data_config, indent=2), encoding="utf-8")
     environment = dict(plan.environment)
@@ -140,26 +169,40 @@ def submit(plan: Plan, opts: SlurmOptions, gpus: int, name: str | None = None) -
 
 
 class Chaos:
-    """kill:STEP on a running Slurm job: once a node's log shows step >= STEP, SIGKILL one worker rank on a
-    random node (`srun --overlap` runs sm_dist.container.slurm_host's --kill-rank there). Fires once."""
+    """One kill on a running Slurm job: `kill:STEP` once a node's log shows step >= STEP, `kill:SECONDSs` that long
+    after the first node's PID 1 started torchrun (any script: no step lines needed). It SIGKILLs one worker rank
+    on a random node (`srun --overlap` runs sm_dist.container.slurm_host's --kill-rank there). Fires once."""
 
-    def __init__(self, job: SlurmJob, step: int, out: TextIO | None) -> None:
-        self.job, self.step, self.out, self.fired = job, step, out, False
+    def __init__(self, job: SlurmJob, fault: Fault, out: TextIO | None) -> None:
+        self.job, self.fault, self.out = job, fault, out
+        self.fired = False
+        self.started: float | None = None
 
     def on_line(self, node: str, line: str) -> None:
+        if self.started is None and STARTED_MARK in line:
+            self.started = time.monotonic()
         parsed = log_lines.read_line(line)
-        if self.fired or not isinstance(parsed, log_lines.StepLine) or parsed.step < self.step:
+        if not self.fault.timed and isinstance(parsed, log_lines.StepLine) and parsed.step >= self.fault.step:
+            self.fire(node)
+
+    def on_tick(self) -> None:
+        at = self.fault.at_seconds
+        if at is not None and self.started is not None and time.monotonic() - self.started >= at:
+            self.fire(None)
+
+    def fire(self, node: str | None) -> None:
+        if self.fired:
             return
         self.fired = True
         nodes = [n for n in (p.stem for p in (self.job.job_dir / LOGS_FOLDER).glob("*.log")) if n != "batch"]
-        target = random.choice(sorted(nodes) or [node])
+        target = random.choice(sorted(nodes) or [node or ""])
         argv = [shutil.which("srun") or "srun", f"--jobid={self.job.job_id}", "--overlap", "--nodes=1",
                 "--ntasks=1", f"--nodelist={target}", sys.executable, "-m", "sm_dist.container.slurm_host",
                 "--kill-rank", self.job.job_id]
         env = {**os.environ, "PYTHONPATH": str(self.job.job_dir / CODE_FOLDER)}
         done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
         if self.out is not None:
-            print(f"[sm_dist] chaos kill:{self.step} on {target}: {(done.stderr or done.stdout).strip()}",
+            print(f"[sm_dist] chaos {self.fault} on {target}: {(done.stderr or done.stdout).strip()}",
                   file=self.out, flush=True)
 
 
@@ -178,8 +221,8 @@ def run(plan: Plan, options: SlurmOptions | Mapping[str, object] | bool | None =
     if not opts.wait:
         return job
     faults = opts.faults()
-    chaos = Chaos(job, faults[0].step, echo) if faults else None
-    job.wait(out=echo, on_line=chaos.on_line if chaos else None)
+    chaos = Chaos(job, faults[0], echo) if faults else None
+    job.wait(out=echo, on_line=chaos.on_line if chaos else None, on_tick=chaos.on_tick if chaos else None)
     job.chaos = tuple(str(f) for f in faults)
     if opts.verify:
         _verify(plan, opts, gpus, job, echo)
@@ -187,7 +230,9 @@ def run(plan: Plan, options: SlurmOptions | Mapping[str, object] | bool | None =
 
 
 def _verify(plan: Plan, opts: SlurmOptions, gpus: int, job: SlurmJob, echo: TextIO) -> None:
-    """Run the plan again, uninterrupted, as `<job>-verify`, and compare the two final models' sha256."""
+    """Run the plan again, uninterrupted, as `<job>-verify`, and compare the two final models: sm_dist's model
+    hash when both runs printed one, else the weight files each node left in its model folder, tensor by tensor
+    (`sm_dist.tools.weights_compare`, run as a process: this world never imports torch)."""
     first = job.summary()
     if first.status != "Completed":
         job.verified, job.verification = None, f"cannot verify: the job ended {first.status}"
@@ -195,14 +240,39 @@ def _verify(plan: Plan, opts: SlurmOptions, gpus: int, job: SlurmJob, echo: Text
     checked = submit(plan, dataclasses.replace(opts, checkpoint_dir=None), gpus, name=f"{job.name}-verify")
     checked.wait(out=echo)
     second = checked.summary()
-    if second.status != "Completed" or not first.model_sha256 or not second.model_sha256:
-        job.verified, job.verification = None, (f"cannot verify: the uninterrupted run {checked.name} ended "
-                                                f"{second.status}" if second.status != "Completed" else
-                                                "cannot verify: a run printed no final model hash")
+    if second.status != "Completed":
+        job.verified, job.verification = None, f"cannot verify: the uninterrupted run {checked.name} ended " \
+                                               f"{second.status}"
         return
-    job.verified = first.model_sha256 == second.model_sha256
-    job.verification = (f"identical: model_sha256 {first.model_sha256[:12]}... in both runs" if job.verified else
-                        f"differs: {first.model_sha256[:12]}... vs {second.model_sha256[:12]}... ({checked.name})")
+    if first.model_sha256 and second.model_sha256:
+        job.verified = first.model_sha256 == second.model_sha256
+        job.verification = (f"identical: model_sha256 {first.model_sha256[:12]}... in both runs" if job.verified
+                            else f"differs: {first.model_sha256[:12]}... vs {second.model_sha256[:12]}... "
+                                 f"({checked.name})")
+        return
+    job.verified, job.verification = compare_models(job, checked)
+
+
+def compare_models(job: SlurmJob, checked: SlurmJob) -> tuple[bool | None, str]:
+    """Each node's model folder of both runs through `python -m sm_dist.tools.weights_compare` (its JSON answer)."""
+    answers = []
+    for folder in sorted((job.job_dir / HOSTS_FOLDER).glob("*/model")):
+        other = checked.job_dir / HOSTS_FOLDER / folder.parent.name / "model"
+        if not any(p.suffix in WEIGHT_SUFFIXES for p in [*folder.rglob("*"), *other.rglob("*")] if p.is_file()):
+            continue
+        done = subprocess.run([sys.executable, "-m", COMPARE_MODULE, str(folder), str(other)], capture_output=True,
+                              text=True, check=False)
+        try:
+            answer = json.loads(done.stdout.strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            return None, f"cannot verify: the weight comparison failed: {(done.stderr.strip() or 'no output')[-300:]}"
+        if answer.get("result") != "identical":
+            return ({"differs": False}.get(answer.get("result")),
+                    f"{answer.get('result')}: {folder.parent.name}: {answer.get('detail')}")
+        answers.append(f"{folder.parent.name}: {answer.get('detail')}")
+    if not answers:
+        return None, "cannot verify: no sm_dist model hash and no weight file in any node's model folder"
+    return True, "identical: " + "; ".join(answers)
 
 
 __all__ = ["check", "checkpoint_spec", "run", "script_for", "stage", "submit"]

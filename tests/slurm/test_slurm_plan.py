@@ -106,7 +106,7 @@ def test_partitions_are_read_and_checked() -> None:
 
 @pytest.mark.parametrize(("options", "message"), [
     ({"chaos": "sigterm:4"}, "a Slurm job takes kill:STEP"),
-    ({"chaos": "kill:20s"}, "a Slurm job takes kill:STEP"),
+    ({"chaos": ["kill:4", "kill:20s"]}, "give one kill:STEP or kill:SECONDSs"),
     ({"verify": True, "wait": False}, "verify=True: compares two finished runs"),
     ({"partition": "gpu large"}, "expected a Slurm name without spaces"),
     ({"partiton": "gpu"}, "slurm.partiton='gpu': not an option (did you mean 'partition'?)"),
@@ -186,3 +186,15 @@ def test_a_node_is_laid_out_like_opt_ml(tmp_path: Path, monkeypatch) -> None:
     assert env["PYTHONPATH"] == f"{root}/input/data/code"
     # SM_CHECKPOINT_DIR on every node: the one shared folder (a path outside /opt/ml is not remapped)
     assert read_checkpoint_config(root).local_path == str(shared)
+
+
+def test_the_checkpoint_folder_in_a_scripts_arguments_is_the_jobs_shared_one() -> None:
+    from sm_dist.jobspec import JobSpec
+    from sm_dist.slurm.submit import shared_checkpoint_args
+
+    spec = JobSpec(entry="train.py", args=("--out", "/opt/ml/checkpoints/run"),
+                   hyperparameters={"checkpoint-dir": "/opt/ml/checkpoints", "model-dir": "/opt/ml/model", "x": "1"})
+    moved = shared_checkpoint_args(spec, "/opt/ml/checkpoints", Path("/fsx/sm-dist/j/checkpoints"))
+    assert moved.args == ("--out", "/fsx/sm-dist/j/checkpoints/run")
+    assert moved.hyperparameters == {"checkpoint-dir": "/fsx/sm-dist/j/checkpoints", "model-dir": "/opt/ml/model",
+                                     "x": "1"}
