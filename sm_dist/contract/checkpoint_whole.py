@@ -18,7 +18,8 @@ one file last, or writes files whose end can be checked:
     *.pkl                       written at the end, so a file cut short has none
     *.safetensors               its header names every tensor's byte range: the data must end there
 
-:func:`interrupted` lists a folder's checkpoints that fail these checks. On every start of the
+:func:`interrupted` lists a folder's checkpoints that fail these checks and are newer than every whole
+one of their kind (what a script resuming from its newest would take). On every start of the
 script's workers after the checkpoint folder was restored (SageMaker's restore at a job's start,
 sm_dist's after an in-job restart: `sm_dist.container.worker`), they are removed from the folder with
 a line that names each and why, so the script resumes from the newest whole one. A checkpoint none of
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sm_dist.contract.checkpoint import parse_step
-from sm_dist.contract.checkpoint_names import checkpoint_entries, save_number
+from sm_dist.contract.checkpoint_names import checkpoint_entries, name_step, save_number
 
 #: What Hugging Face Trainer writes last into checkpoint-N.
 HF_LAST = "trainer_state.json"
@@ -136,17 +137,40 @@ def folder_why(folder: Path) -> str | None:
     return None
 
 
+def _family(name: str) -> str:
+    """A checkpoint's kind by its name, numbers aside: `checkpoint-40` and `checkpoint-20` are one family."""
+    return re.sub(r"\d+", "#", name)
+
+
+def _number(name: str) -> int | None:
+    return name_step(name) if name_step(name) is not None else save_number(name)
+
+
+def _newer(one: Path, other: Path) -> bool:
+    """Whether `one` is a newer checkpoint than `other` of its family: by the number in their names, else by time."""
+    a, b = _number(one.name), _number(other.name)
+    if a is not None and b is not None:
+        return a > b
+    try:
+        return one.stat().st_mtime > other.stat().st_mtime
+    except OSError:
+        return False
+
+
 def interrupted(folder: Path) -> list[Interrupted]:
-    """The checkpoints in `folder` that were not written to their end (see the module's table);
-    sm_dist's own step folders and names SageMaker's sync skips are never among them."""
-    out = []
+    """The checkpoints in `folder` that were not written to their end (see the module's table) and that a
+    script resuming from its newest would take: none of their family beside them is whole and newer (an
+    older leftover, such as the `checkpoint-N/rng_state_1.pth` Trainer's rotation leaves on the other
+    hosts, is no script's resume point and is left alone). sm_dist's own step folders and names
+    SageMaker's sync skips are never among them."""
+    found: list[tuple[str, Path, str | None]] = []
     for rel, path in checkpoint_entries(folder):
         if parse_step(rel.split("/", 1)[0]) is not None:
             continue  # sm_dist's step folder: its manifest is its commit
-        why = folder_why(path) if path.is_dir() else cut_short(path)
-        if why is not None:
-            out.append(Interrupted(rel, why))
-    return out
+        found.append((rel, path, folder_why(path) if path.is_dir() else cut_short(path)))
+    whole = [(path.parent, _family(path.name), path) for _, path, why in found if why is None]
+    return [Interrupted(rel, why) for rel, path, why in found if why is not None and not any(
+        parent == path.parent and family == _family(path.name) and _newer(other, path) for parent, family, other in whole)]
 
 
 #: What the worker prints (after its `[sm_dist worker] ` prefix) for each checkpoint it removed; local mode

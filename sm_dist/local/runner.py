@@ -170,6 +170,8 @@ class LocalRunner:
     def _explain_stop(self) -> None:
         """The summary's error when the script did not fail: its MaxRuntime, or a hang the launcher stopped."""
         if self.outcome.stopped_reason == "MaxRuntimeExceeded":
+            if self.outcome.status == "Completed":  # every host ended well as the limit came: nothing went wrong
+                return
             self.outcome.error = (f"stopped at its MaxRuntime (MaxRuntimeInSeconds={self.settings.max_runtime_s:g} "
                                   "reached): status Stopped, MaxRuntimeExceeded, as SageMaker reports it")
             return

@@ -36,9 +36,10 @@ def test_each_formats_last_file_decides(tmp_path: Path) -> None:
     (tmp_path / "checkpoint-60").mkdir()  # killed right after Trainer made the folder
     (tmp_path / "checkpoint-80").mkdir()  # killed after save_pretrained's first file, before the weights
     (tmp_path / "checkpoint-80" / "config.json").write_text("{}")
-    (tmp_path / "checkpoint-90").mkdir()  # diffusers: accelerator.save_state into checkpoint-N, whole
+    diffusers = tmp_path / "diffusers" / "checkpoint-90"  # accelerator.save_state into checkpoint-N: Accelerate's
+    diffusers.mkdir(parents=True)
     for file in ("optimizer.bin", "random_states_0.pkl"):
-        (tmp_path / "checkpoint-90" / file).write_bytes(b"a")
+        (diffusers / file).write_bytes(b"a")
     for name, files in (("step_4", ["__0_0.distcp", "__1_0.distcp", ".metadata"]), ("step_5", ["__0_0.distcp", "__0.metadata"]),
                         ("step_6", ["__0_0.distcp", ".metadata.tmp"])):
         (tmp_path / name).mkdir()
@@ -48,6 +49,8 @@ def test_each_formats_last_file_decides(tmp_path: Path) -> None:
         (tmp_path / "checkpoints" / name).mkdir(parents=True)
         for file in files:
             (tmp_path / "checkpoints" / name / file).write_bytes(b"a")
+    (tmp_path / "checkpoint-10").mkdir()  # older than checkpoint-20, whole: a leftover no script resumes from
+    (tmp_path / "checkpoint-10" / "rng_state_1.pth").write_bytes(b"r")  # (Trainer rotates rank 0's host only)
     (tmp_path / "step-000000008").mkdir()  # sm_dist's: its manifest decides, elsewhere
     (tmp_path / "notes-3").mkdir()
     (tmp_path / "notes-3" / "plan.txt").write_text("a format nothing here knows")
@@ -58,6 +61,7 @@ def test_each_formats_last_file_decides(tmp_path: Path) -> None:
     assert found["checkpoint-60"] == found["checkpoint-80"] == found["checkpoint-40"]  # the same rule
     assert found["step_6"].startswith("*.distcp files but no .metadata")
     assert found["checkpoints/checkpoint_1"].startswith("no random_states_0.pkl")
+    assert interrupted(diffusers.parent) == []  # whole by Accelerate's rule, though named as Trainer's
 
 
 def test_a_torch_save_or_safetensors_file_cut_short(tmp_path: Path) -> None:

@@ -173,3 +173,21 @@ def test_the_summary_names_a_checkpoint_the_workers_removed_once(tmp_path: Path)
     assert runner.outcome.warnings == [
         f"/opt/ml/checkpoints/checkpoint-40 was not written to its end ({why}): a fault hit the save; removed on "
         "algo-2, algo-1 before the script resumed, from the newest whole checkpoint"]
+
+
+def test_a_job_that_completed_as_its_max_runtime_came_has_no_error(tmp_path: Path) -> None:
+    """Every host exited 0 within the stop's grace (the script had just finished): status Completed, and the
+    summary's error does not say it was stopped."""
+    from sm_dist.local.config import LocalJobConfig
+    from sm_dist.local.runner import LocalRunner, RunSettings
+
+    config = LocalJobConfig(job_name="j", container_command=("true",), instance_type="ml.g5.xlarge",
+                            instance_count=2, code_dir=tmp_path)
+    runner = LocalRunner(config, RunSettings(job_root=tmp_path / "job", max_runtime_s=40))
+    runner.outcome.stopped_reason = "MaxRuntimeExceeded"
+    runner.outcome.status = "Completed"
+    runner._explain_stop()
+    assert runner.outcome.error is None
+    runner.outcome.status = "Stopped"
+    runner._explain_stop()
+    assert runner.outcome.error is not None and runner.outcome.error.startswith("stopped at its MaxRuntime")
