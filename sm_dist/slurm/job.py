@@ -25,6 +25,8 @@ from sm_dist.errors import ConfigError
 from sm_dist.slurm import cluster
 from sm_dist.slurm.options import SlurmOptions
 
+#: What `stop()` writes in the exits file (the batch script, cancelled with its nodes, writes nothing).
+STOPPED = "stopped"
 #: How often a waiting client asks Slurm and reads the logs.
 POLL_S = 1.0
 
@@ -149,13 +151,19 @@ class SlurmJob:
         return JobStatus(name=self.name, status=status, secondary=secondary, message=message, failure_reason=failure)
 
     def _exits(self) -> list[tuple[int, int]]:
+        """(restart count, exit code) per attempt the batch script recorded."""
+        return [(int(a), int(b)) for a, b in self._exit_lines() if a.isdigit()]
+
+    def _exit_lines(self) -> list[list[str]]:
         try:
             text = (self.job_dir / EXITS_FILE).read_text(encoding="utf-8")
         except OSError:
             return []
-        return [(int(a), int(b)) for a, b in (line.split() for line in text.splitlines() if len(line.split()) == 2)]
+        return [line.split() for line in text.splitlines() if len(line.split()) == 2]
 
     def _status_from_exits(self) -> JobStatus:
+        if any(a == STOPPED for a, _ in self._exit_lines()):
+            return JobStatus(name=self.name, status="Stopped", secondary="Stopped", message="stopped (sm-dist stop)")
         exits = self._exits()
         if not exits:
             return JobStatus(name=self.name, status="Failed", secondary="Unknown",
@@ -217,6 +225,10 @@ class SlurmJob:
         cluster's KillWait; returns once Slurm says the job ended."""
         if not self.status().done:
             cluster.cancel(self.job_id)
+            # the batch script is ended with its nodes and writes no exit record: say it was stopped, for when
+            # Slurm has forgotten the job (MinJobAge)
+            with (self.job_dir / EXITS_FILE).open("a", encoding="utf-8") as exits:
+                exits.write(f"{STOPPED} {STOPPED}\n")
         while True:
             status = self.status()
             if status.done:

@@ -140,6 +140,8 @@ def test_the_states_a_user_must_act_on_are_said_plainly(tmp_path: Path, monkeypa
     monkeypatch.setattr(cluster, "job_record", lambda job_id: None)  # Slurm forgot the job: its exit record
     (tmp_path / "exits").write_text("0 0\n", encoding="utf-8")
     assert job.status().status == "Completed"
+    (tmp_path / "exits").write_text("0 143\nstopped stopped\n", encoding="utf-8")  # sm-dist stop's record
+    assert (job.status().status, job.summary().attempts) == ("Stopped", 1)
 
 
 def test_job_ports_follow_the_job_id() -> None:
