@@ -37,6 +37,7 @@ from sm_dist.contract.chain import (
     TAG_POLICY,
     TAG_RUN,
     TAG_STATE,
+    TENSORBOARD_DEFAULT_PATH,
     Action,
     ChainPolicy,
     Decision,
@@ -56,9 +57,6 @@ COPIED = ("AlgorithmSpecification", "RoleArn", "HyperParameters", "InputDataConf
           "InfraCheckConfig", "MlflowConfig")
 #: ResourceConfig's answers about what SageMaker chose; not part of a request.
 _SELECTED = ("SelectedInstanceType", "SelectedInstanceCount")
-#: TensorBoardOutputConfig.LocalPath's default, which Describe may echo and sm_dist's request never sends
-#: (docs/PLATFORM.md §1.14, §1.17).
-TENSORBOARD_LOCAL_PATH = "/opt/ml/output/tensorboard"
 #: DescribeTrainingJob answers while the job still ends (the event may come first): asked again this often,
 #: this many seconds apart, then the event is left to Lambda's retry (docs/PLATFORM.md §1.17).
 DESCRIBE_TRIES, DESCRIBE_WAIT_S = 4, 10.0
@@ -118,7 +116,7 @@ def next_request(desc: Mapping[str, Any], tags: Mapping[str, str], decision: Dec
     request["TrainingJobName"] = decision.next_name
     request["ResourceConfig"] = _resources(request["ResourceConfig"], decision.instance_type)
     tensorboard = request.get("TensorBoardOutputConfig")
-    if tensorboard and tensorboard.get("LocalPath") == TENSORBOARD_LOCAL_PATH:  # the default, echoed
+    if tensorboard and tensorboard.get("LocalPath") == TENSORBOARD_DEFAULT_PATH:  # the default, echoed
         request["TensorBoardOutputConfig"] = {k: v for k, v in tensorboard.items() if k != "LocalPath"}
     stopping = {"MaxRuntimeInSeconds": decision.max_runtime_s}
     spot = bool(desc.get("EnableManagedSpotTraining")) and not decision.on_demand

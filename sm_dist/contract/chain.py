@@ -25,6 +25,10 @@ TAG_RUN, TAG_LINK, TAG_POLICY, TAG_STATE, TAG_DECISION = (
 #: The job's checkpoint URI (every sm_dist job's, a link's always): where the supervisor looks for progress
 #: when the request has no CheckpointConfig (the runtime writes S3 itself).
 TAG_CHECKPOINT = "sm-dist:checkpoint-uri"
+#: TensorBoardOutputConfig.LocalPath's default, which DescribeTrainingJob may echo and a link's request never
+#: sends (docs/PLATFORM.md §1.14, §1.17). It is `sm_dist.contract.container.TENSORBOARD_LOCAL_PATH`, spelled
+#: here because the chain stack's Lambda carries this module and the supervisor only; a test keeps them equal.
+TENSORBOARD_DEFAULT_PATH = "/opt/ml/output/tensorboard"
 #: TrainingJobName's longest form (docs/PLATFORM.md §1.5).
 JOB_NAME_MAX = 63
 _RUN_NAME_RE = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9])*")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from sm_dist.cloud import supervisor
-from sm_dist.contract.chain import ChainPolicy, RunState
+from sm_dist.contract.chain import TENSORBOARD_DEFAULT_PATH, ChainPolicy, RunState
 
 boto3 = pytest.importorskip("boto3")
 from botocore.stub import ANY, Stubber  # noqa: E402
@@ -350,7 +350,7 @@ def test_what_describe_fills_in_is_not_sent_back() -> None:
             "ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "VolumeSizeInGB": 30,
                                "InstancePreferences": prefs, "SelectedInstanceType": "ml.p4d.24xlarge"},
             "TensorBoardOutputConfig": {"S3OutputPath": "s3://team-bucket/out/run/tensorboard",
-                                        "LocalPath": supervisor.TENSORBOARD_LOCAL_PATH}}
+                                        "LocalPath": TENSORBOARD_DEFAULT_PATH}}
     decision = decide("run", LinkOutcome.from_description(desc), RunState(), POLICY)
     request = supervisor.next_request(desc, {t["Key"]: t["Value"] for t in link_tags(1)}, decision)
     assert request["TensorBoardOutputConfig"] == {"S3OutputPath": "s3://team-bucket/out/run/tensorboard"}

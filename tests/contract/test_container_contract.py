@@ -128,3 +128,11 @@ def test_processes_per_node_are_worked_out_in_one_place() -> None:
     assert nproc_per_node({}, 3, 8) == 3
     assert nproc_per_node({}, None, 8) == 8
     assert nproc_per_node({}, None) == 1
+
+
+def test_the_lambdas_copy_of_the_tensorboard_path_is_the_containers() -> None:
+    """The chain stack's Lambda carries contract/chain.py, not this module: its one copy of a container path
+    must stay the contract's."""
+    from sm_dist.contract.chain import TENSORBOARD_DEFAULT_PATH
+
+    assert TENSORBOARD_DEFAULT_PATH == container.TENSORBOARD_LOCAL_PATH
