@@ -10,7 +10,6 @@ import pytest
 from _project import ROLE_ARN
 
 from sm_dist.planning import request as request_mod
-from sm_dist.planning import request_memo
 from sm_dist.planning.channels import Channel
 
 NAME = "sm-dist-20261126-170000-001"
@@ -50,17 +49,17 @@ def test_a_kept_request_is_the_sdks_for_the_next_name(aws: str, monkeypatch: pyt
 
 def test_the_memo_follows_the_sagemaker_config_file(aws: str, monkeypatch: pytest.MonkeyPatch) -> None:
     request_mod.build_request(_spec(NAME), memo=True)
-    assert request_memo.recall(_spec(NAME)) is not None
+    assert request_mod.recall_request(_spec(NAME)) is not None
     user_config = Path(os.environ["XDG_CONFIG_HOME"]) / "sagemaker" / "config.yaml"  # the SDK's user file
     user_config.parent.mkdir(parents=True)
     user_config.write_text("SchemaVersion: '1.0'\nSageMaker:\n  TrainingJob:\n    Tags: [{Key: team, Value: ml}]\n")
-    assert request_memo.recall(_spec(NAME)) is None
+    assert request_mod.recall_request(_spec(NAME)) is None
     monkeypatch.setenv("SAGEMAKER_USER_CONFIG_OVERRIDE", str(user_config))  # may name S3: never kept
-    request_memo.keep(_spec(NAME), {"TrainingJobName": NAME})
-    assert request_memo.recall(_spec(NAME)) is None
+    request_mod.keep_request(_spec(NAME), {"TrainingJobName": NAME})
+    assert request_mod.recall_request(_spec(NAME)) is None
 
 
 def test_a_short_name_is_not_kept(aws: str) -> None:
     short = "job-1"  # a placeholder of its length could stand for other text in the settings
     request_mod.build_request(_spec(short), memo=True)
-    assert request_memo.recall(_spec(short)) is None
+    assert request_mod.recall_request(_spec(short)) is None

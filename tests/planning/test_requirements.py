@@ -14,7 +14,7 @@ import sm_dist
 from sm_dist.container import requirements
 from sm_dist.errors import ConfigError, ContainerStartError
 from sm_dist.local import requirements_check
-from sm_dist.planning.report import render_plan
+from sm_dist.planning.plan import render_plan
 
 CLOUD = dict(instance_type="ml.g5.xlarge", instance_count=2, strategy="ddp", role=ROLE_ARN, region="us-east-1",
              output_s3_uri="s3://team-bucket/out", max_runtime_s=3600)
