@@ -81,8 +81,6 @@ class Metrics:
         """Draw `names` (default: the loss, the learning rate when it changes, the throughput: those
         logged) against the step, one panel each, resumes marked; saved to `path` when given
         (matplotlib: pip install 'sm_dist[plot]'). Returns the first panel's axes."""
-        from sm_dist.notebook.plot import draw_metrics  # only when drawing
-
         return draw_metrics(self, names, path=path, ax=ax)
 
     def summary(self) -> str:
@@ -178,4 +176,41 @@ def read_metrics(lines: Iterable[str]) -> Metrics:
     return reader.metrics()
 
 
-__all__ = ["Metrics", "read_metrics"]
+def draw_metrics(metrics: Metrics, names: Sequence[str] = (), *, path: StrPath | None = None,
+                 ax: Axes | None = None) -> Axes:
+    """`names` (default: the loss, the learning rate when it changes and the throughput, those
+    logged) against the step, one panel each (all on `ax` when given), each resume a dashed line;
+    saved to `path` when given."""
+    from sm_dist.notebook.plot import new_axes, save  # matplotlib: only when drawing
+
+    x_name = metrics.x
+    if x_name is None or not metrics.rows:
+        raise ValueError(f"nothing to plot: {metrics.summary()}")
+    changes = "lr" in metrics.columns and len({v for v in metrics.column("lr") if v is not None}) > 1
+    default = [n for n in ("loss", "lr" if changes else None, metrics.throughput) if n is not None and n in metrics.columns]
+    wanted = list(names) or default or [c for c in metrics.columns if c != x_name][:1]
+    for name in wanted:
+        metrics.column(name)  # KeyError naming the columns logged
+    axes = [ax] * len(wanted) if ax is not None else new_axes(
+        len(wanted), figsize=(4.4 * len(wanted), 3.2), path=path, feature="job.plot()")
+    xs = metrics.column(x_name)
+    for panel, name in zip(axes, wanted):
+        pairs = [(x, y) for x, y in zip(xs, metrics.column(name)) if x is not None and y is not None]
+        panel.plot([x for x, _ in pairs], [y for _, y in pairs], marker="." if len(pairs) < 40 else None,
+                   label={"lr": "learning rate"}.get(name, name))
+        for step in metrics.resumed if x_name == "step" else ():
+            panel.axvline(step, color="0.5", ls="--", lw=1)
+            panel.annotate(f"resumed from {step}", (step, 1.0), xycoords=("data", "axes fraction"),
+                           xytext=(3, -3), textcoords="offset points", va="top", fontsize="x-small", color="0.35")
+        panel.set_xlabel(x_name)
+        panel.set_ylabel({"lr": "learning rate"}.get(name, name))
+        if name == "lr":
+            panel.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
+    if ax is not None and len(wanted) > 1:
+        ax.legend(fontsize="small")
+    if path is not None:
+        save(axes[0], path)
+    return axes[0]
+
+
+__all__ = ["Metrics", "draw_metrics", "read_metrics"]

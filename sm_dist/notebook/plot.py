@@ -1,4 +1,4 @@
-"""Drawing for notebooks and files: a job's metrics, and labels that do not overlap (matplotlib).
+"""Drawing for notebooks and files: new axes, saving, labels that do not overlap (matplotlib).
 
 matplotlib is imported inside these functions only (`pip install 'sm_dist[plot]'`). A new figure
 comes from pyplot, so a notebook shows it inline and a script's `plt.show()` finds it — except
@@ -19,8 +19,6 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.text import Annotation
     from matplotlib.transforms import Bbox
-
-    from sm_dist.notebook.metrics import Metrics
 
 StrPath = str | PathLike[str]
 #: Label offsets (points) tried in turn around a point: beside it first, then further up and down,
@@ -108,39 +106,4 @@ def place_labels(ax: Axes, points: Sequence[tuple[float, float]], labels: Sequen
     return placed
 
 
-def draw_metrics(metrics: Metrics, names: Sequence[str] = (), *, path: StrPath | None = None,
-                 ax: Axes | None = None) -> Axes:
-    """`names` (default: the loss, the learning rate when it changes and the throughput, those
-    logged) against the step, one panel each (all on `ax` when given), each resume a dashed line;
-    saved to `path` when given."""
-    x_name = metrics.x
-    if x_name is None or not metrics.rows:
-        raise ValueError(f"nothing to plot: {metrics.summary()}")
-    changes = "lr" in metrics.columns and len({v for v in metrics.column("lr") if v is not None}) > 1
-    default = [n for n in ("loss", "lr" if changes else None, metrics.throughput) if n is not None and n in metrics.columns]
-    wanted = list(names) or default or [c for c in metrics.columns if c != x_name][:1]
-    for name in wanted:
-        metrics.column(name)  # KeyError naming the columns logged
-    axes = [ax] * len(wanted) if ax is not None else new_axes(
-        len(wanted), figsize=(4.4 * len(wanted), 3.2), path=path, feature="job.plot()")
-    xs = metrics.column(x_name)
-    for panel, name in zip(axes, wanted):
-        pairs = [(x, y) for x, y in zip(xs, metrics.column(name)) if x is not None and y is not None]
-        panel.plot([x for x, _ in pairs], [y for _, y in pairs], marker="." if len(pairs) < 40 else None,
-                   label={"lr": "learning rate"}.get(name, name))
-        for step in metrics.resumed if x_name == "step" else ():
-            panel.axvline(step, color="0.5", ls="--", lw=1)
-            panel.annotate(f"resumed from {step}", (step, 1.0), xycoords=("data", "axes fraction"),
-                           xytext=(3, -3), textcoords="offset points", va="top", fontsize="x-small", color="0.35")
-        panel.set_xlabel(x_name)
-        panel.set_ylabel({"lr": "learning rate"}.get(name, name))
-        if name == "lr":
-            panel.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
-    if ax is not None and len(wanted) > 1:
-        ax.legend(fontsize="small")
-    if path is not None:
-        save(axes[0], path)
-    return axes[0]
-
-
-__all__ = ["LABEL_OFFSETS", "draw_metrics", "new_axes", "place_labels", "save"]
+__all__ = ["LABEL_OFFSETS", "StrPath", "new_axes", "place_labels", "save"]
