@@ -22,13 +22,10 @@ import json
 import math
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from sm_dist.catalog import CATALOG_REGION, get_instance, list_instances
 from sm_dist.errors import ConfigError
-
-if TYPE_CHECKING:
-    from sm_dist.estimator.inputs import StrPath
 
 #: The JSON format's name and version (the "format" field).
 FORMAT = "sm_dist.calibration/1"
@@ -194,7 +191,7 @@ def from_dict(data: Mapping[str, object], where: str = "calibration") -> Calibra
     return record
 
 
-def load(path: StrPath) -> Calibration:
+def load(path: str | os.PathLike[str]) -> Calibration:
     """Read a calibration file."""
     text_path = os.fspath(path)
     try:
