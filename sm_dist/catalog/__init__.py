@@ -5,7 +5,9 @@ and source of every price, whether a SageMaker price was read or derived from EC
 facts of every instance family, read by `hardware.py`). It is read once, on first use, and cached. Standard library only (core world).
 """
 
-from __future__ import annotations
+# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
+# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
+# start-up (tests/test_imports.py).
 
 import functools
 import json

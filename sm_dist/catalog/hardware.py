@@ -7,7 +7,9 @@ capability. Each family names the source it was read from. `runs_on` is CUDA's r
 whether a torch build has kernels for a GPU. Standard library only (core world).
 """
 
-from __future__ import annotations
+# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
+# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
+# start-up (tests/test_imports.py).
 
 import functools
 from collections.abc import Sequence

@@ -8,7 +8,9 @@ use, and cached. `image_for` picks the image that runs on an instance's hardware
 library only (core world).
 """
 
-from __future__ import annotations
+# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
+# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
+# start-up (tests/test_imports.py).
 
 import functools
 import json

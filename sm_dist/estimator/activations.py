@@ -36,7 +36,9 @@ Checked against saved-tensor measurements of GPT-2, LLaMA and Qwen2-proportioned
 (tests/runtime/test_activation_fidelity.py, sm_dist.tools.saved_tensors).
 """
 
-from __future__ import annotations
+# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
+# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
+# start-up (tests/test_imports.py).
 
 from typing import TYPE_CHECKING, NamedTuple, TypedDict, TypeVar
 
@@ -122,7 +124,7 @@ class BlockOverrides(TypedDict, total=False):
 _T = TypeVar("_T")
 
 
-def block_from(shape: ModelShape | None = None, *, hidden: int, heads: int, **given: Unpack[BlockOverrides]) -> Block:
+def block_from(shape: "ModelShape | None" = None, *, hidden: int, heads: int, **given: "Unpack[BlockOverrides]") -> Block:
     """A Block from a ModelShape, with explicit keywords taking precedence.
 
     Without a shape the block is GPT-2's: MHA through a fused qkv, GELU 4h, LayerNorm.
@@ -279,8 +281,8 @@ def loss_backward_bytes(vocab: int, tokens: int) -> int:
 
 def activation_bytes(
     *, layers: int, hidden: int, heads: int, vocab: int, seq_len: int, micro_batch: int,
-    checkpointing: str = "selective", precision: object = Precision.MIXED, shape: ModelShape | None = None,
-    **block: Unpack[BlockOverrides],
+    checkpointing: str = "selective", precision: object = Precision.MIXED, shape: "ModelShape | None" = None,
+    **block: "Unpack[BlockOverrides]",
 ) -> int:
     """Activation bytes per GPU for one micro-batch (the peak, at the start of backward).
 

@@ -15,7 +15,9 @@ Standard library only (core world): the measurement itself runs in the runtime
 (sm_dist.tools.selfcheck) and writes this record as JSON.
 """
 
-from __future__ import annotations
+# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
+# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
+# start-up (tests/test_imports.py).
 
 import datetime as dt
 import json

@@ -4,7 +4,9 @@ SageMaker bills every instance from the start of the Downloading status to the e
 Uploading (`BillableTimeInSeconds` × instance count), so the start-up below is billed too.
 """
 
-from __future__ import annotations
+# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
+# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
+# start-up (tests/test_imports.py).
 
 from typing import NamedTuple
 

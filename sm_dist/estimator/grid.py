@@ -5,7 +5,9 @@ capacity minus a safety margin; the reason says by how much), and — only when 
 step time, hours and dollars: a plan that does not fit has no run time to price.
 """
 
-from __future__ import annotations
+# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
+# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
+# start-up (tests/test_imports.py).
 
 import functools
 import math

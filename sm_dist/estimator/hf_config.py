@@ -9,7 +9,9 @@ config) is an error naming it, never a guess. MoE configs (Mixtral, Qwen-MoE) gi
 it is the caller's `seq_len`, by default `models.DEFAULT_SEQ_LEN` capped at the model's context.
 """
 
-from __future__ import annotations
+# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
+# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
+# start-up (tests/test_imports.py).
 
 import json
 import os

@@ -16,7 +16,9 @@ params are sharded too (the fp32 master under mixed precision, 4Ψ/N), grads fp3
 (2Ψ) held from forward to backward, counted under "other" as transient.
 """
 
-from __future__ import annotations
+# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
+# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
+# start-up (tests/test_imports.py).
 
 import functools
 import math

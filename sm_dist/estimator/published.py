@@ -13,7 +13,9 @@ SageMaker instance type with the same GPU: 8× A100-80GB is ml.p4de.24xlarge), t
 GPU-hours and where they are published. Standard library only.
 """
 
-from __future__ import annotations
+# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
+# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
+# start-up (tests/test_imports.py).
 
 import functools
 from typing import NamedTuple

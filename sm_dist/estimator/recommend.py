@@ -7,7 +7,9 @@ plans that finish within one SageMaker job (MAX_JOB_HOURS) are preferred; when n
 cheapest longer plan is named and the reason says it needs chained, resumed jobs.
 """
 
-from __future__ import annotations
+# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
+# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
+# start-up (tests/test_imports.py).
 
 from collections.abc import Callable
 from typing import Any, NamedTuple

@@ -5,7 +5,9 @@ shown; the renderers (report.py: text and HTML, plot.py: hours vs dollars) read 
 only. So result imports its renderers, and they import nothing above this module.
 """
 
-from __future__ import annotations
+# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
+# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
+# start-up (tests/test_imports.py).
 
 import json
 from typing import Any, NamedTuple

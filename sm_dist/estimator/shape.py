@@ -6,7 +6,9 @@ hf_config.py, an nn.Module in module_shape.py) and the formulas that read a shap
 grid): each of them imports this module, and this module imports nothing of the estimator.
 """
 
-from __future__ import annotations
+# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
+# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
+# start-up (tests/test_imports.py).
 
 from typing import NamedTuple
 

@@ -17,7 +17,9 @@ per GPU whatever N is, over every link at once, so it wins beyond two workers. n
 (dp) is exactly that pattern through GPU 0, so dp is modelled with it.
 """
 
-from __future__ import annotations
+# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
+# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
+# start-up (tests/test_imports.py).
 
 import functools
 from collections.abc import Mapping
