@@ -35,8 +35,9 @@ COMMANDS = {
     "python_pass": [sys.executable, "-c", "pass"],
     "estimate_cost_all": _estimate_cmd(),
     "import_torch": [sys.executable, "-c", "import torch"],
-    # what any stdlib CLI of this shape pays before doing anything (context for the ratio)
-    "stdlib_floor": [sys.executable, "-c", "import argparse, json, dataclasses, enum, logging, typing"],
+    # the standard library estimate-cost cannot start without (context for the ratio): re (pip's console
+    # script imports it, and enum with it), argparse, json (the catalog), typing (the NamedTuple records)
+    "stdlib_floor": [sys.executable, "-c", "import re, argparse, json, typing"],
 }
 
 
