@@ -65,3 +65,53 @@ def test_the_check_sees_a_module_named_only_in_another_package(tmp_path: Path) -
     doc = ("## Layout\n\n```\nsm_dist/\n  cli.py\n  local/   # runner\n  cloud/   # job, and local's\n"
            "                      #   extra is named here, not under local/\n```\n")
     assert unnamed_modules(doc, root) == ["sm_dist/local/extra.py"]
+
+
+def worlds_table(text: str) -> dict[str, dict[str, str]]:
+    """The table under '## Import worlds': world -> its cells ('packages', 'may import', 'third-party')."""
+    section = text.split("## Import worlds", 1)[1].split("\n## ", 1)[0]
+    rows = [line.strip().strip("|").split("|") for line in section.splitlines() if line.startswith("|")]
+    header = [cell.strip() for cell in rows[0]]
+    return {cells[0].strip(): dict(zip(header[1:], (c.strip() for c in cells[1:]))) for cells in rows[2:]}
+
+
+def _third_party(cell: str, table: dict[str, dict[str, str]]) -> str:
+    """A cell's text, "as plan" replaced by the plan row's."""
+    return table["plan"]["third-party"] if cell.startswith("as ") else cell
+
+
+def test_the_import_worlds_table_is_the_checks_table() -> None:
+    """Each row of ARCHITECTURE.md's import-worlds table says what tests/test_imports.py enforces: the
+    same worlds, the packages in each, what each may import, and its third-party packages."""
+    from test_imports import (
+        ALLOWED,
+        CORE_EXCEPTIONS,
+        PREFIXES,
+        THIRD_PARTY_ANYWHERE,
+        THIRD_PARTY_IN_FUNCTIONS,
+        world_of,
+    )
+
+    table = worlds_table((REPO / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8"))
+    assert set(table) == {world.value for world in ALLOWED}
+    every_package = set().union(*THIRD_PARTY_ANYWHERE.values(), *THIRD_PARTY_IN_FUNCTIONS.values(),
+                                (package for _, package in CORE_EXCEPTIONS))
+    for world, allowed in ALLOWED.items():
+        row = table[world.value]
+        assert {w.strip() for w in row["may import"].split(",")} == {w.value for w in allowed}, world
+        for prefix, prefix_world in PREFIXES.items():  # every package the check places is in its row
+            name = prefix if prefix.startswith("sm_dist.") else f"{prefix}/"
+            if prefix_world == world and prefix != "sm_dist":
+                assert f"`{name}`" in row["packages"], (world, name)
+        for named in re.findall(r"`(sm_dist\.[\w.]+)`", row["packages"]):
+            assert world_of(named) == world, (world, named)
+        cell = _third_party(row["third-party"], table)
+        wanted = THIRD_PARTY_ANYWHERE.get(world, set()) | THIRD_PARTY_IN_FUNCTIONS.get(world, set())
+        wanted |= {package for _, package in CORE_EXCEPTIONS} if world.value == "core" else set()
+        said = {p for p in every_package if re.search(rf"(?<![\w/]){re.escape(p)}(?![\w/])", cell)}
+        assert said == wanted, (world, sorted(said), sorted(wanted))
+        if THIRD_PARTY_IN_FUNCTIONS.get(world):
+            assert "inside functions" in cell, world
+    core = table["core"]["third-party"]
+    for module, _ in CORE_EXCEPTIONS:
+        assert f"`{module.removeprefix('sm_dist.').replace('.', '/')}.py`" in core, module
