@@ -98,3 +98,42 @@ def test_the_worker_removes_what_a_fault_cut_short_and_says_so(tmp_path: Path, c
             "(Hugging Face Trainer writes it last)): a fault hit the save; removed, so the script resumes from the "
             "newest whole checkpoint\n") in err, err
     assert f"[sm_dist] restored step=20 on algo-2: {folder}/checkpoint-20\n" in err
+
+
+def _own(folder: Path, *files: str) -> None:
+    folder.mkdir(parents=True)
+    for file in files:
+        (folder / file).write_bytes(b"o")
+
+
+def test_a_folder_no_rule_knows_is_judged_by_the_older_one_of_its_kind(tmp_path: Path) -> None:
+    """A script's own format (numpy shards, a JSON of its step): the newest folder lacking files its older
+    whole sibling holds (numbers in names aside) was still being written; a folder with every file, a first
+    save with nothing to compare, an older leftover and a folder of runs whose checkpoints sit a level down
+    are left alone."""
+    _own(tmp_path / "ckpt_000100", "rank0.npy", "rank1.npy", "meta.json")
+    _own(tmp_path / "ckpt_000200", "rank0.npy", "rank1.npy", "meta.json", "meta.json.sagemaker-uploaded")
+    _own(tmp_path / "ckpt_000300", "rank0.npy")  # the fault hit after its first shard
+    _own(tmp_path / "weights-7", "model-00001-of-00002.npz", "model-00002-of-00002.npz")  # a first save
+    _own(tmp_path / "runs" / "version_0", "hparams.yaml")
+    _own(tmp_path / "runs" / "version_0" / "checkpoints", "epoch=1.npz")
+    _own(tmp_path / "runs" / "version_1", "hparams.yaml")  # the restarted run has not saved yet
+    found = {i.rel: i.why for i in interrupted(tmp_path)}
+    assert found == {"ckpt_000300": "no meta.json, 1 of 2 rank#.npy of what ckpt_000200 holds (a save writes the same "
+                                    "files each time: it was still being written)"}, found
+    for file in ("meta.json", "rank1.npy"):  # every file: nothing to say
+        (tmp_path / "ckpt_000300" / file).write_bytes(b"o")
+    assert interrupted(tmp_path) == []
+    _own(tmp_path / "ckpt_000050", "rank0.npy")  # an older leftover of another host: no resume point
+    assert interrupted(tmp_path) == []
+
+
+def test_an_empty_torch_save_file_was_cut_short_before_its_first_byte(tmp_path: Path) -> None:
+    """Lightning copies a .ckpt into a folder on another mount (open, then the bytes): a fault between the two
+    leaves an empty file, which no torch.save writes; an empty file of another suffix is left alone."""
+    torch = pytest.importorskip("torch")
+    torch.save({"w": torch.ones(4)}, tmp_path / "epoch=1-step=8.ckpt")
+    (tmp_path / "epoch=2-step=12.ckpt").touch()
+    (tmp_path / "notes.txt").touch()
+    found = {i.rel: i.why for i in interrupted(tmp_path)}
+    assert list(found) == ["epoch=2-step=12.ckpt"] and found["epoch=2-step=12.ckpt"].startswith("epoch=2-step=12.ckpt is empty"), found
