@@ -76,7 +76,7 @@ class JobCost:
 
     def _repr_html_(self) -> str:
         """The printed bill, line for line, as a table."""
-        from sm_dist.notebook.markup import text_table
+        from sm_dist.markup import text_table
 
         return text_table(str(self), title=False)
 

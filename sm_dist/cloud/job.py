@@ -248,7 +248,7 @@ class Job:
 
     def _repr_html_(self) -> str:
         """A notebook shows the summary (DescribeTrainingJob and the tags, asked now)."""
-        from sm_dist.notebook.markup import escape
+        from sm_dist.markup import escape
 
         try:
             return self.summary()._repr_html_()

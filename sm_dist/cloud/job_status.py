@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from sm_dist.cloud.cost import JobCost
 from sm_dist.cloud.logs import LOG_GROUP
 from sm_dist.contract.job import JobStatus
-from sm_dist.notebook.markup import text_table
+from sm_dist.markup import text_table
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker.type_defs import DescribeTrainingJobResponseTypeDef

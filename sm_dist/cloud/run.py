@@ -19,7 +19,7 @@ from sm_dist.cloud.job import WAIT_POLL_S, Job
 from sm_dist.contract.chain import TAG_DECISION, LinkOutcome, link_name
 from sm_dist.contract.job import CheckpointList, JobStatus, Released
 from sm_dist.errors import ConfigError, LaunchError
-from sm_dist.notebook.markup import text_table
+from sm_dist.markup import text_table
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker.type_defs import DescribeTrainingJobResponseTypeDef

@@ -93,7 +93,7 @@ class CheckpointList(list[CheckpointInfo]):
         return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
 
     def _repr_html_(self) -> str:
-        from sm_dist.notebook.markup import escape, table  # HTML only when a notebook asks
+        from sm_dist.markup import escape, table  # HTML only when a notebook asks
 
         if not self:
             return f"<p>{escape(repr(self))}</p>"

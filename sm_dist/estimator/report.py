@@ -178,7 +178,7 @@ def goodput_line(est: EstimateRecord) -> str:
 
 def html(est: EstimateRecord) -> str:
     """A notebook table (the same content as the text table), every string escaped."""
-    from sm_dist.notebook.markup import escape, table  # notebooks only: estimate-cost never loads html
+    from sm_dist.markup import escape, table  # notebooks only: estimate-cost never loads html
 
     chosen = est.recommendation.row if est.recommendation else None
     rows = best_per_pair(est)

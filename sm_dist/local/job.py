@@ -191,7 +191,7 @@ class LocalJob:
 
     def _repr_html_(self) -> str:
         """The summary as a table, and where to look next."""
-        from sm_dist.notebook.markup import escape, text_table
+        from sm_dist.markup import escape, text_table
 
         more = (f'<p style="font-size:0.9em;opacity:0.75">logs in {escape(self.run.root / "logs")}: '
                 "<code>job.logs()</code> · metrics: <code>job.metrics()</code>, <code>job.plot()</code> · "

@@ -121,7 +121,7 @@ class LocalSummary:
 
     def _repr_html_(self) -> str:
         """A notebook shows the printed summary, line for line, as a table."""
-        from sm_dist.notebook.markup import text_table
+        from sm_dist.markup import text_table
 
         return text_table(render_summary(self))
 

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, TextIO
 
 from sm_dist.contract.checkpoint import parse_step
 from sm_dist.contract.checkpoint_names import name_step, save_number
+from sm_dist.markup import escape, table
 from sm_dist.notebook.live import PRINT_EVERY, LiveDisplay, in_notebook
-from sm_dist.notebook.markup import escape, table
 
 if TYPE_CHECKING:
     from sm_dist.local.runner import LocalRunner

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, TextIO
 
-from sm_dist.notebook.markup import escape
+from sm_dist.markup import escape
 
 if TYPE_CHECKING:
     from IPython.display import DisplayHandle

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from sm_dist.contract.log_lines import PREFIX, ResumedLine, parse_metrics, read_line
 from sm_dist.contract.third_party_lines import tqdm_position, trainer_log
-from sm_dist.notebook.markup import escape, table
+from sm_dist.markup import escape, table
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

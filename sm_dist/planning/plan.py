@@ -124,7 +124,7 @@ class Plan:
 
     def _repr_html_(self) -> str:
         """Jupyter: the rendered plan as a table, the exact request one click away."""
-        from sm_dist.notebook.markup import details, text_table
+        from sm_dist.markup import details, text_table
 
         return text_table(str(self), title=False,
                           extra=details("CreateTrainingJob request", json.dumps(self.request, indent=2)))

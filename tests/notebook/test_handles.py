@@ -7,7 +7,7 @@ import pytest
 from sm_dist.contract.job import CheckpointInfo, CheckpointList
 from sm_dist.local.cost import LocalCost
 from sm_dist.local.summary import LocalSummary
-from sm_dist.notebook.markup import table, text_table
+from sm_dist.markup import table, text_table
 
 EVIL = "<script>alert('x')</script>"
 
