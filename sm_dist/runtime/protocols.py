@@ -13,6 +13,9 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
+    from sm_dist.container.env import RunEnv
+    from sm_dist.vocab import Precision
+
 #: What a script gives for its optimizer: `factory(params) -> Optimizer` (strategies wrap it).
 OptimizerFactory = Callable[[Iterable["nn.Parameter"]], "torch.optim.Optimizer"]
 
@@ -52,4 +55,22 @@ class StateStrategy(Protocol):
                         state: dict[str, Any]) -> None: ...
 
 
-__all__ = ["OptimizerFactory", "RunIdentity", "StateStrategy", "Stateful"]
+
+class StrategyContext(Protocol):
+    """What a strategy plug-in reads of the run it wraps the model for: a `RunContext` is one
+    (`sm_dist.runtime.context` imports the strategies, so they name this instead of it)."""
+
+    @property
+    def env(self) -> RunEnv: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def precision(self) -> Precision: ...
+
+    @property
+    def world_size(self) -> int: ...
+
+
+__all__ = ["OptimizerFactory", "RunIdentity", "StateStrategy", "Stateful", "StrategyContext"]

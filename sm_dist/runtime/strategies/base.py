@@ -30,7 +30,7 @@ from sm_dist.runtime.strategies.master_weights import MasterWeightOptimizer
 from sm_dist.vocab import Precision
 
 if TYPE_CHECKING:
-    from sm_dist.runtime.context import RunContext
+    from sm_dist.runtime.protocols import StrategyContext
 
 _log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class Strategy(ABC):
         self.shard_units = tuple(shard_units) if shard_units else None
 
     # -- model ---------------------------------------------------------------------------------
-    def prepare(self, model: nn.Module, ctx: RunContext) -> nn.Module:
+    def prepare(self, model: nn.Module, ctx: StrategyContext) -> nn.Module:
         """Move to the device, apply precision and SyncBatchNorm: the common first steps."""
         model = model.to(ctx.device)
         if ctx.precision is Precision.BF16 or (ctx.precision is Precision.MIXED and not self.native_mixed):
@@ -63,11 +63,11 @@ class Strategy(ABC):
         return model
 
     @abstractmethod
-    def wrap_model(self, model: nn.Module, ctx: RunContext) -> nn.Module:
+    def wrap_model(self, model: nn.Module, ctx: StrategyContext) -> nn.Module:
         """Wrap `model` for this strategy (each plug-in's one required method)."""
 
     # -- optimizer -----------------------------------------------------------------------------
-    def build_optimizer(self, model: nn.Module, factory: OptimizerFactory, ctx: RunContext) -> torch.optim.Optimizer:
+    def build_optimizer(self, model: nn.Module, factory: OptimizerFactory, ctx: StrategyContext) -> torch.optim.Optimizer:
         """factory(params); for "mixed", behind fp32 master weights every rank keeps in full."""
         if ctx.precision is Precision.MIXED and not self.native_mixed:
             return MasterWeightOptimizer(model, factory, partitioned=False)

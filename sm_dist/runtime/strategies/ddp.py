@@ -12,7 +12,7 @@ from torch.nn.parallel import DistributedDataParallel
 from sm_dist.runtime.strategies.base import Strategy
 
 if TYPE_CHECKING:
-    from sm_dist.runtime.context import RunContext
+    from sm_dist.runtime.protocols import StrategyContext
 
 
 def freeze_buckets(device_type: str, world_size: int) -> bool:
@@ -38,7 +38,7 @@ class DDPStrategy(Strategy):
 
     name = "ddp"
 
-    def wrap_model(self, model: nn.Module, ctx: RunContext) -> nn.Module:
+    def wrap_model(self, model: nn.Module, ctx: StrategyContext) -> nn.Module:
         model = self.prepare(model, ctx)
         device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
         return DistributedDataParallel(

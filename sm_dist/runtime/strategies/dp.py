@@ -16,7 +16,7 @@ from sm_dist.runtime.protocols import OptimizerFactory
 from sm_dist.runtime.strategies.base import Strategy
 
 if TYPE_CHECKING:
-    from sm_dist.runtime.context import RunContext
+    from sm_dist.runtime.protocols import StrategyContext
 
 
 def _inner(model: nn.Module) -> nn.Module:
@@ -28,13 +28,13 @@ class DataParallelStrategy(Strategy):
 
     name = "dp"
 
-    def wrap_model(self, model: nn.Module, ctx: RunContext) -> nn.Module:
+    def wrap_model(self, model: nn.Module, ctx: StrategyContext) -> nn.Module:
         model = self.prepare(model, ctx)
         if ctx.device.type != "cuda":
             return model
         return nn.DataParallel(model)
 
-    def build_optimizer(self, model: nn.Module, factory: OptimizerFactory, ctx: RunContext) -> torch.optim.Optimizer:
+    def build_optimizer(self, model: nn.Module, factory: OptimizerFactory, ctx: StrategyContext) -> torch.optim.Optimizer:
         return super().build_optimizer(_inner(model), factory, ctx)
 
     def state_dict(self, model: nn.Module, optimizer: torch.optim.Optimizer | None) -> dict[str, Any]:

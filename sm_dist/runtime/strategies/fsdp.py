@@ -23,7 +23,7 @@ from sm_dist.runtime.strategies.collectives import broadcast_module_
 from sm_dist.vocab import Precision
 
 if TYPE_CHECKING:
-    from sm_dist.runtime.context import RunContext
+    from sm_dist.runtime.protocols import StrategyContext
 
 
 class FSDPStrategy(Strategy):
@@ -34,11 +34,11 @@ class FSDPStrategy(Strategy):
     native_mixed = True
     default_reshard_after_forward = True
 
-    def mesh(self, ctx: RunContext) -> DeviceMesh:
+    def mesh(self, ctx: StrategyContext) -> DeviceMesh:
         """1-D mesh over every rank."""
         return init_device_mesh(ctx.device.type, (ctx.world_size,))
 
-    def wrap_model(self, model: nn.Module, ctx: RunContext) -> nn.Module:
+    def wrap_model(self, model: nn.Module, ctx: StrategyContext) -> nn.Module:
         model = self.prepare(model, ctx)
         broadcast_module_(model)  # every rank shards the same full weights
         reshard = self.reshard_after_forward

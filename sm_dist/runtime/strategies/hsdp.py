@@ -14,7 +14,7 @@ from sm_dist.errors import RuntimeEnvError
 from sm_dist.runtime.strategies.fsdp import FSDPStrategy
 
 if TYPE_CHECKING:
-    from sm_dist.runtime.context import RunContext
+    from sm_dist.runtime.protocols import StrategyContext
 
 
 class HSDPStrategy(FSDPStrategy):
@@ -22,7 +22,7 @@ class HSDPStrategy(FSDPStrategy):
 
     name = "hsdp"
 
-    def mesh(self, ctx: RunContext) -> DeviceMesh:
+    def mesh(self, ctx: StrategyContext) -> DeviceMesh:
         nodes, per_node = ctx.env.num_nodes, ctx.env.local_world_size
         if nodes * per_node != ctx.world_size:
             raise RuntimeEnvError(

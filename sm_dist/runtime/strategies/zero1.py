@@ -34,7 +34,7 @@ from sm_dist.runtime.strategies.master_weights import MasterWeightOptimizer, unw
 from sm_dist.vocab import Precision
 
 if TYPE_CHECKING:
-    from sm_dist.runtime.context import RunContext
+    from sm_dist.runtime.protocols import StrategyContext
 
 
 def _zero_from_factory(model: nn.Module, factory: OptimizerFactory) -> ZeroRedundancyOptimizer:
@@ -51,7 +51,7 @@ class Zero1Strategy(DDPStrategy):
 
     name = "zero1"
 
-    def build_optimizer(self, model: nn.Module, factory: OptimizerFactory, ctx: RunContext) -> torch.optim.Optimizer:
+    def build_optimizer(self, model: nn.Module, factory: OptimizerFactory, ctx: StrategyContext) -> torch.optim.Optimizer:
         if ctx.precision is Precision.MIXED:
             return MasterWeightOptimizer(model, factory, partitioned=True)
         return _zero_from_factory(model, factory)
