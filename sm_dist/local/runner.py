@@ -73,6 +73,7 @@ class LocalRunner:
         self._sync: CheckpointSync | None = None
         self._job_causes: list[str] = []  # why each whole-job restart happened
         self._fatal_hang: str | None = None
+        self._fatal_hang_host: str | None = None  # the host whose launcher printed it: the stuck rank's
         self._removed: dict[tuple[str, str], list[str]] = {}  # (path, why) -> the hosts that removed it  # a hang line the launcher did not restart (the job's cause)
         self.stop = interrupt.StopSignals()
 
@@ -92,7 +93,8 @@ class LocalRunner:
             self._explain_restarts()
         found = hang.hang_text(line) if hook is None else None
         if found is not None and found[1] and "not restarted" in found[0]:  # a stop is the summary's error,
-            self._fatal_hang = self._fatal_hang or found[0]  # though the stuck rank's host be stopped before it says so
+            if self._fatal_hang is None:  # though the stuck rank's host be stopped before it says so
+                self._fatal_hang, self._fatal_hang_host = found[0], host
         elif found is not None and found[1]:
             if f"hang: {found[0]}" not in self.outcome.warnings:  # the launcher's hang watch named a stopped rank
                 self.outcome.warnings.append(f"hang: {found[0]}")
@@ -183,7 +185,14 @@ class LocalRunner:
         elif self._fatal_hang is not None and self.outcome.status == "Failed":
             # the stuck rank's launcher gave up on the hang, but another host's peer error ended the job first
             # (gloo's `Connection closed by peer` as the stuck rank was killed): the hang is still the cause
-            self.outcome.error = hang.FAILURE_PREFIX + self._fatal_hang
+            self.outcome.error = own = hang.FAILURE_PREFIX + self._fatal_hang
+            host = self._fatal_hang_host
+            if host is not None:  # and the stuck rank's host has it as its own reason, not only "stopped after algo-1"
+                before = self.outcome.host_outcomes.get(host)
+                self.outcome.host_outcomes[host] = f"{own}; then {before}" if before and before != "done" else own
+                failure = self.outcome.failures.get(host, "")
+                if not failure.startswith(hang.FAILURE_PREFIX):
+                    self.outcome.failures[host] = own if not failure or failure.startswith("stopped") else f"{own}\n{failure}"
 
     def _attempt(self, attempt: int) -> tuple[dict[str, int], bool]:
         hosts_dir = self.settings.job_root / "hosts"

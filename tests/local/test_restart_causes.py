@@ -140,7 +140,8 @@ def test_the_summary_and_the_live_view_show_the_causes() -> None:
 
 def test_a_repeated_hang_is_the_jobs_error_though_a_peers_error_ended_it_first(tmp_path: Path) -> None:
     """The stuck rank's launcher gave up on the same hang again, but algo-1's gloo error (its peer killed)
-    ended the job before algo-2 wrote its failure: the error is the hang, its rank and its line."""
+    ended the job before algo-2 wrote its failure: the error is the hang, its rank and its line, and
+    algo-2's own outcome and failure say the hang (they said only "stopped after algo-1 failed")."""
     from sm_dist.local.config import LocalJobConfig
     from sm_dist.local.runner import LocalRunner, RunSettings
 
@@ -152,9 +153,15 @@ def test_a_repeated_hang_is_the_jobs_error_though_a_peers_error_ended_it_first(t
     runner._on_line("algo-2", "[sm_dist] hang: " + stuck)
     runner.outcome.status = "Failed"
     runner.outcome.error = "rank 0 on algo-1: RuntimeError: Connection closed by peer"
-    runner.outcome.failures = {"algo-1": "RuntimeError: Connection closed by peer"}
+    runner.outcome.failures = {"algo-1": "RuntimeError: Connection closed by peer", "algo-2": "stopped after algo-1 failed"}
+    runner.outcome.host_outcomes = {"algo-1": "exit 1: RuntimeError: Connection closed by peer",
+                                    "algo-2": "stopped after algo-1 failed"}
     runner._explain_stop()
     assert runner.outcome.error == "hang: " + stuck
+    # the stuck rank's host has its own reason line; the peer's error stays algo-1's
+    assert runner.outcome.host_outcomes == {"algo-1": "exit 1: RuntimeError: Connection closed by peer",
+                                            "algo-2": f"hang: {stuck}; then stopped after algo-1 failed"}
+    assert runner.outcome.failures == {"algo-1": "RuntimeError: Connection closed by peer", "algo-2": "hang: " + stuck}
     assert runner.outcome.warnings == []  # no "restarting" warning for the hang that was not restarted
 
 
