@@ -19,12 +19,13 @@ from sm_dist.cloud.checkpoints import list_checkpoints
 from sm_dist.cloud.cost import JobCost, job_cost
 from sm_dist.cloud.job_status import CloudSummary, job_status, status_html, status_line, training_phase_seconds
 from sm_dist.cloud.logs import FOLLOW_POLL_S, iter_log_lines
+from sm_dist.contract.chain import TAG_CHECKPOINT
 from sm_dist.contract.job import CheckpointList, JobStatus, Released, tensorboard_command
 from sm_dist.errors import ConfigError, LaunchError
 from sm_dist.estimator.calibration import Calibration, from_job
 from sm_dist.notebook.live import LiveDisplay
 from sm_dist.notebook.metrics import Metrics, read_metrics
-from sm_dist.planning.tags import TAG_CHECKPOINT, TAG_FLOPS_PARAMS, TAG_TOKENS
+from sm_dist.planning.tags import TAG_FLOPS_PARAMS, TAG_TOKENS
 
 if TYPE_CHECKING:
     from boto3.session import Session

@@ -18,7 +18,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from sm_dist.catalog.hardware import hardware
-from sm_dist.contract.chain import DEFAULT_MAX_LINKS, RunState, check_run_name, link_name
+from sm_dist.contract.chain import DEFAULT_MAX_LINKS, TAG_CHECKPOINT, RunState, check_run_name, link_name
+from sm_dist.contract.container import CHECKPOINT_LOCAL_PATH, CODE_CHANNEL
 from sm_dist.contract.torch_support import parse
 from sm_dist.errors import ConfigError
 from sm_dist.estimator.cost import infra_check_on
@@ -37,7 +38,7 @@ from sm_dist.planning.plan import LOCAL_DEFAULTS, Plan, tensorboard_uri
 from sm_dist.planning.profile import profile_error, without_missing_profile
 from sm_dist.planning.reach import check_reach
 from sm_dist.planning.settings import flatten
-from sm_dist.planning.tags import TAG_CHECKPOINT, chain_tags, sm_dist_tags
+from sm_dist.planning.tags import chain_tags, sm_dist_tags
 
 if TYPE_CHECKING:
     from boto3.session import Session
@@ -102,7 +103,7 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
     if run and not local and code.spec.checkpoint.uri is None:
         raise ConfigError("checkpoint_s3_uri", None, "each job of a chain resumes from the checkpoints at a URI: pass "
                           "checkpoint_s3_uri= (--checkpoint-s3-uri) or infra_stack=")
-    code_uri = request_mod.s3_join(where.output_s3_uri, job_name, "input", request_mod.CODE_CHANNEL) + "/"
+    code_uri = request_mod.s3_join(where.output_s3_uri, job_name, "input", CODE_CHANNEL) + "/"
     mlflow = config.mlflow.named(config.base_job_name, run or job_name) if config.mlflow else None
     mlflow_env = {k: v for k, v in (mlflow.environment() if mlflow else {}).items() if k not in config.environment}
     preflight.check_environment(config.environment, len(BASE_ENVIRONMENT) + config.network_isolation + len(mlflow_env))
@@ -137,7 +138,7 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
         job_name=job_name, region=region, request_json=json.dumps(request), job_spec=code.spec, bundle=code.bundle,
         code_s3_uri=code_uri, role_arn=where.role_arn, instance_type=config.instance_type,
         instance_count=config.instance_count, checkpoint_uri=code.spec.checkpoint.uri,
-        checkpoint_local_path=request_mod.CHECKPOINT_LOCAL_PATH, limits=limits, sizing=code.sizing,
+        checkpoint_local_path=CHECKPOINT_LOCAL_PATH, limits=limits, sizing=code.sizing,
         default_bucket=where.default_bucket, environment=MappingProxyType(environment),
         hyperparameters=MappingProxyType(dict(code.spec.hyperparameters)), channels=MappingProxyType(dict(config.inputs)),
         uploads=uploads,

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sm_dist.contract.checkpoint import DEFAULT_KEEP, CheckpointSettings, parse_mode
+from sm_dist.contract.container import CHECKPOINT_LOCAL_PATH, CODE_DIR
 from sm_dist.errors import ConfigError
 from sm_dist.jobspec import JobSpec
 from sm_dist.planning import bundle as bundle_mod
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from sm_dist.catalog import Instance
 
 #: Variables the job always gets: the code channel on PYTHONPATH, unbuffered logs.
-BASE_ENVIRONMENT = {"PYTHONPATH": request_mod.CODE_DIR, "PYTHONUNBUFFERED": "1"}
+BASE_ENVIRONMENT = {"PYTHONPATH": CODE_DIR, "PYTHONUNBUFFERED": "1"}
 
 
 def _checkpointing(config: LaunchConfig, infra_base: str | None, job_name: str,
@@ -48,7 +49,7 @@ def _checkpointing(config: LaunchConfig, infra_base: str | None, job_name: str,
         network_isolation=config.network_isolation, vpc=bool(config.subnets), own_script=_own_script(config))
     return CheckpointSettings(
         mode=parse_mode(mode), uri=uri if mode != "off" else None,
-        local_path=request_mod.CHECKPOINT_LOCAL_PATH if mode in ("local", "sagemaker-sync") else None,
+        local_path=CHECKPOINT_LOCAL_PATH if mode in ("local", "sagemaker-sync") else None,
         interval_steps=config.checkpoint_interval_steps, async_save=config.async_checkpoint,
         keep=DEFAULT_KEEP if config.checkpoint_keep is None else config.checkpoint_keep,
     ), warnings + mode_warnings

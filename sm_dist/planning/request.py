@@ -41,7 +41,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sm_dist.contract.container import CHECKPOINT_LOCAL_PATH, CODE_CHANNEL, CODE_DIR
+from sm_dist.contract.container import CHECKPOINT_LOCAL_PATH, CODE_CHANNEL
 from sm_dist.errors import ConfigError, LaunchError, SdkError
 from sm_dist.estimator.prices_live import cache_dir
 from sm_dist.planning.channels import Channel, SourceKind
@@ -368,5 +368,5 @@ def s3_join(base: str, *parts: str) -> str:
     return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts if p)])
 
 
-__all__ = ["PID1_COMMAND", "CODE_DIR", "CODE_CHANNEL", "CHECKPOINT_LOCAL_PATH", "UNCOMPRESSED_FROM_BYTES", "RequestSpec", "compression_type", "build_request", "validate_request", "default_image",
+__all__ = ["PID1_COMMAND", "UNCOMPRESSED_FROM_BYTES", "RequestSpec", "compression_type", "build_request", "validate_request", "default_image",
            "choose_image", "channel_sources", "s3_join", "MEMO_MIN_NAME_CHARS", "recall_request", "keep_request"]

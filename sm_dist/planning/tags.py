@@ -9,7 +9,6 @@ from __future__ import annotations
 from sm_dist._version import __version__
 from sm_dist.contract.chain import (
     TAG_CHECKPOINT,
-    TAG_DECISION,
     TAG_LINK,
     TAG_POLICY,
     TAG_RUN,
@@ -50,5 +49,5 @@ def chain_tags(run: str, link: int, policy: ChainPolicy, state: RunState) -> dic
     return {TAG_RUN: run, TAG_LINK: str(link), TAG_POLICY: policy.to_tag(), TAG_STATE: state.to_tag()}
 
 
-__all__ = ["TAG_CHECKPOINT", "TAG_DECISION", "TAG_ESTIMATE", "TAG_FLOPS_PARAMS", "TAG_LINK", "TAG_MAX_COST", "TAG_POLICY",
-           "TAG_RUN", "TAG_STATE", "TAG_STRATEGY", "TAG_TOKENS", "TAG_VERSION", "chain_tags", "sm_dist_tags"]
+__all__ = ["TAG_ESTIMATE", "TAG_FLOPS_PARAMS", "TAG_MAX_COST", "TAG_STRATEGY", "TAG_TOKENS", "TAG_VERSION", "chain_tags",
+           "sm_dist_tags"]
