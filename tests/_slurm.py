@@ -4,7 +4,9 @@
 two nodes, `sm-n1` and `sm-n2`, each with its own loopback address), starts a munged with its own
 key and socket, one slurmctld and one `slurmd -N <node>` per node, each daemon in its own UTS
 namespace (`unshare --uts` + `hostname`) so that each believes it is its node, and waits until both
-nodes are idle. `stop()` cancels what is still queued, then ends every daemon it started, by PID.
+nodes are idle. Its timers are short (docs/PLATFORM.md §12): a requeued job waits the job credential's lifetime
+(`cred_expire`, 5 s: Slurm's least) and then the next pass of the scheduler (`sched_interval=2,bf_interval=1`; the
+defaults, 60 s and 30 s, made each requeue of the tests wait ~27 s, now ~11 s). `stop()` cancels what is still queued, then ends every daemon it started, by PID.
 
 Debian's `slurm-wlm` (22.05) and `munge` packages provide the daemons (`.ci/run` installs them).
 Where they are missing a test skips, except in CI (`CI=true`), where it fails: a Slurm test that
@@ -45,7 +47,7 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket={root}/munge.sock,cred_expire=10
+AuthInfo=socket={root}/munge.sock,cred_expire=5
 StateSaveLocation={root}/state
 SlurmdSpoolDir={root}/spool/%n
 SlurmctldPidFile={root}/slurmctld.pid
@@ -56,6 +58,7 @@ ProctrackType=proctrack/pgid
 TaskPlugin=task/none
 SelectType=select/linear
 SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=2,bf_interval=1
 SwitchType=switch/none
 MpiDefault=none
 JobAcctGatherType=jobacct_gather/none
