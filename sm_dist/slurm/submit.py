@@ -47,6 +47,7 @@ from sm_dist.contract.slurm_layout import (
 )
 from sm_dist.errors import ConfigError
 from sm_dist.jobspec import JOB_SPEC_FILENAME, JobSpec
+from sm_dist.planning.budget import DEFAULT_MAX_RUNTIME_S
 from sm_dist.planning.channels import SourceKind
 from sm_dist.slurm import cluster
 from sm_dist.slurm.job import SlurmJob
@@ -109,18 +110,36 @@ def script_for(plan: Plan, opts: SlurmOptions, job_dir: Path, gpus: int, name: s
                         signal_s=opts.signal_s, extra=opts.sbatch_args)
 
 
-def check(plan: Plan, opts: SlurmOptions, instance_type: str | None = None) -> None:
+def check(plan: Plan, opts: SlurmOptions, instance_type: str | None = None) -> cluster.Partition:
     """Everything refused before anything is written or submitted (one ConfigError line each); `instance_type`:
-    the one the user gave (a HyperPod cluster's groups are matched against it)."""
+    the one the user gave (a HyperPod cluster's groups are matched against it). The partition the job goes to."""
     cluster.sbatch_path()
     if opts.hyperpod_cluster:
         from sm_dist.slurm import hyperpod
 
         hyperpod.check_fits(opts.hyperpod_cluster, instance_type, plan.instance_count)
-    limit = time_limit(plan.limits.max_runtime_s)
+    limit = None if runtime_by_default(plan) else time_limit(plan.limits.max_runtime_s)
     minutes = None if limit is None else int(limit.split("-")[0]) * 1440 + int(limit[-8:-6]) * 60 + int(limit[-5:-3])
-    cluster.check_fits(cluster.partitions(), opts.partition, plan.instance_count, minutes)
+    chosen = cluster.check_fits(cluster.partitions(), opts.partition, plan.instance_count, minutes)
     _channels(plan)
+    return chosen
+
+
+def runtime_by_default(plan: Plan) -> bool:
+    """True when nobody asked for the plan's MaxRuntime (no max_runtime_s, no budget: the planner's 24 h)."""
+    return plan.limits.max_runtime_s == DEFAULT_MAX_RUNTIME_S and plan.limits.basis.startswith("default")
+
+
+def fit_to_partition(plan: Plan, partition: cluster.Partition) -> Plan:
+    """The plan with the partition's MaxTime as its run time when the run time is the planner's default and the
+    partition allows less (most clusters set a MaxTime: a 24 h default would be refused by sbatch). A run time
+    the user asked for is never changed (`check` refuses one that does not fit)."""
+    most = partition.max_time_min
+    if most is None or not runtime_by_default(plan) or most * 60 >= plan.limits.max_runtime_s:
+        return plan
+    limits = dataclasses.replace(plan.limits, max_runtime_s=most * 60,
+                                 basis=f"partition {partition.name}'s MaxTime ({most} min; no max_runtime_s given)")
+    return dataclasses.replace(plan, limits=limits)
 
 
 def stage(plan: Plan, opts: SlurmOptions, job_dir: Path, gpus: int, name: str) -> tuple[Path, str | None]:
@@ -215,7 +234,7 @@ def run(plan: Plan, options: SlurmOptions | Mapping[str, object] | bool | None =
     `out`: where a waiting run echoes the nodes' lines (default stdout)."""
     opts = SlurmOptions.coerce(options)
     gpus = opts.gpus_per_node if opts.gpus_per_node is not None else gpus or 0
-    check(plan, opts, instance_type)
+    plan = fit_to_partition(plan, check(plan, opts, instance_type))
     echo = out if out is not None else sys.stdout
     job = submit(plan, opts, gpus)
     if not opts.wait:
@@ -275,4 +294,4 @@ def compare_models(job: SlurmJob, checked: SlurmJob) -> tuple[bool | None, str]:
     return True, "identical: " + "; ".join(answers)
 
 
-__all__ = ["check", "checkpoint_spec", "run", "script_for", "stage", "submit"]
+__all__ = ["check", "checkpoint_spec", "fit_to_partition", "run", "runtime_by_default", "script_for", "stage", "submit"]

@@ -200,3 +200,19 @@ def test_the_checkpoint_folder_in_a_scripts_arguments_is_the_jobs_shared_one() -
     assert moved.args == ("--out", "/fsx/sm-dist/j/checkpoints/run")
     assert moved.hyperparameters == {"checkpoint-dir": "/fsx/sm-dist/j/checkpoints", "model-dir": "/opt/ml/model",
                                      "x": "1"}
+
+
+def test_a_default_run_time_takes_the_partitions_max_time_and_a_given_one_is_kept(tmp_path: Path) -> None:
+    """Most clusters set a MaxTime (a cluster set up elsewhere had `MaxTime=02:00:00`): the planner's 24 h default
+    becomes the partition's limit instead of a refusal; a max_runtime_s the user gave is never changed."""
+    from sm_dist.slurm.submit import fit_to_partition, runtime_by_default, script_for
+
+    two_hours = cluster.read_partitions(GPU_LINE.replace("MaxTime=2-00:00:00", "MaxTime=02:00:00"))[0]
+    plan = sm_dist.plan("cnn.py", source_dir=str(ENTRYPOINTS), local=True)
+    assert runtime_by_default(plan) and plan.limits.max_runtime_s == 86400
+    fitted = fit_to_partition(plan, two_hours)
+    assert fitted.limits.max_runtime_s == 7200 and "partition gpu's MaxTime (120 min" in fitted.limits.basis
+    assert "#SBATCH --time=0-02:00:00" in script_for(fitted, SlurmOptions(), tmp_path / "j", 0)
+    assert fit_to_partition(plan, cluster.read_partitions(PARTITION_LINE)[0]) is plan  # UNLIMITED: as planned
+    given = sm_dist.plan("cnn.py", source_dir=str(ENTRYPOINTS), local=True, max_runtime_s=36000)
+    assert not runtime_by_default(given) and fit_to_partition(given, two_hours) is given
