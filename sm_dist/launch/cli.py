@@ -170,10 +170,11 @@ def run_fit(args: argparse.Namespace) -> int:
             plan = api.plan(entry, local=True, **settings)
             gpus = api.slurm_gpus(settings.get("instance_type"), options)
             if args.json:
-                _print_json({**plan.to_dict(), "sbatch": script_for(plan, options, options.job_root(plan.job_name),
-                                                                    gpus)})
+                _print_json({**plan.to_dict(), "price_basis": slurm_cli.PRICE_BASIS,
+                             "sbatch": script_for(plan, options, options.job_root(plan.job_name), gpus)})
             else:
                 print(plan)
+                print(slurm_cli.PRICE_BASIS)
                 print(script_for(plan, options, options.job_root(plan.job_name), gpus))
             return 0
         from sm_dist.slurm.job import SlurmJob

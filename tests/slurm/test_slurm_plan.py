@@ -40,6 +40,7 @@ def test_dry_run_prints_the_sbatch_file_and_creates_nothing(tmp_path: Path, caps
                  "#SBATCH --signal=TERM@120", "#SBATCH --requeue", "AUTO_RESUME=(--auto-resume=1)"):
         assert line in out, line
     assert "-m sm_dist.container.slurm_host" in out and "-m sm_dist.container.pid1" in out
+    assert "price above: SageMaker training's on-demand rates" in out  # which rates priced it (HyperPod's unknown)
     assert list(tmp_path.iterdir()) == []  # a dry run stages nothing
 
 
