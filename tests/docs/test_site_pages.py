@@ -1,13 +1,15 @@
 """The built site in headless Chromium, as a reader opens it: the pages load, log nothing to the console and ask
 the server for nothing it lacks (tools/docs/screenshots.py serves and loads them the same way).
 
-Needs Debian's chromium (`apt-get install -y chromium`); skipped with that reason where /usr/bin/chromium is
-absent. Slow: it builds the site and starts a browser per page.
+Needs Debian's chromium (`apt-get install -y chromium`, which .ci/run does); skipped with that reason where
+/usr/bin/chromium is absent, and failed instead in CI (CI=true), where a skip would be a pass that loaded nothing.
+Slow: it builds the site and starts a browser per page.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 from types import ModuleType
 
@@ -32,7 +34,10 @@ shots = _screenshots()
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The site built strictly from this checkout into a scratch folder (what `mkdocs build --strict` does)."""
     if not Path(shots.CHROMIUM).exists():
-        pytest.skip(f"{shots.CHROMIUM} is missing (apt-get install -y chromium): the pages cannot be loaded")
+        reason = f"{shots.CHROMIUM} is missing (apt-get install -y chromium): the pages cannot be loaded"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason} (CI=true: .ci/run installs it)")
+        pytest.skip(reason)
     pytest.importorskip("mkdocs")
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
