@@ -57,8 +57,10 @@ def _wait_for_line(job: SlurmJob, text: str) -> None:
 
 
 def test_readme_job_with_a_killed_rank_is_verified(slurm_conf: Path, tmp_path: Path, capsys) -> None:
-    code = cli.main(["fit", "cnn.py", *SMALL, "--slurm", "--slurm-root", str(tmp_path), "--chaos", "kill:3",
-                     "--verify", "--json"])
+    # The kill is an `srun --overlap` on the node, which starts in about a second: 0.2 s a step leaves the 13 steps
+    # after step 3 (~2.6 s) for it to find a worker still training, however fast this machine runs the CNN.
+    code = cli.main(["fit", "cnn.py", *SMALL, "--hp", "step-sleep-s=0.2", "--slurm", "--slurm-root", str(tmp_path),
+                     "--chaos", "kill:3", "--verify", "--json"])
     out = capsys.readouterr().out
     result = json.loads(out[out.index("\n{") + 1:])
     assert code == 0, out[-3000:]
