@@ -11,10 +11,17 @@ holds each block that begins like one and drops it when it ends in `SignalExcept
 tracebacks whole when one of its blocks does (the signal landing while torchrun handled another
 error: "During handling of the above exception ..."); any other block (a worker's traceback before
 its `[rankN]:` prefix exists) is written unchanged, in order, once the line after it shows no chain.
+
+torchrun's other threads (the rendezvous keep-alive) log while its main thread prints the traceback, to the
+same stream: a whole record line lands inside the block, or one lands in the middle of the exception line
+(`torch.distributed.elastic.multiprocessing.api.` + `W1129 02:33:41.508000 23391 ...:1346] ...` on one
+line, `SignalException: ...` on the next). A record inside a held block is held with it, and the text
+before it is the start of the line that follows.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 _TRACEBACK = "Traceback (most recent call last):"
@@ -24,6 +31,8 @@ _LOGGING_END = ("Arguments: ", "Use the traceback above to help find the error."
 _SIGNAL = "SignalException"
 #: The lines between two tracebacks of one chain.
 _CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
+#: A log record of torch's (glog's layout: level and date, time, pid, file:line]) and the text before it.
+_RECORD = re.compile(r"(?P<before>.*?)(?P<record>[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+:\d+\] .*)")
 #: A block longer than this is written as it is (a block is ~60 lines; a chained one twice that).
 MAX_HELD = 400
 
@@ -35,6 +44,7 @@ class StopNoise:
         self._held: list[str] = []
         self._kind: str | None = None  # "traceback" | "after" (a block ended: a chain may go on) | "logging"
         self._signal = False  # a block of the held chain ended in SignalException
+        self._split = ""  # the start of a line another thread's record cut in two
 
     def feed(self, line: str) -> list[str]:
         if self._kind is None:
@@ -50,6 +60,12 @@ class StopNoise:
                 return []
             return self._end(drop=self._signal) + self.feed(line)
         self._held.append(line)
+        if self._kind == "traceback":
+            record = _RECORD.fullmatch(line)
+            if record:  # another thread's log line inside the traceback: held with it
+                self._split += record["before"]
+                return []
+            line, self._split = self._split + line, ""
         if self._kind == "traceback" and line[:1] not in ("", " ", "\t"):  # its exception line ends the block
             self._signal = self._signal or line.split(":", 1)[0].endswith(_SIGNAL)
             self._kind = "after"
@@ -63,7 +79,7 @@ class StopNoise:
         return self._end(drop=self._kind == "after" and self._signal)
 
     def _end(self, drop: bool) -> list[str]:
-        held, self._held, self._kind, self._signal = self._held, [], None, False
+        held, self._held, self._kind, self._signal, self._split = self._held, [], None, False, ""
         return [] if drop else held
 
 

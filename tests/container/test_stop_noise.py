@@ -93,6 +93,24 @@ def test_a_chain_with_the_signal_in_any_block_is_left_out_whole() -> None:
     assert without_stop_noise(chained) == []  # the output ends with the chain
 
 
+def test_a_record_another_thread_logs_inside_the_traceback_is_left_out_with_it() -> None:
+    """torchrun's keep-alive thread logged in the middle of the exception line (a full-suite run, 2026-11-29):
+    the record and the line's two halves are the traceback's, and go with it; a whole record between two
+    frames too."""
+    heartbeat = ("W1129 02:33:41.508000 23391 torch/distributed/elastic/rendezvous/dynamic_rendezvous.py:1346] "
+                 "The node 'algo-2_23391_0' has failed to send a keep-alive heartbeat to the rendezvous "
+                 "'sm-dist-20261129-023330-117' due to an error of type RendezvousConnectionError.")
+    exception = TORCHRUN_END[-3]
+    cut = exception.index("SignalException")
+    split = [*TORCHRUN_END[:-3], exception[:cut] + heartbeat, exception[cut:], *TORCHRUN_END[-2:]]
+    assert without_stop_noise(split) == [TORCHRUN_END[0], TORCHRUN_END[1], *TORCHRUN_END[-2:]]
+    between = [*TORCHRUN_END[:5], heartbeat, *TORCHRUN_END[5:]]
+    assert without_stop_noise(between) == [TORCHRUN_END[0], TORCHRUN_END[1], *TORCHRUN_END[-2:]]
+    script_error = ["Traceback (most recent call last):", '  File "train.py", line 3, in <module>', heartbeat,
+                    "ValueError: bad batch"]  # no signal: written whole, the record in its place
+    assert without_stop_noise(script_error) == script_error
+
+
 FAKE_TORCHRUN = textwrap.dedent("""
     import signal, sys, time
     class SignalException(BaseException):
