@@ -9,11 +9,11 @@ Slow: it builds the site and starts a browser per page.
 from __future__ import annotations
 
 import importlib.util
-import os
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from _harness import skip_or_fail
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -34,10 +34,8 @@ shots = _screenshots()
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The site built strictly from this checkout into a scratch folder (what `mkdocs build --strict` does)."""
     if not Path(shots.CHROMIUM).exists():
-        reason = f"{shots.CHROMIUM} is missing (apt-get install -y chromium): the pages cannot be loaded"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason} (CI=true: .ci/run installs it)")
-        pytest.skip(reason)
+        skip_or_fail(f"{shots.CHROMIUM} is missing (apt-get install -y chromium): the pages cannot be loaded",
+                     ".ci/run installs chromium")
     pytest.importorskip("mkdocs")
     from mkdocs.commands.build import build
     from mkdocs.config import load_config

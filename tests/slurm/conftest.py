@@ -9,14 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _harness import skip_or_fail
 from _slurm import SlurmCluster, missing_programs
 
-
-def skip_or_fail(reason: str) -> None:
-    """Skip here; in CI (CI=true) fail: a skipped Slurm test there would be a pass that tested nothing."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason} (CI=true: a Slurm test may not skip; .ci/run installs slurm-wlm and munge)")
-    pytest.skip(reason)
+INSTALLED_BY = ".ci/run installs slurm-wlm and munge and runs as root"
 
 
 #: The session's cluster once started; stopped when the session finishes (`pytest_sessionfinish`), outside any
@@ -37,9 +33,9 @@ def slurm_cluster() -> SlurmCluster:
     """The session's cluster, started on first use and stopped (every daemon, by PID) when the session ends."""
     missing = missing_programs()
     if missing:
-        skip_or_fail(f"no {', '.join(missing)} on PATH: apt-get install slurm-wlm munge")
+        skip_or_fail(f"no {', '.join(missing)} on PATH: apt-get install slurm-wlm munge", INSTALLED_BY)
     if os.geteuid() != 0:
-        skip_or_fail("the test cluster's daemons run as root (unshare --uts, SlurmdUser=root)")
+        skip_or_fail("the test cluster's daemons run as root (unshare --uts, SlurmdUser=root)", INSTALLED_BY)
     root = Path(tempfile.mkdtemp(prefix="sm-dist-slurm-"))
     cluster = SlurmCluster(root / "cluster")
     _STARTED.append(cluster)  # stopped even when it fails to start
