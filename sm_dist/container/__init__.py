@@ -35,5 +35,5 @@ moved under `$SM_DIST_OPT_ML` where local mode cannot mount the host's folder th
 Local mode's stand-ins, unset in the cloud (`sm_dist.contract.container`): SM_DIST_OPT_ML,
 SM_DIST_RDZV_HOST, SM_DIST_RDZV_PORT, SM_DIST_MASTER_PORT, SM_DIST_LOCAL_ADDR, SM_DIST_NPROC_PER_NODE. `env` detects the
 run environment (SageMaker, Slurm, torchrun, local) for the runtime; `slurm_nodes` expands Slurm's
-host lists.
+host lists; `slurm_host` starts a Slurm node and `slurm_chain` takes the chain's decision after each attempt.
 """

@@ -10,6 +10,7 @@ step folders with the contract's "committed".
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -18,10 +19,22 @@ from pathlib import Path
 from typing import TextIO
 
 from sm_dist.contract import log_lines
+from sm_dist.contract.chain import ChainPolicy
 from sm_dist.contract.checkpoint import MANIFEST_NAME, committed_manifest, parse_step
 from sm_dist.contract.job import CheckpointList, JobStatus, checkpoint_info, tensorboard_command
-from sm_dist.contract.slurm_layout import ATTEMPT_RE, EXITS_FILE, HOSTS_FOLDER, LOGS_FOLDER, RECORD_FILE
+from sm_dist.contract.slurm_layout import (
+    ATTEMPT_RE,
+    BATCH_LOG,
+    CHAIN_POLICY_FILE,
+    CONFIG_FOLDER,
+    EXITS_FILE,
+    HOSTS_FOLDER,
+    LOGS_FOLDER,
+    RECORD_FILE,
+    read_links,
+)
 from sm_dist.errors import ConfigError
+from sm_dist.jobspec import EXIT_INTERRUPTED
 from sm_dist.slurm import cluster
 from sm_dist.slurm.options import SlurmOptions
 
@@ -135,7 +148,11 @@ class SlurmJob:
 
     # -- JobHandle --------------------------------------------------------------------------------------
     def status(self) -> JobStatus:
-        """What Slurm says of the job now, in the handle's words (cluster.STATES)."""
+        """What Slurm says of the job now, in the handle's words (cluster.STATES), with the chain's word: which link
+        runs, or why the run ended (the batch script's decision after each attempt, `sm_dist.container.slurm_chain`)."""
+        return self._with_chain(self._slurm_status())
+
+    def _slurm_status(self) -> JobStatus:
         record = cluster.job_record(self.job_id)
         if record is None:
             return self._status_from_exits()
@@ -149,6 +166,40 @@ class SlurmJob:
         if status == "Failed":
             failure = self._host_failure() or f"{meaning} (ExitCode={record.get('ExitCode', '?')})"
         return JobStatus(name=self.name, status=status, secondary=secondary, message=message, failure_reason=failure)
+
+    def _with_chain(self, status: JobStatus) -> JobStatus:
+        links = read_links(self.job_dir)
+        last = links[-1] if links else None
+        if status.done:
+            if last is None or status.status == "Stopped" and status.secondary == "Stopped":
+                return status  # no decision taken (sm-dist stop, or a job sm_dist did not end)
+            note = f"chain: {last['reason']}"
+            if last.get("action") == "stop" and last.get("exit_code") == EXIT_INTERRUPTED:
+                # the run ended at a time limit's saved stop: what a cloud chain's last link says
+                return dataclasses.replace(status, status="Stopped", secondary="MaxRuntimeExceeded", message=note,
+                                           failure_reason=None)
+            return dataclasses.replace(status, message=f"{status.message}; {note}" if status.message else note)
+        attempt = self._attempt()
+        most = self._max_links()
+        note = f"link {attempt + 1}" + (f" of at most {most}" if most else "")
+        if last is not None and last.get("action") == "next":
+            note += f" (after link {last.get('link')}: {last['reason']})"
+        return dataclasses.replace(status, message=f"{status.message}; {note}" if status.message else note)
+
+    def _attempt(self) -> int:
+        """The newest attempt's restart count (the batch script's first line each time it runs)."""
+        try:
+            text = (self.job_dir / BATCH_LOG).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return 0
+        return max((int(m.group(2)) for line in text.splitlines() if (m := ATTEMPT_RE.match(line))), default=0)
+
+    def _max_links(self) -> int | None:
+        try:
+            record = json.loads((self.job_dir / CONFIG_FOLDER / CHAIN_POLICY_FILE).read_text(encoding="utf-8"))
+            return int(ChainPolicy.from_tag(str(record["policy"])).max_links)
+        except (OSError, ValueError, KeyError):
+            return None
 
     def _exits(self) -> list[tuple[int, int]]:
         """(restart count, exit code) per attempt the batch script recorded."""

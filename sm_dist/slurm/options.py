@@ -50,7 +50,9 @@ class SlurmOptions:
     """sbatch --signal=TERM@SECONDS: how long before the time limit every node's PID 1 gets SIGTERM
     (the ranks save a checkpoint; the job is requeued and resumes). SageMaker's grace: 120 s."""
     max_requeues: int = 3
-    """How many times a job stopped at its time limit after saving is requeued to continue."""
+    """How many times a job stopped at its time limit after saving is requeued to continue (the run's links are
+    at most this + 1, unless the plan is a chain: its max_links). Each requeue is the cloud chain's decision
+    (`sm_dist.contract.chain.decide`): it also needs progress since the last link, and the budget not spent."""
     nproc_per_node: int | None = None
     """Worker processes per node (default: the plan's, else one per GPU, else 1)."""
     chaos: Iterable[str | Fault] = ()

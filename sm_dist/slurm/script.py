@@ -9,8 +9,10 @@ before that limit (`--signal=TERM@S`: PID 1 forwards it, the ranks commit a chec
 (docs/PLATFORM.md §12). Each node's task is `python3 -m sm_dist.container.slurm_host`, which lays
 its /opt/ml folder out and execs the plan's container command, the same PID 1 a SageMaker
 instance runs. On HyperPod (`/opt/sagemaker_cluster` exists) srun gets `--auto-resume=1`, as
-AWS's own sample sbatch files do. A job that PID 1 ends with EXIT_INTERRUPTED (it saved at the
-signal) requeues itself to continue, at most `max_requeues` times.
+AWS's own sample sbatch files do. When srun ends, `sm_dist.container.slurm_chain` takes the cloud
+chain's decision (`sm_dist.contract.chain.decide`) on the attempt: a job that saved at the signal
+(PID 1's EXIT_INTERRUPTED) and made progress requeues itself as the run's next link, within its
+max links and budget; any other end ends the run, and the decision says why.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sm_dist.contract.slurm_layout import ATTEMPT_LINE, BATCH_LOG, EXITS_FILE, NODE_LOG
-from sm_dist.jobspec import EXIT_INTERRUPTED
 
 #: The node's task: lays out /opt/ml there, then execs the command after `--` (sm_dist.container.slurm_host).
 NODE_MODULE = "sm_dist.container.slurm_host"
+#: What the batch script runs after each attempt: the chain's decision (exit 0: requeue, the next link).
+CHAIN_MODULE = "sm_dist.container.slurm_chain"
 #: HyperPod's marker folder on every node; AWS's sample sbatch files test it (docs/PLATFORM.md §12).
 HYPERPOD_MARKER = "/opt/sagemaker_cluster"
 
@@ -55,7 +58,7 @@ def directives(*, job_name: str, nodes: int, job_dir: Path, partition: str | Non
 
 
 def batch_script(*, job_name: str, nodes: int, job_dir: Path, python: str, container_command: Sequence[str],
-                 max_requeues: int, **options: object) -> str:
+                 **options: object) -> str:
     """The whole sbatch file (`options`: `directives`' keywords)."""
     lines = ["#!/bin/bash",
              f"# sm_dist job {job_name}: every node runs sm_dist's PID 1, as a SageMaker instance does",
@@ -78,8 +81,8 @@ def batch_script(*, job_name: str, nodes: int, job_dir: Path, python: str, conta
         "    " + " ".join(q(part) for part in srun),
         "rc=$?",
         f'echo "${{SLURM_RESTART_COUNT:-0}} $rc" >> "$JOB_DIR/{EXITS_FILE}"',
-        f"if [ $rc -eq {EXIT_INTERRUPTED} ] && [ \"${{SLURM_RESTART_COUNT:-0}}\" -lt {max_requeues} ]; then",
-        '    echo "[sm_dist] saved at the time limit\'s signal: requeued to continue"',
+        "# the next link or the end of the run: the cloud chain's decision (progress, max links, budget)",
+        f'if {q(python)} -m {CHAIN_MODULE} "$JOB_DIR" "$rc" "$SECONDS"; then',
         '    scontrol requeue "$SLURM_JOB_ID"',
         "fi",
         "exit $rc",

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from sm_dist.contract import log_lines
+from sm_dist.contract.chain import ChainPolicy
 from sm_dist.contract.checkpoint import CheckpointMode
 from sm_dist.contract.container import (
     CHECKPOINT_CONFIG,
@@ -37,6 +38,7 @@ from sm_dist.contract.container import (
 )
 from sm_dist.contract.faults import Fault
 from sm_dist.contract.slurm_layout import (
+    CHAIN_POLICY_FILE,
     CHECKPOINTS_FOLDER,
     CODE_FOLDER,
     CONFIG_FOLDER,
@@ -44,6 +46,7 @@ from sm_dist.contract.slurm_layout import (
     JOB_FILE,
     LOGS_FOLDER,
     SCRIPT_FILE,
+    policy_record,
 )
 from sm_dist.errors import ConfigError
 from sm_dist.jobspec import JOB_SPEC_FILENAME, JobSpec
@@ -105,7 +108,7 @@ def script_for(plan: Plan, opts: SlurmOptions, job_dir: Path, gpus: int, name: s
     """The batch script of `plan` staged at `job_dir` (what --dry-run prints)."""
     return batch_script(job_name=name or plan.job_name, nodes=plan.instance_count, job_dir=job_dir,
                         python=sys.executable, container_command=plan.container_command,
-                        max_requeues=opts.max_requeues, partition=opts.partition, account=opts.account, qos=opts.qos,
+                        partition=opts.partition, account=opts.account, qos=opts.qos,
                         constraint=opts.constraint, gpus_per_node=gpus, max_runtime_s=plan.limits.max_runtime_s,
                         signal_s=opts.signal_s, extra=opts.sbatch_args)
 
@@ -142,6 +145,15 @@ def fit_to_partition(plan: Plan, partition: cluster.Partition) -> Plan:
     return dataclasses.replace(plan, limits=limits)
 
 
+def chain_policy(plan: Plan, opts: SlurmOptions) -> ChainPolicy:
+    """The policy the batch script's decision after each attempt follows (`sm_dist.container.slurm_chain`): the
+    plan's chain (`chain=True`: its max_links and budget) or `max_requeues` + 1 links; each link the job's time
+    limit; billed seconds counted at the plan's price (SageMaker's rate for its instance type, a stand-in)."""
+    base = plan.chain or ChainPolicy(max_links=opts.max_requeues + 1)
+    return dataclasses.replace(base, link_runtime_s=plan.limits.max_runtime_s,
+                               usd_per_hour=base.usd_per_hour or plan.limits.usd_per_hour)
+
+
 def stage(plan: Plan, opts: SlurmOptions, job_dir: Path, gpus: int, name: str) -> tuple[Path, str | None]:
     """Write the job's folder (the bundle, the config files, the batch script); (script path, checkpoint URI)."""
     from sm_dist.planning.bundle import write_bundle
@@ -172,6 +184,8 @@ def stage(plan: Plan, opts: SlurmOptions, job_dir: Path, gpus: int, name: str) -
         # every node's checkpoint folder (SM_CHECKPOINT_DIR, the runtime's) is the one shared folder: each rank's
         # shards land beside the others', as SageMaker's sync to one S3 prefix puts them
         (config / CHECKPOINT_CONFIG).write_text(json.dumps({"LocalPath": str(folder)}, indent=2), encoding="utf-8")
+    record = policy_record(name, chain_policy(plan, opts).to_tag(), checkpoint_uri)
+    (config / CHAIN_POLICY_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     script = job_dir / SCRIPT_FILE
     script.write_text(script_for(plan, opts, job_dir, gpus, name), encoding="utf-8")
     return script, checkpoint_uri
@@ -294,4 +308,4 @@ def compare_models(job: SlurmJob, checked: SlurmJob) -> tuple[bool | None, str]:
     return True, "identical: " + "; ".join(answers)
 
 
-__all__ = ["check", "checkpoint_spec", "fit_to_partition", "run", "runtime_by_default", "script_for", "stage", "submit"]
+__all__ = ["chain_policy", "check", "checkpoint_spec", "fit_to_partition", "run", "runtime_by_default", "script_for", "stage", "submit"]

@@ -16,6 +16,7 @@ from _slurm import NODES, SlurmCluster
 
 import sm_dist
 from sm_dist import cli
+from sm_dist.contract.slurm_layout import read_links
 from sm_dist.errors import ConfigError
 from sm_dist.slurm import cluster
 from sm_dist.slurm.job import SlurmJob, attach
@@ -111,7 +112,9 @@ def test_a_saved_stop_and_a_failed_node_requeue_the_job_it_resumes_and_stop_leav
     assert job.status().status == "InProgress"
     assert _processes_of(job.job_id)
     assert cli.main(["status", job.name]) == 0
-    assert "InProgress / Training" in capsys.readouterr().out
+    status_line = capsys.readouterr().out  # the third attempt (the node failure's requeue counts) is link 3
+    assert "InProgress / Training" in status_line and f"link 3 of at most 4 (after link 1: {job.name}-1 reached its " \
+        "MaxRuntime; next:" in status_line, status_line
     assert cli.main(["stop", job.name]) == 0
     assert "Stopped / Stopped" in capsys.readouterr().out
     assert job.job_id not in slurm_cluster.queue()
@@ -120,7 +123,12 @@ def test_a_saved_stop_and_a_failed_node_requeue_the_job_it_resumes_and_stop_leav
     summary = job.summary()
     assert summary.attempts == 3 and summary.last_step is not None and 2 < summary.last_step < 400, summary
     lines = [line for _node, line in job.lines()]
-    assert any("saved at the time limit's signal: requeued to continue" in line for line in lines), lines[-30:]
+    # the saved stop's requeue was the cloud chain's decision (contract.chain.decide), said in the batch log
+    name = job.name
+    assert f"[sm_dist] chain: {name}-1 reached its MaxRuntime; next: {name}-2" in lines, lines[-30:]
+    links = read_links(job.job_dir)
+    assert [(k["link"], k["action"], k["exit_code"]) for k in links] == [(1, "next", 143)], links
+    assert links[0]["step"] > (links[0]["step_before"] or 0), links  # progress: what let the run go on
     assert sum("[sm_dist] resumed step=" in line for line in lines) == 2, lines[-40:]
     last_resume = max(i for i, line in enumerate(lines) if "[sm_dist] resumed step=" in line)
     assert any("stopping at the next step boundary" in line for line in lines[last_resume:])  # PID 1 forwarded it
@@ -138,6 +146,7 @@ def test_a_raising_script_fails_with_its_line_and_is_not_requeued(slurm_conf: Pa
     assert status.status == "Failed", status
     assert "ValueError: bad batch shape" in (status.failure_reason or "") and "train.py:5" in status.failure_reason
     assert job.summary().attempts == 1
+    assert "the run ends (a failure in the job's code or setup is not retried)" in status.message, status  # the chain's
 
 
 @pytest.mark.parametrize(("flags", "field"), [

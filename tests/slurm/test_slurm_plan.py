@@ -79,15 +79,17 @@ def test_time_limit_is_whole_minutes_rounded_up() -> None:
     assert time_limit(2 * 86400 + 1) == "2-00:01:00"
 
 
-def test_directives_and_requeue_on_a_saved_stop() -> None:
+def test_directives_and_the_chains_requeue() -> None:
     got = directives(job_name="j", nodes=4, job_dir=Path("/fsx/j"), qos="high", signal_s=300, extra=["--mem=0"])
     assert got[:4] == ["--job-name=j", "--nodes=4", "--ntasks-per-node=1", "--exclusive"]
     assert "--qos=high" in got and "--signal=TERM@300" in got and got[-1] == "--mem=0"
     assert not any(d.startswith(("--time", "--gpus")) for d in got)
     text = batch_script(job_name="j", nodes=2, job_dir=Path("/fsx/j"), python="/venv/bin/python",
-                        container_command=["python3", "-m", "sm_dist.container.pid1"], max_requeues=5)
+                        container_command=["python3", "-m", "sm_dist.container.pid1"])
     assert "/venv/bin/python -m sm_dist.container.pid1" in text  # the submitting Python on every node
-    assert 'if [ $rc -eq 143 ] && [ "${SLURM_RESTART_COUNT:-0}" -lt 5 ]' in text
+    # the requeue is the chain's decision (tests/slurm/test_slurm_chain.py), not a count in the script
+    assert ('if /venv/bin/python -m sm_dist.container.slurm_chain "$JOB_DIR" "$rc" "$SECONDS"; then\n'
+            '    scontrol requeue "$SLURM_JOB_ID"\nfi\nexit $rc\n') in text
 
 
 def test_partitions_are_read_and_checked() -> None:
