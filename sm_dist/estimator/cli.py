@@ -98,6 +98,9 @@ def register(command: str, parser: argparse.ArgumentParser) -> None:
                             "stalls and restarts are in every row's hours)")
     money.add_argument("--checkpoint-storage", default="s3", choices=("s3", "local"),
                        help="s3 (the runtime uploads; default) or local (sagemaker-sync: the instance's disk)")
+    money.add_argument("--slurm", action="store_true",
+                       help="a run on a Slurm cluster (HyperPod's or another): say which rates priced it (SageMaker "
+                            "training's, a stand-in)")
     money.add_argument("--max-hours", help="recommend the cheapest plan finishing within this many hours")
     money.add_argument("--budget", help="recommend the fastest plan within this many dollars")
     out = parser.add_argument_group("output")
@@ -136,7 +139,21 @@ def run(args: argparse.Namespace) -> int:
         calibration=args.calibration, async_checkpoint=args.async_checkpoint,
         checkpoint_storage=args.checkpoint_storage,
     )
-    sys.stdout.write((result.to_json() if args.json else result.table(all_rows=args.all)) + "\n")
+    if args.json:
+        text = result.to_json()
+        if args.slurm:
+            import json
+
+            from sm_dist.estimator.cost import SLURM_PRICE_BASIS
+
+            text = json.dumps({**json.loads(text), "price_basis": SLURM_PRICE_BASIS}, indent=2)
+    else:
+        text = result.table(all_rows=args.all)
+        if args.slurm:
+            from sm_dist.estimator.cost import SLURM_PRICE_BASIS
+
+            text += f"\nprices: {SLURM_PRICE_BASIS}"
+    sys.stdout.write(text + "\n")
     if args.plot:
         result.plot(args.plot)
         sys.stderr.write(f"plot saved to {args.plot}\n")

@@ -16,6 +16,11 @@ from sm_dist.catalog import Instance
 #: and the code. SecondaryStatusTransitions of GPU jobs typically show 3-6 minutes of Downloading;
 #: an assumption. Data channels come on top when their size is known (`DataLoad`).
 STARTUP_SECONDS = 300.0
+#: Which rates price a run on a Slurm cluster, HyperPod's or another (a --slurm plan, `estimate-cost --slurm`):
+#: HyperPod's per-instance rates were not found in any source (docs/PLATFORM.md §12).
+SLURM_PRICE_BASIS = ("SageMaker training's on-demand rates for the instance type, a stand-in: HyperPod's per-instance "
+                     "rates are not in sm_dist's price table (no published source found, docs/PLATFORM.md §12), and "
+                     "a Slurm cluster's price is its owner's")
 #: What one instance gets from S3 at most: "up to 100 Gb/s" per EC2 instance with parallel
 #: connections (AWS S3 performance guidelines), never more than its own network.
 S3_MAX_GBPS = 100.0
@@ -110,4 +115,4 @@ def job_cost(hours: float, count: int, inst: Instance, spot_discount: float = DE
 
 
 __all__ = ["INFRA_CHECK_SECONDS", "INFRA_CHECK_MIN_INSTANCES", "infra_check_offered", "infra_check_on", "Cost", "DataLoad", "job_cost", "job_hours", "startup_seconds", "STARTUP_SECONDS",
-           "DEFAULT_SPOT_DISCOUNT", "SPOT_INTERRUPTIONS_PER_INSTANCE_HOUR"]
+           "SLURM_PRICE_BASIS", "DEFAULT_SPOT_DISCOUNT", "SPOT_INTERRUPTIONS_PER_INSTANCE_HOUR"]

@@ -190,11 +190,15 @@ def _local_stack(config: LaunchConfig, local: bool) -> list[str]:
             "cloud job's (this plan's role and S3 URIs are labels); the same settings without --local use it"]
 
 
+#: A local plan's warning in place of preflight.NO_CHECKPOINT_URI (the Slurm backend drops it: its line says where).
+LOCAL_NO_CHECKPOINT_URI = ("no checkpoint_s3_uri: local mode syncs checkpoints to its own S3 endpoint "
+                           f"(s3://{LOCAL_BUCKET}/<job>/run/checkpoints)")
+
+
 def _warnings(warnings: list[str], local: bool) -> tuple[str, ...]:
     """Each warning once; a local plan's checkpoints go to local mode's own S3 endpoint, not lost."""
     if local:
-        warnings = [w.replace(preflight.NO_CHECKPOINT_URI, "no checkpoint_s3_uri: local mode syncs checkpoints to "
-                              f"its own S3 endpoint (s3://{LOCAL_BUCKET}/<job>/run/checkpoints)") for w in warnings]
+        warnings = [w.replace(preflight.NO_CHECKPOINT_URI, LOCAL_NO_CHECKPOINT_URI) for w in warnings]
     return tuple(dict.fromkeys(warnings))
 
 
@@ -259,4 +263,4 @@ def _request_spec(config: LaunchConfig, code: CodePlan, job_name: str, role_arn:
     )
 
 
-__all__ = ["DATA_PREFIX", "launch_config", "make_plan", "new_job_name"]
+__all__ = ["DATA_PREFIX", "LOCAL_NO_CHECKPOINT_URI", "launch_config", "make_plan", "new_job_name"]

@@ -41,6 +41,22 @@ if TYPE_CHECKING:
 LOCAL_DEFAULTS: Mapping[str, str] = MappingProxyType({"region": "us-east-1", "instance_type": "ml.g5.xlarge"})
 
 
+@dataclass(frozen=True)
+class Backend:
+    """Where a plan runs when neither the cloud nor local mode runs it (a Slurm cluster): named in the plan's
+    rendering in place of local mode's line, with the rates its price line used."""
+
+    name: str
+    """The backend's word, e.g. "slurm"."""
+    where: str
+    """One line: where it runs and where its code and checkpoints go."""
+    price_basis: str
+    """Which rates priced the plan (one line)."""
+
+    def to_dict(self) -> dict[str, str]:
+        return dataclasses.asdict(self)
+
+
 @dataclass(frozen=True, repr=False)
 class Plan:
     """Everything `fit` will do, as a value. Build it with `sm_dist.plan(...)`."""
@@ -75,6 +91,9 @@ class Plan:
     """A chain's run name (`chain=True`): `job_name` is its first link, `<run>-1` (contract.chain)."""
     chain: ChainPolicy | None = None
     """A chain's policy: links, each link's MaxRuntime cap, the run's budget."""
+    backend: Backend | None = None
+    """The backend that runs a `local` plan when it is not local mode (a Slurm cluster); None: the cloud or local
+    mode, as `local` says."""
     warm_pool: PoolReuse | None = None
     """The last warm pool of this base job name and whether this job starts on it (set by the cloud
     backend's read-only checks when keep_alive_s is set; planning.warm_pool)."""
@@ -109,6 +128,7 @@ class Plan:
             "default_bucket": self.default_bucket, "warnings": list(self.warnings), "local": self.local,
             "chain": None if self.chain is None else {"run": self.run, **dataclasses.asdict(self.chain)},
             "warm_pool": None if self.warm_pool is None else self.warm_pool.to_dict(),
+            "backend": None if self.backend is None else self.backend.to_dict(),
         }
 
     def __str__(self) -> str:
@@ -158,6 +178,8 @@ def _cost_lines(plan: Plan) -> list[str]:
     if limits.usd_per_hour is not None:
         lines.append(f"  price        ${limits.usd_per_hour:.2f}/h for {plan.instance_count} × {plan.instance_type} "
                      f"on-demand; at most ${limits.max_cost_usd:,.2f}")
+    if plan.backend is not None:
+        lines.append(f"  basis        {plan.backend.price_basis}")
     chain = plan.chain
     if chain is not None:
         budget = f"${chain.budget_usd:,.2f} for the whole run" if chain.budget_usd is not None else "no budget"
@@ -206,8 +228,7 @@ def render_plan(plan: Plan) -> str:
     spec = plan.job_spec
     lines = [
         f"job          {plan.job_name}  ({plan.region})",
-        *(["local        runs on this machine (sm_dist.local): region, role and S3 URIs below only label "
-           "the request"] if plan.local else []),
+        *_backend_lines(plan),
         f"instances    {res['InstanceCount']} × {plan.instance_type}{'  (spot)' if req.get('EnableManagedSpotTraining') else ''}",
         f"strategy     {spec.strategy.value} ({plan.sizing.reason}), precision {_precision(plan)}, "
         f"max_restarts {spec.max_restarts}",
@@ -233,6 +254,14 @@ def render_plan(plan: Plan) -> str:
         lines.append(f"note         fit creates the SageMaker default bucket {plan.default_bucket} if it is missing")
     lines += [f"warning      {w}" for w in plan.warnings]
     return "\n".join(lines)
+
+
+def _backend_lines(plan: Plan) -> list[str]:
+    """Which backend runs a plan made without AWS: local mode, or the one it names (a Slurm cluster)."""
+    if plan.backend is not None:
+        return [f"{plan.backend.name:<12} {plan.backend.where}; region, role and S3 URIs below only label the request"]
+    return (["local        runs on this machine (sm_dist.local): region, role and S3 URIs below only label the "
+             "request"] if plan.local else [])
 
 
 def _interval_lines(plan: Plan) -> list[str]:
@@ -330,4 +359,4 @@ def _requirements_lines(plan: Plan) -> list[str]:
             + ("; local mode checks this environment instead" if plan.local else "")]
 
 
-__all__ = ["LOCAL_DEFAULTS", "Plan", "render_plan", "tensorboard_uri"]
+__all__ = ["LOCAL_DEFAULTS", "Backend", "Plan", "render_plan", "tensorboard_uri"]

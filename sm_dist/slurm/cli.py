@@ -78,11 +78,6 @@ def run_options(args: argparse.Namespace) -> SlurmOptions:
                         **extra)
 
 
-#: Which rates the plan's price line used for a Slurm job (docs/PLATFORM.md §12: HyperPod's are an open question).
-PRICE_BASIS = ("price above: SageMaker training's on-demand rates for that instance type, a stand-in; HyperPod's "
-               "per-instance rates are not in sm_dist's price table and a Slurm cluster's price is its owner's "
-               "(docs/PLATFORM.md §12)")
-
 #: The job's end as the exit code (as `sm-dist fit --wait`: 0 completed, 1 failed, 3 stopped).
 _EXIT = {"Completed": 0, "Failed": 1, "Stopped": 3}
 
@@ -102,4 +97,4 @@ def report(job: SlurmJob, waited: bool, as_json: bool) -> int:
     return _EXIT.get(summary.status, 1)
 
 
-__all__ = ["PRICE_BASIS", "add_slurm_flags", "check_slurm_flags", "report", "run_options"]
+__all__ = ["add_slurm_flags", "check_slurm_flags", "report", "run_options"]

@@ -81,6 +81,36 @@ def shared_checkpoint_args(spec: JobSpec, local_path: str, folder: Path) -> JobS
                                hyperparameters={k: moved(v) for k, v in spec.hyperparameters.items()})
 
 
+def checkpoint_folder(opts: SlurmOptions, job_dir: Path) -> Path:
+    """The shared checkpoint folder: the option's, else the job folder's `checkpoints`."""
+    return Path(opts.checkpoint_dir).expanduser().resolve() if opts.checkpoint_dir else job_dir / CHECKPOINTS_FOLDER
+
+
+def with_backend(plan: Plan, opts: SlurmOptions, gpus: int) -> Plan:
+    """The plan naming the Slurm backend (its rendering's line, `backend` in --json): the partition, the nodes, the
+    time limit and the signal before it, where the code and the checkpoints go, and which rates priced it."""
+    from sm_dist.estimator.cost import SLURM_PRICE_BASIS
+    from sm_dist.planning.build import LOCAL_NO_CHECKPOINT_URI
+    from sm_dist.planning.plan import Backend
+
+    job_dir = opts.job_root(plan.job_name)
+    _spec, uri = checkpoint_spec(plan, checkpoint_folder(opts, job_dir))
+    where = "the cluster's default partition" if opts.partition is None else f"partition {opts.partition}"
+    where += f" (account {opts.account})" if opts.account else ""
+    nodes = f"{plan.instance_count} node{'s' if plan.instance_count > 1 else ''}, one task each"
+    nodes += f", {gpus} GPUs each" if gpus else ""
+    limit = f"--time {time_limit(plan.limits.max_runtime_s)}"
+    if runtime_by_default(plan):
+        limit += " or the partition's MaxTime when shorter"
+    links = chain_policy(plan, opts).max_links
+    line = (f"sbatch to {where}: {nodes}; {limit}, SIGTERM {opts.signal_s} s before it (saved, then requeued as the "
+            f"next link, at most {links}); code and each node's /opt/ml in {job_dir}; checkpoints "
+            f"{'off' if uri is None else ('in ' + uri)}")
+    warnings = tuple(w for w in plan.warnings if w != LOCAL_NO_CHECKPOINT_URI)  # local mode's: the line says where
+    return dataclasses.replace(plan, backend=Backend(name="slurm", where=line, price_basis=SLURM_PRICE_BASIS),
+                               warnings=warnings)
+
+
 def checkpoint_spec(plan: Plan, folder: Path) -> tuple[JobSpec, str | None]:
     """The job spec as the cluster runs it, and where its checkpoints go: the plan's s3:// URI as is
     (mode "s3"), none for mode "off", else the shared `folder` (mode "local": every node writes its
@@ -160,7 +190,7 @@ def stage(plan: Plan, opts: SlurmOptions, job_dir: Path, gpus: int, name: str) -
 
     if job_dir.exists() and any(job_dir.iterdir()):
         raise ConfigError("job_name", name, f"{job_dir} exists: pick another name (or remove the folder)")
-    folder = Path(opts.checkpoint_dir).expanduser().resolve() if opts.checkpoint_dir else job_dir / CHECKPOINTS_FOLDER
+    folder = checkpoint_folder(opts, job_dir)
     spec, checkpoint_uri = checkpoint_spec(plan, folder)
     code = write_bundle(plan.bundle, job_dir / CODE_FOLDER)
     (code / JOB_SPEC_FILENAME).write_text(dataclasses.replace(spec, job_name=name).to_json(), encoding="utf-8")
@@ -248,7 +278,7 @@ def run(plan: Plan, options: SlurmOptions | Mapping[str, object] | bool | None =
     `out`: where a waiting run echoes the nodes' lines (default stdout)."""
     opts = SlurmOptions.coerce(options)
     gpus = opts.gpus_per_node if opts.gpus_per_node is not None else gpus or 0
-    plan = fit_to_partition(plan, check(plan, opts, instance_type))
+    plan = with_backend(fit_to_partition(plan, check(plan, opts, instance_type)), opts, gpus)
     echo = out if out is not None else sys.stdout
     job = submit(plan, opts, gpus)
     if not opts.wait:
@@ -308,4 +338,5 @@ def compare_models(job: SlurmJob, checked: SlurmJob) -> tuple[bool | None, str]:
     return True, "identical: " + "; ".join(answers)
 
 
-__all__ = ["chain_policy", "check", "checkpoint_spec", "fit_to_partition", "run", "runtime_by_default", "script_for", "stage", "submit"]
+__all__ = ["chain_policy", "check", "checkpoint_spec", "fit_to_partition", "run", "runtime_by_default", "script_for", "stage", "submit",
+           "with_backend"]

@@ -33,6 +33,20 @@ def test_json_is_one_object(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["recommendation"]["strategy"] == "fsdp"
 
 
+def test_a_slurm_estimate_says_which_rates_priced_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """HyperPod's per-instance rates are not in the price table (docs/PLATFORM.md §12): the table and the JSON say
+    that the dollars are SageMaker training's rates, a stand-in."""
+    assert main([*LLAMA, "--slurm"]) == 0
+    table = capsys.readouterr().out
+    assert table.rstrip().splitlines()[-1].startswith("prices: SageMaker training's on-demand rates for the instance "
+                                                      "type, a stand-in: HyperPod's per-instance rates are not")
+    assert main([*LLAMA, "--slurm", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["price_basis"].startswith("SageMaker training's on-demand rates") and data["rows"]
+    assert main([*LLAMA, "--json"]) == 0
+    assert "price_basis" not in json.loads(capsys.readouterr().out)  # a SageMaker estimate's rates are its own
+
+
 def test_hf_config_and_samples(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12,

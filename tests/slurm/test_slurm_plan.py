@@ -40,8 +40,27 @@ def test_dry_run_prints_the_sbatch_file_and_creates_nothing(tmp_path: Path, caps
                  "#SBATCH --signal=TERM@120", "#SBATCH --requeue", "AUTO_RESUME=(--auto-resume=1)"):
         assert line in out, line
     assert "-m sm_dist.container.slurm_host" in out and "-m sm_dist.container.pid1" in out
-    assert "price above: SageMaker training's on-demand rates" in out  # which rates priced it (HyperPod's unknown)
+    # the plan names the Slurm backend, not local mode, and which rates priced it (HyperPod's are unknown)
+    job = re.search(r"^job +(\S+)", out, re.M)
+    assert job is not None and "runs on this machine (sm_dist.local)" not in out
+    folder = tmp_path / job.group(1)
+    assert (f"slurm        sbatch to partition gpu (account ml): 2 nodes, one task each, 8 GPUs each; --time "
+            f"0-01:00:00, SIGTERM 120 s before it (saved, then requeued as the next link, at most 4); code and each "
+            f"node's /opt/ml in {folder}; checkpoints in {folder}/checkpoints;") in out
+    assert "  basis        SageMaker training's on-demand rates for the instance type, a stand-in" in out
+    assert "local mode syncs checkpoints" not in out  # local mode's warning: the Slurm line says where they go
     assert list(tmp_path.iterdir()) == []  # a dry run stages nothing
+
+
+def test_a_json_dry_run_names_the_backend_and_its_price_basis(tmp_path: Path, capsys) -> None:
+    code = cli.main(["fit", "cnn.py", "--source-dir", str(ENTRYPOINTS), "--slurm", "--slurm-root", str(tmp_path),
+                     "--slurm-checkpoints", str(tmp_path / "ckpt"), "--dry-run", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["backend"]["name"] == "slurm" and data["price_basis"] == data["backend"]["price_basis"]
+    where = data["backend"]["where"]
+    assert where.startswith("sbatch to the cluster's default partition: 1 node, one task each; --time ")
+    assert "or the partition's MaxTime when shorter" in where and where.endswith(f"checkpoints in {tmp_path / 'ckpt'}")
+    assert data["sbatch"].startswith("#!/bin/bash")
 
 
 def test_no_gpus_asked_unless_an_instance_type_or_the_option_says(tmp_path: Path, capsys) -> None:
