@@ -100,6 +100,27 @@ def test_the_worker_removes_what_a_fault_cut_short_and_says_so(tmp_path: Path, c
     assert f"[sm_dist] restored step=20 on algo-2: {folder}/checkpoint-20\n" in err
 
 
+def test_hosts_sharing_one_folder_remove_a_cut_short_checkpoint_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A Slurm job's nodes restore from one shared folder: both judge checkpoint-40 cut short, the first removes it
+    and says so, the second (its scan made before the first removed it) finds it gone and says nothing."""
+    from sm_dist.contract import checkpoint_whole
+
+    folder = tmp_path / "checkpoints"
+    _hf(folder / "checkpoint-20", last=True)
+    _hf(folder / "checkpoint-40", last=False)
+    command = ["python", "-m", "x", "--folder", str(folder), "--uri", "s3://b/p"]
+    seen_by_both = interrupted(folder)
+    assert [i.rel for i in seen_by_both] == ["checkpoint-40"]
+    monkeypatch.setattr(checkpoint_whole, "interrupted", lambda _folder: seen_by_both)
+    worker._drop_interrupted(command, {"SM_CURRENT_HOST": "sm-n1"})
+    worker._drop_interrupted(command, {"SM_CURRENT_HOST": "sm-n2"})
+    err = capsys.readouterr().err
+    assert err.count("was not written to its end") == 1 and f"sm-n1: {folder}/checkpoint-40 was not" in err, err
+    assert "sm-n2" not in err
+    assert sorted(p.name for p in folder.iterdir()) == ["checkpoint-20"]  # nothing set aside is left
+
+
 def _own(folder: Path, *files: str) -> None:
     folder.mkdir(parents=True)
     for file in files:
