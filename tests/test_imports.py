@@ -41,7 +41,6 @@ class World(StrEnum):
 PREFIXES = {
     "sm_dist": World.CORE,
     "sm_dist.container": World.CONTAINER,
-    "sm_dist.container.restore": World.RUNTIME,  # run by the worker as a subprocess: torch's store, boto3
     "sm_dist.planning": World.PLAN,
     "sm_dist.provision": World.PLAN,
     "sm_dist.cloud": World.CLOUD,

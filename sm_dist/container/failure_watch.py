@@ -230,7 +230,7 @@ def shared_view(root: Path, env: Mapping[str, str], hosts: int, wait: float = UP
 
 def uri_view(uri: str | None, env: Mapping[str, str], wait: float = UPLOAD_WAIT_S) -> SharedView:
     """`shared_view` of the checkpoint URI `uri`: an s3:// prefix, read in a subprocess (boto3 is the
-    runtime world's: sm_dist.container.restore.written_since), or local mode's folder standing in for one."""
+    runtime world's: sm_dist.runtime.restore.written_since), or local mode's folder standing in for one."""
     if uri is None or env.get(NETWORK_ISOLATION_ENV) == "1":
         return lambda _since: None
     if not uri.startswith("s3://"):  # local mode's --local-checkpoints folder standing in for S3
@@ -238,7 +238,7 @@ def uri_view(uri: str | None, env: Mapping[str, str], wait: float = UPLOAD_WAIT_
         return lambda since: _folder_written(folder, since - CLOCK_SLACK_S, wait)
 
     def ask(since: float) -> bool | None:
-        command = [sys.executable, "-m", "sm_dist.container.restore.written_since", "--uri", uri,
+        command = [sys.executable, "-m", "sm_dist.runtime.restore.written_since", "--uri", uri,
                    "--since", repr(since - CLOCK_SLACK_S), "--wait", str(wait)]
         try:
             done = subprocess.run(command, env=dict(env), capture_output=True, text=True, timeout=ASK_TIMEOUT_S,

@@ -6,7 +6,7 @@ dir: pytorch/examples' multinode.py does), or under /tmp, resumes after an in-jo
 whatever its own host has — another host may have another copy, or none — and after a
 whole-job (spot) restart from nothing. `find` lists such files written since the launcher
 started; the worker step says so at every restart, and the restore compares the lists of all
-hosts (`sm_dist.container.restore.folder_restore`): different lists are a split resume, named
+hosts (`sm_dist.runtime.restore.folder_restore`): different lists are a split resume, named
 before it shows as a hang or a rendezvous error.
 
 The checkpoint folder is skipped by identity, not only by path: in local mode its real path is under

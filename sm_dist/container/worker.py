@@ -15,7 +15,7 @@ resumes differently on each host, or not at all.
 
 On the first start of the workers on a host this does nothing but ``exec`` the script runner
 (same pid). On a later start, the host's local rank 0 runs ``python -m
-sm_dist.container.restore.folder_restore`` (waits until this host's files are in S3, waits for
+sm_dist.runtime.restore.folder_restore`` (waits until this host's files are in S3, waits for
 every host, then makes the folder what S3 holds; under network isolation, which forbids S3, it makes
 the folder what the hosts' folders hold together, over the cluster network) while the other local
 ranks wait for it; a
@@ -153,7 +153,7 @@ def restore_command(env: Mapping[str, str]) -> list[str] | None:
     if config is None or config.s3_uri is None:
         return None
     command = [
-        sys.executable, "-m", "sm_dist.container.restore.folder_restore",
+        sys.executable, "-m", "sm_dist.runtime.restore.folder_restore",
         "--folder", config.local_path, "--uri", config.s3_uri,
         "--endpoint", env.get(RDZV_ENDPOINT_ENV, ""), "--hosts", ",".join(_hosts(env)),
         "--round", round_id(env), "--host", env.get("SM_CURRENT_HOST", ""),

@@ -25,10 +25,10 @@ from sm_dist.local import clean, from_plan, kept_job, mountns, requirements_chec
 from sm_dist.local.chain import LinkRecord, local_policy, run_chain
 from sm_dist.local.chaos import Fault
 from sm_dist.local.config import LocalJobConfig
-from sm_dist.local.job import LocalJob, RunRecord, chain_record
+from sm_dist.local.job import LocalJob, chain_record
 from sm_dist.local.one_run import Endpoint, JobParts, needs_s3, one_run
 from sm_dist.local.options import LocalOptions
-from sm_dist.local.run_records import print_line
+from sm_dist.local.run_records import RunRecord, print_line
 from sm_dist.local.verify import Verification
 from sm_dist.notebook.live import in_notebook
 from sm_dist.planning.profile import without_missing_profile

@@ -21,7 +21,7 @@ from sm_dist.contract.chain import Action, ChainPolicy, Decision, Ending, LinkOu
 from sm_dist.contract.faults import Fault
 
 if TYPE_CHECKING:
-    from sm_dist.local.job import RunRecord
+    from sm_dist.local.run_records import RunRecord
 
 _log = logging.getLogger(__name__)
 #: Local mode waits seconds for capacity where the cloud waits minutes (contract.chain's backoff).

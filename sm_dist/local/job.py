@@ -12,7 +12,7 @@ import logging
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,8 +25,7 @@ from sm_dist.local.chain import LinkRecord
 from sm_dist.local.clean import pile_up
 from sm_dist.local.config import LocalJobConfig
 from sm_dist.local.cost import LocalCost, local_cost
-from sm_dist.local.progress import Progress
-from sm_dist.local.run_records import Outcome
+from sm_dist.local.run_records import RunRecord
 from sm_dist.local.stores import Store
 from sm_dist.local.summary import LocalSummary, StepsWentBack
 from sm_dist.local.verify import Verification
@@ -38,34 +37,6 @@ if TYPE_CHECKING:
     from sm_dist.notebook.plot import StrPath
 
 _log = logging.getLogger(__name__)
-
-
-@dataclass
-class RunRecord:
-    """Everything one run (the chaos run or the verify run) left behind."""
-
-    outcome: Outcome
-    progress: Progress
-    in_job_restarts: int
-    fired: list[str]
-    root: Path
-    events: list[str] = field(default_factory=list)
-    checkpoint_keys: dict[str, int] = field(default_factory=dict)
-    """Files at the checkpoint URI when the run ended -> size (the local endpoint stops with the run)."""
-    checkpoint_manifests: dict[str, bytes] = field(default_factory=dict)
-    """Step folder -> its manifest's bytes when the run ended (what decides "committed")."""
-    checkpoint_written: bool | None = None
-    """Whether anything reached the checkpoint URI while the run ran (None: no URI, or it could not be listed)."""
-    warnings: list[str] = field(default_factory=list)
-    """What this run could not prove (pgwatch: world size, process group)."""
-    tensorboard_uri: str | None = None
-    """The run's TensorBoardOutputConfig.S3OutputPath on the local endpoint (None: tensorboard off)."""
-    tensorboard_keys: dict[str, int] = field(default_factory=dict)
-    """What that prefix held when the run ended -> size, downloaded to `<root>/tensorboard`."""
-
-    @property
-    def seconds(self) -> float:
-        return (self.outcome.ended or self.outcome.started) - self.outcome.started
 
 
 @dataclass

@@ -16,9 +16,9 @@ from sm_dist.errors import ConfigError
 from sm_dist.local import from_plan, tb_sync
 from sm_dist.local.chaos import Fault
 from sm_dist.local.config import LocalChannel, LocalJobConfig
-from sm_dist.local.job import RunRecord, store_manifests
+from sm_dist.local.job import store_manifests
 from sm_dist.local.options import LocalOptions
-from sm_dist.local.run_records import Outcome, RunSettings
+from sm_dist.local.run_records import Outcome, RunRecord, RunSettings
 from sm_dist.local.runner import LocalRunner
 from sm_dist.local.stores import Store, open_store, written_since
 from sm_dist.local.view import ProgressView

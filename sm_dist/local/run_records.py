@@ -1,6 +1,7 @@
 """What a local run is told and what it reports: `RunSettings` (how local mode runs a job, apart from
-the job itself) and `Outcome` (how the job ended), shared by the runner (`sm_dist.local.runner`), the
-failure reading (`sm_dist.local.failure`) and the job handle (`sm_dist.local.job`)."""
+the job itself), `Outcome` (how the job ended) and `RunRecord` (everything one run left behind),
+shared by the runner (`sm_dist.local.runner`), the failure reading (`sm_dist.local.failure`), the
+chain of runs (`sm_dist.local.chain`) and the job handle (`sm_dist.local.job`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any, TextIO
 
 from sm_dist.contract.faults import Fault
 from sm_dist.local.agent import LineSink
+from sm_dist.local.progress import Progress
 from sm_dist.local.stores import Store
 
 #: Managed spot restarts a job as long as MaxWaitTimeInSeconds allows; local mode caps the count.
@@ -68,3 +70,31 @@ class RunSettings:
     # the live view, called every supervise tick with the LocalRunner (Any: the records do not import the runner)
     on_tick: Callable[[Any], None] | None = None
     private_opt_ml: bool = True  # show each host its own folder at /opt/ml where the OS allows it
+
+
+@dataclass
+class RunRecord:
+    """Everything one run (the chaos run or the verify run) left behind."""
+
+    outcome: Outcome
+    progress: Progress
+    in_job_restarts: int
+    fired: list[str]
+    root: Path
+    events: list[str] = field(default_factory=list)
+    checkpoint_keys: dict[str, int] = field(default_factory=dict)
+    """Files at the checkpoint URI when the run ended -> size (the local endpoint stops with the run)."""
+    checkpoint_manifests: dict[str, bytes] = field(default_factory=dict)
+    """Step folder -> its manifest's bytes when the run ended (what decides "committed")."""
+    checkpoint_written: bool | None = None
+    """Whether anything reached the checkpoint URI while the run ran (None: no URI, or it could not be listed)."""
+    warnings: list[str] = field(default_factory=list)
+    """What this run could not prove (pgwatch: world size, process group)."""
+    tensorboard_uri: str | None = None
+    """The run's TensorBoardOutputConfig.S3OutputPath on the local endpoint (None: tensorboard off)."""
+    tensorboard_keys: dict[str, int] = field(default_factory=dict)
+    """What that prefix held when the run ended -> size, downloaded to `<root>/tensorboard`."""
+
+    @property
+    def seconds(self) -> float:
+        return (self.outcome.ended or self.outcome.started) - self.outcome.started

@@ -1,4 +1,4 @@
-"""The checkpoint folder a restarted host gets (sm_dist.container.restore.folder_restore), against
+"""The checkpoint folder a restarted host gets (sm_dist.runtime.restore.folder_restore), against
 a real S3 endpoint (moto's server over HTTP) and against a folder standing in for the URI."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import boto3
 import pytest
 
-from sm_dist.container.restore import folder_restore as fr
-from sm_dist.container.restore import meeting, remotes
+from sm_dist.runtime.restore import folder_restore as fr
+from sm_dist.runtime.restore import meeting, remotes
 
 
 @pytest.fixture
@@ -157,9 +157,9 @@ def test_run_reports_and_never_raises(tmp_path: Path, caplog: pytest.LogCaptureF
 
 
 def test_the_uri_says_whether_any_host_saved_since_a_moment(s3, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The failure watch's question on a job of several hosts (sm_dist.container.restore.written_since):
+    """The failure watch's question on a job of several hosts (sm_dist.runtime.restore.written_since):
     keys written at the URI since the start, SageMaker's markers left out; 4 when the URI cannot be read."""
-    from sm_dist.container.restore import written_since as ws
+    from sm_dist.runtime.restore import written_since as ws
 
     s3.put_object(Bucket="ckpt", Key="run/state.pt.sagemaker-uploaded", Body=b"")
     start = time.time() - 1  # S3's LastModified has whole seconds

@@ -1,5 +1,5 @@
 """A restarted host's checkpoint folder under network isolation: made whole from the other hosts'
-folders over the cluster network, never S3 (sm_dist.container.restore.peer_restore, docs/PLATFORM.md §1.7).
+folders over the cluster network, never S3 (sm_dist.runtime.restore.peer_restore, docs/PLATFORM.md §1.7).
 
 The decision (`answer`, `decide`) is a pure function of the hosts' listings; the restore itself runs
 here as two hosts in threads against a real c10d TCPStore and real HTTP between their folders."""
@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from sm_dist.container import pid1_env, worker
-from sm_dist.container.restore import folder_restore as fr
-from sm_dist.container.restore import peer_restore as pr
-from sm_dist.container.restore.peer_restore import COPY, RESTORED, WRITTEN, Held
 from sm_dist.contract.container import NETWORK_ISOLATION_ENV
+from sm_dist.runtime.restore import folder_restore as fr
+from sm_dist.runtime.restore import peer_restore as pr
+from sm_dist.runtime.restore.peer_restore import COPY, RESTORED, WRITTEN, Held
 
 ORDER = ["algo-1", "algo-2"]
 MANIFEST = "step-000000008/manifest.json"

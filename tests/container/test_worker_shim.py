@@ -52,7 +52,7 @@ def test_the_first_start_restores_nothing_a_restart_restores_the_folder(tmp_path
     # failed): a new rendezvous round, a new MASTER_PORT
     assert worker.prepare(host_env(tmp_path, port="41007")) == {}
     [argv] = calls
-    assert argv[1:3] == ["-m", "sm_dist.container.restore.folder_restore"]
+    assert argv[1:3] == ["-m", "sm_dist.runtime.restore.folder_restore"]
     opts = dict(zip(argv[3::2], argv[4::2]))
     assert opts["--folder"] == str(tmp_path / "algo-2" / "checkpoints")  # /opt/ml remapped
     assert opts["--uri"] == "s3://bucket/ckpt" and opts["--hosts"] == "algo-1,algo-2"
@@ -216,8 +216,8 @@ def test_a_host_starting_for_the_first_time_does_not_hold_up_a_host_that_restore
     from _harness import free_port
     from torch.distributed import TCPStore
 
-    from sm_dist.container.restore import meeting
     from sm_dist.runtime import run_script
+    from sm_dist.runtime.restore import meeting
 
     port = free_port()
     master = TCPStore("127.0.0.1", port, is_master=True, timeout=timedelta(seconds=30))

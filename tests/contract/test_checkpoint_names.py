@@ -110,7 +110,7 @@ def test_the_restored_line_is_read_back_and_is_no_step_line() -> None:
 def test_the_worker_names_what_it_restored(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from sm_dist.container.worker import _name_restored
 
-    command = ["python", "-m", "sm_dist.container.restore.folder_restore", "--folder", str(tmp_path), "--uri", "s3://b/c"]
+    command = ["python", "-m", "sm_dist.runtime.restore.folder_restore", "--folder", str(tmp_path), "--uri", "s3://b/c"]
     _name_restored(command, {"SM_CURRENT_HOST": "algo-2"})
     assert capsys.readouterr().err == ""  # an empty folder: nothing restored, nothing said
     (tmp_path / "checkpoint-20").mkdir()

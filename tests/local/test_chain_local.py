@@ -19,8 +19,9 @@ from sm_dist.contract.chain import Action, ChainPolicy
 from sm_dist.contract.faults import Fault, parse_fault
 from sm_dist.errors import ConfigError
 from sm_dist.local.chain import CAPACITY_REASON, local_policy, run_chain
-from sm_dist.local.job import RunRecord, chain_record
+from sm_dist.local.job import chain_record
 from sm_dist.local.progress import Progress
+from sm_dist.local.run_records import RunRecord
 from sm_dist.local.runner import Outcome
 
 ENTRYPOINTS = Path(__file__).resolve().parents[2] / "entrypoints"

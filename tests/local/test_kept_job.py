@@ -16,9 +16,9 @@ from sm_dist.errors import ConfigError
 from sm_dist.launch import attach as attach_mod
 from sm_dist.local import kept_job
 from sm_dist.local.config import LocalJobConfig
-from sm_dist.local.job import LocalJob, RunRecord
+from sm_dist.local.job import LocalJob
 from sm_dist.local.progress import Progress
-from sm_dist.local.run_records import Outcome
+from sm_dist.local.run_records import Outcome, RunRecord
 
 
 @pytest.fixture

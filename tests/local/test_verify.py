@@ -8,9 +8,8 @@ from typing import Any
 import pytest
 
 from sm_dist.local import api, verify
-from sm_dist.local.job import RunRecord
 from sm_dist.local.progress import Progress
-from sm_dist.local.run_records import Outcome
+from sm_dist.local.run_records import Outcome, RunRecord
 
 
 @pytest.mark.parametrize("status", ["Failed", "Stopped"])

@@ -17,9 +17,10 @@ from sm_dist.errors import ConfigError
 from sm_dist.local import clean, warm_pool
 from sm_dist.local.config import LocalJobConfig
 from sm_dist.local.hostenv import host_environment
-from sm_dist.local.job import LocalJob, RunRecord
+from sm_dist.local.job import LocalJob
 from sm_dist.local.layout import create_host_root
 from sm_dist.local.progress import Progress
+from sm_dist.local.run_records import RunRecord
 from sm_dist.local.runner import Outcome
 
 REQUEST: dict[str, Any] = {

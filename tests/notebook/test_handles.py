@@ -61,8 +61,9 @@ def test_a_checkpoint_listing_is_a_table() -> None:
 def test_a_local_job_shows_its_summary_metrics_and_where_to_look(tmp_path) -> None:
     from sm_dist.contract.log_lines import step_line
     from sm_dist.local.config import LocalJobConfig
-    from sm_dist.local.job import LocalJob, RunRecord
+    from sm_dist.local.job import LocalJob
     from sm_dist.local.progress import Progress
+    from sm_dist.local.run_records import RunRecord
     from sm_dist.local.runner import Outcome
 
     (tmp_path / "logs").mkdir()

@@ -1,12 +1,12 @@
 """Whether any host's checkpoint reached the run's checkpoint URI since a moment.
 
 Every host's checkpoint folder syncs to the one CheckpointConfig.S3Uri, and a restart restores from
-it (sm_dist.container.restore.folder_restore): the URI is the run's view of what all hosts saved.
+it (sm_dist.runtime.restore.folder_restore): the URI is the run's view of what all hosts saved.
 The launcher's failure watch (sm_dist.container.failure_watch) asks before it calls a program error a
 replay: on a multi-host job rank 0 often saves on algo-1 alone, so the failing host's own folder
 says nothing about a checkpoint the restart would resume from.
 
-``python -m sm_dist.container.restore.written_since --uri U --since UNIX_SECONDS [--wait S]``
+``python -m sm_dist.runtime.restore.written_since --uri U --since UNIX_SECONDS [--wait S]``
 prints the keys written there since then (SageMaker's sync markers left out) and exits 0 when there
 are some, 3 when there are none (after `--wait` seconds and a second look, for an upload still on
 its way), 4 when it cannot tell (the URI unreadable). Any other code (Python's 1 for a crash,
@@ -20,9 +20,9 @@ import sys
 import time
 from collections.abc import Sequence
 
-from sm_dist.container.restore.remotes import Remote, S3Remote, remote_for
 from sm_dist.contract.container import sync_skipped
 from sm_dist.runtime.checkpoint.s3 import make_client
+from sm_dist.runtime.restore.remotes import Remote, S3Remote, remote_for
 
 FOUND, NONE, CANNOT_TELL = 0, 3, 4
 #: S3 calls tried at most twice (not the storage's patient retries): torchrun is held while this runs.

@@ -4,7 +4,7 @@ Every host's restore arrives at the c10d TCPStore that torchrun's agents already
 shares (its checkpoint-like files outside the synced folder, as a JSON list, or the peer restore's record);
 nobody downloads before the slowest host's uploads are in. Different lists outside the folder are a
 split resume: the hosts would resume from different states (`split_resume`, said once by `said_split`).
-Used by `sm_dist.container.restore.folder_restore`, for S3 and for the peers under network isolation.
+Used by `sm_dist.runtime.restore.folder_restore`, for S3 and for the peers under network isolation.
 """
 
 from __future__ import annotations

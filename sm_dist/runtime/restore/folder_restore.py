@@ -1,7 +1,7 @@
 """Make a host's checkpoint folder what SageMaker would restore into it, before restarted workers start.
 
 Run by `sm_dist.container.worker` on each host's local rank 0 when torchrun restarts the workers
-(``python -m sm_dist.container.restore.folder_restore --folder F --uri U ...``). Three steps:
+(``python -m sm_dist.runtime.restore.folder_restore --folder F --uri U ...``). Three steps:
 
 1. **settle** — wait until every file of this host's folder is at the URI: SageMaker's uploader
    works asynchronously, so the newest checkpoint may still be on its way. A file counts as there
@@ -14,15 +14,15 @@ Run by `sm_dist.container.worker` on each host's local rank 0 when torchrun rest
    host's files are at the URI before any host restores;
 2. **meet** — every host's restore waits for the others on algo-1's rendezvous store (the
    c10d TCPStore that torchrun's agents already share), so nobody downloads before the
-   slowest host's uploads are in (`sm_dist.container.restore.meeting`);
+   slowest host's uploads are in (`sm_dist.runtime.restore.meeting`);
 3. **restore** — download what the URI has and the folder lacks (missing, another size, or
    written at the URI after the local copy), and delete what the URI no longer has (another
    host's retention deleted it). The URI is the truth, as at job start.
 
-The URI is a `Remote` (`sm_dist.container.restore.remotes`): an S3 prefix, or a folder in local mode.
+The URI is a `Remote` (`sm_dist.runtime.restore.remotes`): an S3 prefix, or a folder in local mode.
 
 Under network isolation (``--peers``) the container has no S3: the folder is made what the hosts'
-folders hold together instead, over the cluster network (`sm_dist.container.restore.peer_restore`).
+folders hold together instead, over the cluster network (`sm_dist.runtime.restore.peer_restore`).
 
 A step that fails makes the exit code non-zero with the reason in one line (``--reason-file``):
 the worker tries again, then refuses to start the script on a folder it could not restore.
@@ -43,11 +43,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sm_dist.container.restore.meeting import MEET_TIMEOUT_S, meet, said_split
-from sm_dist.container.restore.remotes import Entry, Remote, remote_for
 from sm_dist.container.worker import RESTORE_SPLIT
 from sm_dist.contract.checkpoint import parse_step
 from sm_dist.contract.container import SYNC_IGNORE_SUFFIX, SYNC_UPLOADING_SUFFIX, sync_skipped, synced_files
+from sm_dist.runtime.restore.meeting import MEET_TIMEOUT_S, meet, said_split
+from sm_dist.runtime.restore.remotes import Entry, Remote, remote_for
 
 _log = logging.getLogger("sm_dist.folder_restore")
 
@@ -190,8 +190,8 @@ def _names(names: Sequence[str]) -> str:
 def run_peers(folder: Path, endpoint: str, hosts: Sequence[str], round_key: str, host: str, address: str,
               state: Path | None, outside: Sequence[str] = ()) -> int:
     """Under network isolation: the folder made what the hosts' folders hold together
-    (`sm_dist.container.restore.peer_restore`), over the cluster network instead of S3."""
-    from sm_dist.container.restore import peer_restore
+    (`sm_dist.runtime.restore.peer_restore`), over the cluster network instead of S3."""
+    from sm_dist.runtime.restore import peer_restore
 
     def bound(suffix: str, share: str, wait_for: Sequence[str] | None, timeout: float) -> tuple[list[str], dict[str, str]]:
         return meet(endpoint, round_key + suffix, hosts if wait_for is None else wait_for, host, timeout, share)
@@ -233,7 +233,7 @@ def run(folder: Path, uri: str, endpoint: str, hosts: Sequence[str], round_key: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sm_dist.container.restore.folder_restore")
+    parser = argparse.ArgumentParser(prog="python -m sm_dist.runtime.restore.folder_restore")
     parser.add_argument("--folder", required=True, type=Path)
     parser.add_argument("--uri", required=True)
     parser.add_argument("--endpoint", default="")
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in ("botocore", "boto3", "s3transfer", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     hosts = [h for h in args.hosts.split(",") if h]
-    from sm_dist.container.restore.peer_restore import PeerRestoreFailed
+    from sm_dist.runtime.restore.peer_restore import PeerRestoreFailed
 
     try:
         if args.peers:

@@ -3,8 +3,8 @@
 A `Remote` lists what the URI holds (size, time written, S3's ETag), downloads and uploads one file,
 and tells whether a local file holds an object's bytes (`same`: S3's ETag rule, docs/PLATFORM.md §4.3;
 a byte comparison for a folder). `remote_for` picks one from the URI. Used by the restore
-(`sm_dist.container.restore.folder_restore`) and by the failure watch's question to the URI
-(`sm_dist.container.restore.written_since`).
+(`sm_dist.runtime.restore.folder_restore`) and by the failure watch's question to the URI
+(`sm_dist.runtime.restore.written_since`).
 """
 
 from __future__ import annotations
