@@ -6,7 +6,8 @@ are resolved on first use:
 - `sm_dist.estimate(...)` — memory, time and cost per strategy/instance (standard library only)
 - `sm_dist.plan(...)`, `sm_dist.fit(...)` — plan, then launch on SageMaker (boto3, sagemaker) or,
   with `local=True`, run on this machine; either way the result is a `JobHandle` (`sm_dist.Job` in
-  the cloud, `sm_dist.LocalJob` here, run as `sm_dist.LocalOptions` say); their keyword arguments
+  the cloud, `sm_dist.Run` for a chained run, which holds its jobs, `sm_dist.LocalJob` here, run as
+  `sm_dist.LocalOptions` say); their keyword arguments
   are `sm_dist.LaunchSettings`, so an editor or mypy checks them (a dict of settings too, annotated
   `settings: sm_dist.LaunchSettings = {...}`)
 - `sm_dist.attach(name)` — the `JobHandle` of an existing job by name: a local run on this machine, else a
@@ -41,6 +42,7 @@ _LAZY = {
     "fit": "sm_dist.launch.api:fit",
     "attach": "sm_dist.launch.attach:attach",
     "Job": "sm_dist.cloud.job:Job",
+    "Run": "sm_dist.cloud.run:Run",
     "LocalJob": "sm_dist.local.job:LocalJob",
     "LocalOptions": "sm_dist.local.options:LocalOptions",
     "JobHandle": "sm_dist.contract.job:JobHandle",
@@ -54,6 +56,7 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, never i
     # (`x as x`: an explicit re-export, as mypy's no_implicit_reexport wants; tests/test_public_types.py
     # keeps this list equal to _LAZY)
     from sm_dist.cloud.job import Job as Job
+    from sm_dist.cloud.run import Run as Run
     from sm_dist.contract.job import JobHandle as JobHandle
     from sm_dist.estimator.api import estimate as estimate
     from sm_dist.launch.api import fit as fit
@@ -76,6 +79,7 @@ __all__ = [
     "fit",
     "attach",
     "Job",
+    "Run",
     "LocalJob",
     "LocalOptions",
     "JobHandle",

@@ -2,9 +2,10 @@
 spot interruptions, cost and what the supervisor decided after it, and the sums.
 
 A run's jobs are `<run>-1`, `<run>-2`, ... (contract.chain); the chain stack's supervisor creates
-each next one and tags the ended one with its decision (`sm-dist:chain-decision`). `Run` is a `Job`
-whose name is the run's: status, wait, logs, stop, checkpoints, cost and summary cover the whole
-run (`sm-dist status RUN` prints the summary), and the rest acts on its current job.
+each next one and tags the ended one with its decision (`sm-dist:chain-decision`). `Run` is a
+`JobHandle` (`sm_dist.contract.job`) that holds its jobs (each a `Job`), named as the run: status, wait,
+logs, stop, checkpoints, cost, summary and metrics cover the whole run (`sm-dist status RUN` prints the
+summary); tensorboard, debug, stacks and release act on its current job.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Literal, TextIO, overload
 
 from sm_dist.cloud.cost import JobCost, job_cost
 from sm_dist.cloud.job import WAIT_POLL_S, Job
@@ -22,9 +23,20 @@ from sm_dist.errors import ConfigError, LaunchError
 from sm_dist.markup import text_table
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from boto3.session import Session
+    from matplotlib.axes import Axes
+    from mypy_boto3_logs import CloudWatchLogsClient
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_sagemaker import SageMakerClient
     from mypy_boto3_sagemaker.type_defs import DescribeTrainingJobResponseTypeDef
 
+    from sm_dist.cloud.job import AwsClient
     from sm_dist.estimator.calibration import Calibration
+    from sm_dist.notebook.metrics import Metrics
+    from sm_dist.notebook.plot import StrPath
+    from sm_dist.planning.plan import Plan
 
 #: Jobs a run may have (max_links ≤ 99, plus those refused capacity).
 MAX_JOBS = 200
@@ -84,14 +96,40 @@ class RunSummary:
         return text_table(str(self))
 
 
-class Run(Job):
-    """A chained run on SageMaker, by its name (its jobs are `<name>-1`, `<name>-2`, ...)."""
+class Run:
+    """A chained run on SageMaker, by its name: a `JobHandle` over its jobs `<name>-1`, `<name>-2`, ..."""
+
+    def __init__(self, name: str, *, session: Session | None = None, region: str | None = None,
+                 plan: Plan | None = None, clients: Mapping[str, AwsClient] | None = None) -> None:
+        """`session`, `region`, `clients`: as `Job`'s, shared by every job of the run."""
+        self.name = name
+        self.plan = plan
+        # the run's first job lends its clients (made on first use) to every other
+        self._first = Job(link_name(name, 1), session=session, region=region, plan=plan, clients=clients)
+
+    @property
+    def _region(self) -> str | None:
+        return self._first._region
+
+    @property
+    def _session(self) -> Session | None:
+        return self._first._session
+
+    @overload
+    def client(self, service: Literal["sagemaker"]) -> SageMakerClient: ...
+    @overload
+    def client(self, service: Literal["logs"]) -> CloudWatchLogsClient: ...
+    @overload
+    def client(self, service: Literal["s3"]) -> S3Client: ...
+    def client(self, service: Literal["sagemaker", "logs", "s3"]) -> AwsClient:
+        """The boto3 client of `service` that the run's jobs share (`Job.client`)."""
+        return self._first.client(service)
 
     def jobs(self) -> list[Job]:
         """The run's jobs that exist, in order."""
         found = []
         for number in range(1, MAX_JOBS + 1):
-            job = Job(link_name(self.name, number), region=self._region, clients={
+            job = self._first if number == 1 else Job(link_name(self.name, number), region=self._region, plan=self.plan, clients={
                 "sagemaker": self.client("sagemaker"), "logs": self.client("logs"), "s3": self.client("s3")})
             try:
                 job.describe()
@@ -126,7 +164,7 @@ class Run(Job):
         links = self.links()
         return _run_status(self.name, links, self._failed_event(links[-1]))
 
-    def summary(self) -> RunSummary:  # type: ignore[override]
+    def summary(self) -> RunSummary:
         """The run's status and its jobs."""
         links = self.links()
         return RunSummary(_run_status(self.name, links, self._failed_event(links[-1])), tuple(links))
@@ -173,7 +211,7 @@ class Run(Job):
         """The run's checkpoints (every job resumes from the same URI)."""
         return self.current().checkpoints()
 
-    def cost(self) -> RunCost:  # type: ignore[override]
+    def cost(self) -> RunCost:
         """The sum of its jobs' costs."""
         return RunCost(tuple(link.cost for link in self.links()))
 
@@ -189,6 +227,37 @@ class Run(Job):
     def release_pool(self) -> Released:
         """End the warm pool of the run's current job (`Job.release_pool`)."""
         return self.current().release_pool()
+
+    def tensorboard(self, start: bool = False, port: int = 6006) -> str:
+        """`tensorboard --logdir s3://...` of the current job (`Job.tensorboard`)."""
+        return self.current().tensorboard(start=start, port=port)
+
+    def debug(self, host: str = "algo-1", command: str | None = None, start: bool = False) -> int:
+        """The SSM session into `host` of the current job (`Job.debug`)."""
+        return self.current().debug(host, command, start)
+
+    def stacks(self) -> int:
+        """How to see every rank's stack of the current job (`Job.stacks`)."""
+        return self.current().stacks()
+
+    def metrics(self) -> Metrics:
+        """The run's logged metrics, every job's in turn (`Job.metrics`)."""
+        from sm_dist.notebook.metrics import read_metrics
+
+        return read_metrics(self.logs())
+
+    def plot(self, *names: str, path: StrPath | None = None, ax: Axes | None = None) -> Axes:
+        """The run's loss curve (and learning rate, throughput) so far, resumes marked (`Job.plot`)."""
+        return self.metrics().plot(*names, path=path, ax=ax)
+
+    def _repr_html_(self) -> str:
+        """A notebook shows the run's summary: its jobs and the sums (asked now)."""
+        from sm_dist.markup import escape
+
+        try:
+            return self.summary()._repr_html_()
+        except Exception as exc:  # noqa: BLE001 - showing a run must not raise; say why it shows less
+            return f"<p>{escape(repr(self))}: status unavailable ({escape(exc)})</p>"
 
     def __repr__(self) -> str:
         return f"Run({self.name!r})"
@@ -219,7 +288,7 @@ class RunCost:
         return "\n".join([*(str(c) for c in self.jobs), f"run total    {total} for {len(self.jobs)} jobs{pool}"])
 
 
-def find(name: str, region: str | None) -> Job | str:
+def find(name: str, region: str | None) -> Job | Run | str:
     """The SageMaker training job `name`, else the chained run `name` (its jobs `<name>-1`, ...), in `region`
     (None: your AWS configuration's); else where it looked ("in us-east-1"). `sm_dist.launch.jobs.attach` asks it
     last: it alone needs AWS."""

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from boto3.session import Session
     from mypy_boto3_s3 import S3Client
 
+    from sm_dist.cloud.run import Run
     from sm_dist.planning.bundle import BundleFile
     from sm_dist.planning.channel_data import DataUpload
     from sm_dist.planning.plan import Plan
@@ -150,8 +151,9 @@ def submit(plan: Plan, session: Session, validate_role: bool = True) -> Plan:
     return plan
 
 
-def run(plan: Plan, *, session: Session | None = None, validate_role: bool = True, wait: bool = False) -> Job:
-    """Launch `plan` on SageMaker and return its `Job` (`wait=True`: after the job ended).
+def run(plan: Plan, *, session: Session | None = None, validate_role: bool = True,
+        wait: bool = False) -> Job | Run:
+    """Launch `plan` on SageMaker and return its `Job`, or a chained run's `Run` (`wait=True`: after it ended).
 
     `session`: a boto3 Session (default: one for the plan's region). `validate_role=False`
     skips the SDK's IAM permission simulation.
@@ -169,7 +171,7 @@ def run(plan: Plan, *, session: Session | None = None, validate_role: bool = Tru
     if plan.run is not None:  # a chain: its first job now, the chain stack's supervisor the next ones
         from sm_dist.cloud.run import Run
 
-        job: Job = Run(plan.run, session=session, region=plan.region, plan=plan)
+        job: Job | Run = Run(plan.run, session=session, region=plan.region, plan=plan)
     else:
         job = Job(plan.job_name, session=session, region=plan.region, plan=plan)
     if wait:

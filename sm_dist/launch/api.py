@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from sm_dist.cloud import submit as cloud_backend
 from sm_dist.cloud.job import Job
+from sm_dist.cloud.run import Run
 from sm_dist.errors import ConfigError
 from sm_dist.local import api as local_backend
 from sm_dist.local.job import LocalJob
@@ -58,8 +59,9 @@ def fit(
     entry: str, *, local: bool = False, wait: bool = False, session: Session | None = None, validate_role: bool = True,
     local_options: LocalOptions | LocalOptionsDict | None = None,
     slurm: SlurmOptions | Mapping[str, object] | bool | None = None, **settings: Unpack[LaunchSettings],
-) -> Job | LocalJob | SlurmJob:
-    """Plan, then run: upload the code and create the training job; returns its `Job`.
+) -> Job | Run | LocalJob | SlurmJob:
+    """Plan, then run: upload the code and create the training job; returns its `Job` (`chain=True`: the
+    chained run's `Run`, which holds its jobs).
 
     `wait=True` blocks until the job ends, printing status changes. `local=True` runs the job on this
     machine and returns the finished `LocalJob`, run as `local_options` say (`sm_dist.local.LocalOptions`,

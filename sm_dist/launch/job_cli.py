@@ -51,14 +51,15 @@ def run_stop(args: argparse.Namespace) -> int:
 
 def run_cost(args: argparse.Namespace) -> int:
     from sm_dist.cloud.job import Job
+    from sm_dist.cloud.run import Run
 
     job = _job(args)
-    if args.calibration_out and not isinstance(job, Job):
+    if args.calibration_out and not isinstance(job, Job | Run):
         raise ConfigError("--calibration-out", args.calibration_out, f"needs a SageMaker job: {args.job} ran on this "
                           "machine, whose throughput is not a GPU's (sm-dist calibrate measures this machine's GPU)")
     cost = job.cost()
     _print_json(cost.to_dict()) if args.json else print(cost)
-    if args.calibration_out and isinstance(job, Job):
+    if args.calibration_out and isinstance(job, Job | Run):  # a run refuses, naming one of its jobs
         calibration = job.calibration()
         Path(args.calibration_out).write_text(calibration.to_json() + "\n", encoding="utf-8")
         print(f"calibration  {calibration.describe()} -> {args.calibration_out} "

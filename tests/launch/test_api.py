@@ -48,13 +48,17 @@ def test_local_options_are_a_record_and_a_dict_is_checked_key_by_key() -> None:
         LocalOptions(grace_seconds=0)
 
 
-def test_both_handles_are_job_handles() -> None:
+def test_every_handle_is_a_job_handle() -> None:
     from sm_dist.cloud.job import Job
-    from sm_dist.contract.job import JobHandle
+    from sm_dist.cloud.run import Run
+    from sm_dist.contract.job import JobHandle, Releasable, Steppable
     from sm_dist.local.job import LocalJob
 
-    for handle in (Job, LocalJob):
+    for handle in (Job, Run, LocalJob):
         missing = [name for name in ("status", "wait", "logs", "stop", "checkpoints", "cost", "summary")
                    if not callable(getattr(handle, name, None))]
         assert missing == [], handle
     assert isinstance(Job("j", region="us-east-1"), JobHandle)
+    run = Run("r", region="us-east-1")  # a chained run holds its jobs: a handle, not a Job
+    assert isinstance(run, JobHandle) and isinstance(run, Steppable) and isinstance(run, Releasable)
+    assert not isinstance(run, Job) and run.name == "r"
