@@ -222,7 +222,7 @@ class CheckpointSettings:
     """Committed checkpoints kept (>= MIN_KEEP); None keeps all."""
     interval_steps: int | None = None
     """maybe_save() saves every N steps; None: only on stop and explicit save()."""
-    async_save: bool = False
+    async_checkpoint: bool = False
     """maybe_save() writes in the background."""
 
     def __post_init__(self) -> None:
@@ -233,8 +233,8 @@ class CheckpointSettings:
             raise ConfigError("checkpoint.uri", self.uri, "expected s3://bucket/prefix or a folder")
         if self.mode is CheckpointMode.S3 and not (self.uri or "").startswith("s3://"):
             raise ConfigError("checkpoint.uri", self.uri, 'mode "s3" needs uri="s3://bucket/prefix"')
-        if not isinstance(self.async_save, bool):
-            raise ConfigError("checkpoint.async_save", self.async_save, "expected True or False")
+        if not isinstance(self.async_checkpoint, bool):
+            raise ConfigError("checkpoint.async_checkpoint", self.async_checkpoint, "expected True or False")
 
 
 __all__ = [

@@ -150,28 +150,28 @@ def disk_bytes_per_s(instance_type: str) -> float:
 
 def estimate_goodput(
     inst: Instance, count: int, strategy: Strategy, *, params: int, bytes_per_param: float, train_s: float,
-    step_s: float, startup_s: float, spot: bool = False, async_save: bool = False, storage: str = "s3",
+    step_s: float, startup_s: float, spot: bool = False, async_checkpoint: bool = False, storage: str = "s3",
     interval_s: float | None = None,
 ) -> Goodput:
     """The failures, checkpoints and restarts of `count` × `inst` training for `train_s` seconds of
     steps (`step_s` each) after `startup_s` of billed start-up, and the goodput they leave, checkpointing
     every `interval_s` (None: the Young/Daly interval)."""
-    times = _checkpoint_times(inst, count, strategy, params, bytes_per_param, async_save, storage)
-    return _goodput(times, mtbf_seconds(inst, count, spot), train_s, step_s, startup_s, async_save, interval_s)
+    times = _checkpoint_times(inst, count, strategy, params, bytes_per_param, async_checkpoint, storage)
+    return _goodput(times, mtbf_seconds(inst, count, spot), train_s, step_s, startup_s, async_checkpoint, interval_s)
 
 
 def on_demand_and_spot(
     inst: Instance, count: int, strategy: Strategy, *, params: int, bytes_per_param: float, train_s: float,
-    step_s: float, startup_s: float, async_save: bool = False, storage: str = "s3",
+    step_s: float, startup_s: float, async_checkpoint: bool = False, storage: str = "s3",
 ) -> tuple[Goodput, Goodput]:
     """`estimate_goodput` on demand and on spot, the checkpoint's times computed once (a row needs both)."""
-    times = _checkpoint_times(inst, count, strategy, params, bytes_per_param, async_save, storage)
-    return (_goodput(times, mtbf_seconds(inst, count), train_s, step_s, startup_s, async_save, None),
-            _goodput(times, mtbf_seconds(inst, count, True), train_s, step_s, startup_s, async_save, None))
+    times = _checkpoint_times(inst, count, strategy, params, bytes_per_param, async_checkpoint, storage)
+    return (_goodput(times, mtbf_seconds(inst, count), train_s, step_s, startup_s, async_checkpoint, None),
+            _goodput(times, mtbf_seconds(inst, count, True), train_s, step_s, startup_s, async_checkpoint, None))
 
 
 def _checkpoint_times(inst: Instance, count: int, strategy: Strategy, params: int, bytes_per_param: float,
-                      async_save: bool, storage: str) -> tuple[float, float, float, float]:
+                      async_checkpoint: bool, storage: str) -> tuple[float, float, float, float]:
     """(bytes the most loaded rank writes, stall, write, restore seconds) of one checkpoint."""
     per_rank, writers = checkpoint_bytes(params, bytes_per_param, strategy, inst.gpus * count)
     writers = writers or inst.gpus
@@ -179,15 +179,15 @@ def _checkpoint_times(inst: Instance, count: int, strategy: Strategy, params: in
     rate = s3_bytes_per_s(inst, writers)
     disk_s = per_instance / disk_bytes_per_s(inst.name)
     write_s = disk_s + (per_instance / rate if storage == "s3" else 0.0)
-    stall_s = per_rank / DEVICE_TO_HOST_BYTES_PER_S if async_save else write_s
+    stall_s = per_rank / DEVICE_TO_HOST_BYTES_PER_S if async_checkpoint else write_s
     return per_rank, stall_s, write_s, per_instance / rate + disk_s
 
 
 def _goodput(times: tuple[float, float, float, float], mtbf: float, train_s: float, step_s: float, startup_s: float,
-             async_save: bool, interval_s: float | None) -> Goodput:
+             async_checkpoint: bool, interval_s: float | None) -> Goodput:
     per_rank, stall_s, write_s, restore_s = times
     restart_s = DETECT_SECONDS + startup_s + restore_s
-    interval = interval_s or max(young_daly_interval(stall_s, mtbf), step_s, write_s if async_save else 0.0)
+    interval = interval_s or max(young_daly_interval(stall_s, mtbf), step_s, write_s if async_checkpoint else 0.0)
     if train_s < interval:  # a run shorter than the interval saves at its end only
         interval = train_s
     lost_share = (restart_s + (interval + stall_s) / 2) / mtbf

@@ -200,7 +200,7 @@ def _fit_and_time(inst: Instance, count: int, strategy: Strategy, work: Workload
     saved = _saved_bytes_per_param(strategy, work.precision, work.optimizer)
     on_demand, on_spot = on_demand_and_spot(
         inst, count, strategy, params=shape.params, bytes_per_param=saved, train_s=steps * step.total,
-        step_s=step.total, startup_s=startup, async_save=work.async_checkpoint, storage=work.checkpoint_storage)
+        step_s=step.total, startup_s=startup, async_checkpoint=work.async_checkpoint, storage=work.checkpoint_storage)
     hours = on_demand.seconds / 3600.0
     cost = job_cost(hours, count, inst, spot_discount, on_spot.seconds / 3600.0)
     return Row(inst.name, count, world, strategy, work.precision, True, True, "", memory, inst.gpu_memory_bytes,

@@ -50,7 +50,7 @@ def _checkpointing(config: LaunchConfig, infra_base: str | None, job_name: str,
     return CheckpointSettings(
         mode=parse_mode(mode), uri=uri if mode != "off" else None,
         local_path=CHECKPOINT_LOCAL_PATH if mode in ("local", "sagemaker-sync") else None,
-        interval_steps=config.checkpoint_interval_steps, async_save=config.async_checkpoint,
+        interval_steps=config.checkpoint_interval_steps, async_checkpoint=config.async_checkpoint,
         keep=DEFAULT_KEEP if config.checkpoint_keep is None else config.checkpoint_keep,
     ), warnings + mode_warnings
 

@@ -49,15 +49,15 @@ class Checkpointing:
     """checkpoint_interval_steps: steps between checkpoints."""
     keep: int | None = None
     """checkpoint_keep: committed checkpoints kept (at least 2)."""
-    async_save: bool | None = None
-    """async_checkpoint: write checkpoints in the background."""
+    async_checkpoint: bool | None = None
+    """async_checkpoint (the same name flat): write checkpoints in the background."""
 
 
 #: Each section keyword: its record, and each of its fields' flat setting (LaunchConfig's field).
 SECTIONS: dict[str, tuple[type[Checkpointing], dict[str, str]]] = {
     "checkpoint": (Checkpointing, {"s3_uri": "checkpoint_s3_uri", "mode": "checkpoint_mode",
                                    "interval_steps": "checkpoint_interval_steps", "keep": "checkpoint_keep",
-                                   "async_save": "async_checkpoint"}),
+                                   "async_checkpoint": "async_checkpoint"}),
 }
 
 

@@ -30,7 +30,7 @@ _NULL = ("", "null", "none")
 #: Flags a legacy `torch.distributed.launch` appends; torchrun sets LOCAL_RANK instead (docs/PLATFORM.md §2.1).
 _IGNORED = ("--local-rank",)
 #: Flag names that are gone: old name -> the one it is now (refused in one line naming it).
-REMOVED_FLAGS = {"--save-every": "--checkpoint-interval-steps"}
+REMOVED_FLAGS = {"--save-every": "--checkpoint-interval-steps", "--async-save": "--async-checkpoint"}
 
 
 def flag_bool(text: str) -> bool:
@@ -95,17 +95,17 @@ def add_common_flags(parser: argparse.ArgumentParser, *, batch_size: int, lr: fl
 
 
 def add_checkpoint_flags(parser: argparse.ArgumentParser) -> None:
-    """--checkpoint-dir/--checkpoint-uri --checkpoint-interval-steps --keep --async-save (None = job spec)."""
+    """--checkpoint-dir/--checkpoint-uri --checkpoint-interval-steps --keep --async-checkpoint (None = job spec)."""
     ckpt = parser.add_argument_group("checkpoints (None = job spec, then the checkpointer's default)")
     where = ckpt.add_mutually_exclusive_group()
     where.add_argument("--checkpoint-dir", type=optional_str, help="local folder for checkpoints")
     where.add_argument("--checkpoint-uri", type=optional_str, help="s3://bucket/prefix for checkpoints")
     # one name from sm-dist fit to the runtime: LaunchConfig.checkpoint_interval_steps, the job spec's
-    # checkpoint.interval_steps (the checkpoint section's interval_steps, flattened)
+    # checkpoint.interval_steps (the checkpoint section's interval_steps, flattened); async_checkpoint everywhere
     ckpt.add_argument("--checkpoint-interval-steps", dest="checkpoint_interval_steps", type=optional_int,
                       help="save every N optimizer steps")
     ckpt.add_argument("--keep", type=optional_int, help=f"committed checkpoints to keep (>= {MIN_KEEP})")
-    ckpt.add_argument("--async-save", type=flag_bool, nargs="?", const=True, help="write checkpoints in the background")
+    ckpt.add_argument("--async-checkpoint", type=flag_bool, nargs="?", const=True, help="write checkpoints in the background")
     ckpt.add_argument("--no-checkpoint", action="store_true", help="train without checkpoints")
 
 
@@ -120,7 +120,7 @@ def checkpoint_settings(args: argparse.Namespace, base: CheckpointSettings) -> C
         settings,
         interval_steps=_given(args.checkpoint_interval_steps, settings.interval_steps),
         keep=_given(args.keep, settings.keep),
-        async_save=_given(args.async_save, settings.async_save),
+        async_checkpoint=_given(args.async_checkpoint, settings.async_checkpoint),
     )
 
 

@@ -33,11 +33,11 @@ def _env(**fields: object) -> SimpleNamespace:
 
 def test_from_env_takes_the_job_spec_and_explicit_arguments_win(tmp_path, monkeypatch):
     spec = JobSpec(entry="train.py", checkpoint=CheckpointSettings(mode="local", local_path=str(tmp_path / "ck"),
-                                                                interval_steps=7, keep=3, async_save=True))
+                                                                interval_steps=7, keep=3, async_checkpoint=True))
     monkeypatch.setenv("SM_DIST_JOB_SPEC", str(spec.write(tmp_path)))
     with Checkpointer.from_env(None, keep=4) as ckpt:
         assert isinstance(ckpt.storage, LocalStorage) and ckpt.storage.root == tmp_path / "ck"
-        assert (ckpt.config.interval_steps, ckpt.config.keep, ckpt.config.async_save) == (7, 4, True)
+        assert (ckpt.config.interval_steps, ckpt.config.keep, ckpt.config.async_checkpoint) == (7, 4, True)
 
 
 def test_the_settings_record_travels_whole_and_the_spec_keeps_the_default(tmp_path):
@@ -54,18 +54,25 @@ def test_the_settings_record_travels_whole_and_the_spec_keeps_the_default(tmp_pa
 def test_the_entrypoint_flags_replace_fields_of_the_job_specs_record(flag):
     parser = build_parser("t", lambda group: None, batch_size=4, lr=0.1)
     args = parse_flags(parser, ["--checkpoint-dir", "/d", flag, "5", "--keep", "3"])
-    base = CheckpointSettings(mode="s3", uri="s3://b/p", interval_steps=2, async_save=True)
+    base = CheckpointSettings(mode="s3", uri="s3://b/p", interval_steps=2, async_checkpoint=True)
     assert checkpoint_settings(args, base) == CheckpointSettings(mode="local", local_path="/d", interval_steps=5,
-                                                                 keep=3, async_save=True)
+                                                                 keep=3, async_checkpoint=True)
     assert checkpoint_settings(parse_flags(parser, []), base) == base
 
 
-@pytest.mark.parametrize("argv", [["--save-every", "5"], ["--save_every=5"]])
-def test_the_removed_flag_is_one_line_naming_its_new_spelling(argv):
+@pytest.mark.parametrize(("argv", "old", "new"), [
+    (["--save-every", "5"], "--save-every", "--checkpoint-interval-steps"),
+    (["--save_every=5"], "--save-every", "--checkpoint-interval-steps"),
+    (["--async_save", "true"], "--async-save", "--async-checkpoint"),  # a SageMaker hyperparameter {"async_save": true}
+])
+def test_a_removed_spelling_is_one_line_naming_its_new_one(argv: list[str], old: str, new: str) -> None:
     parser = build_parser("t", lambda group: None, batch_size=4, lr=0.1)
     with pytest.raises(ConfigError) as refused:
         parse_flags(parser, argv)
-    assert str(refused.value).startswith("--save-every=") and "renamed: use --checkpoint-interval-steps" in str(refused.value)
+    assert str(refused.value).startswith(f"{old}=") and f"renamed: use {new}" in str(refused.value)
+    assert "\n" not in str(refused.value)
+    with pytest.raises(ConfigError, match=r"^async_save=True: renamed: use async_checkpoint="):
+        Checkpointer(CheckpointSettings(), async_save=True)  # type: ignore[arg-type]  # the runtime's keyword
 
 
 @pytest.mark.parametrize(("config", "env", "mode"), [

@@ -58,7 +58,7 @@ def _wait_for_step(kit, out: Path, step: int, run) -> None:
 
 def test_sigterm_commits_exits_interrupted_and_resumes_bit_identically(kit, baseline, tmp_path):
     ckpt, out, marker = tmp_path / "ckpt", tmp_path / "events.jsonl", tmp_path / "interrupted"
-    args = ["--uri", str(ckpt), "--out", str(out), "--async-save"]
+    args = ["--uri", str(ckpt), "--out", str(out), "--async-checkpoint"]
     run = kit.spawn(2, [*args, "--sleep", "0.2"], env={"SM_DIST_INTERRUPT_MARKER": str(marker)})
     _wait_for_step(kit, out, 6, run)
     run.procs[1].send_signal(signal.SIGTERM)  # one rank only: the per-step vote stops both
@@ -117,7 +117,7 @@ def test_crash_while_saving_resumes_from_previous_commit(kit, tmp_path, fault, c
 def test_fsdp_checkpoint_saved_at_world_size_4_loads_at_2(kit, tmp_path):
     ckpt = tmp_path / "ckpt"
     args = ["--strategy", "fsdp", "--uri", str(ckpt), "--steps", "3", "--interval", "3"]
-    run = kit.spawn(4, [*args, "--out", str(tmp_path / "ws4.jsonl"), "--async-save"])  # DCP in the background
+    run = kit.spawn(4, [*args, "--out", str(tmp_path / "ws4.jsonl"), "--async-checkpoint"])  # DCP in the background
     assert run.wait() == [0] * 4, run.output[-4000:]
     manifest = json.loads((ckpt / step_dirname(3) / MANIFEST_NAME).read_text())
     assert manifest["sharded"] and manifest["world_size"] == 4

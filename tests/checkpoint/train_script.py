@@ -73,7 +73,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--out", required=True)
     p.add_argument("--kill-at", type=int, default=None, help="rank 1 SIGKILLs itself after this step (attempt 0)")
     p.add_argument("--sleep", type=float, default=0.0, help="seconds per step (to signal a run mid-way)")
-    p.add_argument("--async-save", action="store_true")
+    p.add_argument("--async-checkpoint", action="store_true")
     return p.parse_args()
 
 
@@ -94,7 +94,7 @@ def main() -> int:
         scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=5, gamma=0.7)
         sampler = runtime.ResumableDistributedSampler(DATASET, num_replicas=ctx.world_size, rank=ctx.rank, seed=3)
         ckpt = Checkpointer(ctx, uri=args.uri, mode=args.mode, keep=2, interval_steps=args.interval,
-                            async_save=args.async_save)
+                            async_checkpoint=args.async_checkpoint)
         state = dict(model=model, optimizer=optimizer, scheduler=scheduler, sampler=sampler)
         resumed = ckpt.resume(**state)
         step = resumed.step if resumed else 0

@@ -101,7 +101,7 @@ def test_job_spec_json_keeps_its_shape() -> None:
     spec = JobSpec(entry="t.py", checkpoint={"mode": "s3", "uri": "s3://b/p", "keep": 3, "interval_steps": 5})
     data = spec.to_dict()["checkpoint"]
     assert data == {"mode": "s3", "uri": "s3://b/p", "local_path": None, "keep": 3, "interval_steps": 5,
-                    "async_save": False}
+                    "async_checkpoint": False}
     assert JobSpec.from_json(spec.to_json()) == spec
     assert JobSpec.from_dict({"entry": "t.py", "checkpoint": {"keep": None}}).checkpoint.keep is None
 

@@ -95,7 +95,7 @@ def test_save_and_restore_follow_the_storage_path() -> None:
     assert s3.checkpoint_save_s == pytest.approx(disk + per_instance / goodput.s3_bytes_per_s(inst, 8))
     local = _goodput("ml.p5.48xlarge", 4, Strategy.FSDP, storage="local", **common)
     assert local.checkpoint_save_s == pytest.approx(disk)  # sagemaker-sync: SageMaker uploads in the background
-    asynchronous = _goodput("ml.p5.48xlarge", 4, Strategy.FSDP, async_save=True, **common)
+    asynchronous = _goodput("ml.p5.48xlarge", 4, Strategy.FSDP, async_checkpoint=True, **common)
     assert asynchronous.checkpoint_save_s == pytest.approx(8e9 * 12 / 32 / goodput.DEVICE_TO_HOST_BYTES_PER_S)
     assert asynchronous.checkpoint_write_s == s3.checkpoint_write_s  # the write still happens, in the background
     assert asynchronous.goodput > s3.goodput and asynchronous.checkpoint_interval_s < s3.checkpoint_interval_s

@@ -21,14 +21,14 @@ def src(tmp_path: Path) -> Path:
 
 def test_a_section_plans_as_its_flat_settings(src: Path) -> None:
     by_section = sm_dist.plan("train.py", source_dir=str(src), local=True, checkpoint=sm_dist.Checkpointing(
-        interval_steps=7, keep=3, mode="s3", s3_uri="s3://bkt/ckpt", async_save=True))
+        interval_steps=7, keep=3, mode="s3", s3_uri="s3://bkt/ckpt", async_checkpoint=True))
     flat = sm_dist.plan("train.py", source_dir=str(src), local=True, checkpoint_interval_steps=7, checkpoint_keep=3,
                         checkpoint_mode="s3", checkpoint_s3_uri="s3://bkt/ckpt", async_checkpoint=True)
     assert by_section.job_spec.checkpoint == flat.job_spec.checkpoint
     assert (flat.job_spec.checkpoint.interval_steps, flat.job_spec.checkpoint.keep) == (7, 3)
     mapping = sm_dist.plan("train.py", source_dir=str(src), local=True,
                            checkpoint={"interval_steps": 7, "keep": 3, "mode": "s3", "s3_uri": "s3://bkt/ckpt",
-                                       "async_save": True})  # type: ignore[typeddict-item]  # a config file's form
+                                       "async_checkpoint": True})  # type: ignore[typeddict-item]  # a config file's form
     assert mapping.job_spec.checkpoint == flat.job_spec.checkpoint
 
 
@@ -39,6 +39,9 @@ def test_given_twice_or_a_field_the_section_lacks_is_one_line() -> None:
     with pytest.raises(ConfigError, match=r"^checkpoint.interval_step=7: not a field of checkpoint \(did you mean "
                                           "'interval_steps'\\?\\)"):
         flatten({"checkpoint": {"interval_step": 7}})
+    with pytest.raises(ConfigError, match=r"^checkpoint.async_save=True: not a field of checkpoint \(did you mean "
+                                          "'async_checkpoint'\\?\\)"):  # the field's old name
+        flatten({"checkpoint": {"async_save": True}})
     with pytest.raises(ConfigError, match=r"^checkpoint='int': expected sm_dist.Checkpointing"):
         flatten({"checkpoint": 7})
     assert flatten({"checkpoint": None, "seed": 1}) == {"seed": 1}

@@ -34,13 +34,13 @@ def _cnn(dropout: float = 0.0, size: int = 64, schedule: str = "constant") -> Wo
 
 
 def _fit(tmp: Path, *, seed: int = 0, ckpt: Path | None = None, workload: Workload | None = None,
-         async_save: bool = False, **cfg):
+         async_checkpoint: bool = False, **cfg):
     config = TrainConfig(model_dir=str(tmp / "model"), **cfg)
     with runtime.init("ddp", "fp32", seed, environ={}) as ctx:
         checkpointer = None
         if ckpt is not None:
             checkpointer = Checkpointer(ctx, mode="local", local_path=str(ckpt), interval_steps=2, keep=2,
-                                        async_save=async_save)
+                                        async_checkpoint=async_checkpoint)
         return fit(ctx, workload or _cnn(), config, checkpointer)
 
 
@@ -78,15 +78,15 @@ def test_epochs_bound_the_steps(tmp_path: Path) -> None:
     assert result.epoch == 2
 
 
-@pytest.mark.parametrize("async_save", [False, True], ids=["blocking", "async"])
-def test_resume_across_epochs_with_dropout_equals_uninterrupted(tmp_path: Path, capsys, async_save: bool) -> None:
+@pytest.mark.parametrize("async_checkpoint", [False, True], ids=["blocking", "async"])
+def test_resume_across_epochs_with_dropout_equals_uninterrupted(tmp_path: Path, capsys, async_checkpoint: bool) -> None:
     work = _cnn(dropout=0.3)  # dropout: RNG state; warmup: scheduler state (a fresh one would warm up again)
     straight = _fit(tmp_path / "s", steps=9, batch_size=16, workload=work)
-    first = _fit(tmp_path / "r", steps=5, batch_size=16, workload=work, ckpt=tmp_path / "ck", async_save=async_save)
+    first = _fit(tmp_path / "r", steps=5, batch_size=16, workload=work, ckpt=tmp_path / "ck", async_checkpoint=async_checkpoint)
     assert first.step == 5
     capsys.readouterr()
     resumed = _fit(tmp_path / "r", steps=9, batch_size=16, workload=work, ckpt=tmp_path / "ck",
-                   async_save=async_save)
+                   async_checkpoint=async_checkpoint)
     assert "[sm_dist] resumed step=5 epoch=1" in capsys.readouterr().out
     assert resumed.model_sha256 == straight.model_sha256
 
@@ -144,9 +144,9 @@ def test_gpt_resume_under_sharded_strategies(tmp_path: Path, strategy: str) -> N
     assert run("r", 6, tmp_path / "ck").model_sha256 == straight.model_sha256
 
 
-def test_async_save_of_the_last_step_is_not_written_twice(tmp_path: Path, caplog) -> None:
+def test_async_checkpoint_of_the_last_step_is_not_written_twice(tmp_path: Path, caplog) -> None:
     caplog.set_level("INFO", logger="sm_dist.runtime.checkpoint")
-    _fit(tmp_path, steps=4, batch_size=16, ckpt=tmp_path / "ck", async_save=True)
+    _fit(tmp_path, steps=4, batch_size=16, ckpt=tmp_path / "ck", async_checkpoint=True)
     commits = [r.getMessage() for r in caplog.records if r.getMessage().startswith("checkpoint step")]
     assert len(commits) == 2 and "step 4" in commits[-1]
     assert "replacing" not in caplog.text

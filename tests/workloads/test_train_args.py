@@ -23,21 +23,21 @@ def test_defaults_leave_run_settings_to_the_job_spec() -> None:
     args = parse_flags(_parser(), [])
     assert (args.strategy, args.precision, args.seed) == (None, None, None)
     assert (args.batch_size, args.lr, args.epochs, args.steps, args.clip) == (4, 0.1, 1, None, 1.0)
-    assert (args.checkpoint_dir, args.checkpoint_interval_steps, args.keep, args.async_save) == (None, None, None, None)
+    assert (args.checkpoint_dir, args.checkpoint_interval_steps, args.keep, args.async_checkpoint) == (None, None, None, None)
 
 
 def test_sagemaker_style_underscores_json_values() -> None:
-    # What SageMaker's torchrun driver passes for {"batch_size": 8, "async_save": True, "clip": None, ...}
-    argv = ["--batch_size", "8", "--async_save", "true", "--clip", "null", "--dataset_size=20",
+    # What SageMaker's torchrun driver passes for {"batch_size": 8, "async_checkpoint": True, "clip": None, ...}
+    argv = ["--batch_size", "8", "--async_checkpoint", "true", "--clip", "null", "--dataset_size=20",
             "--strategy", "fsdp", "--checkpoint_interval_steps", "5"]
     args = parse_flags(_parser(), argv)
-    assert (args.batch_size, args.async_save, args.clip, args.dataset_size) == (8, True, None, 20)
+    assert (args.batch_size, args.async_checkpoint, args.clip, args.dataset_size) == (8, True, None, 20)
     assert (args.strategy, args.checkpoint_interval_steps) == ("fsdp", 5)
 
 
-def test_bare_async_save_flag_means_true() -> None:
-    assert parse_flags(_parser(), ["--async-save"]).async_save is True
-    assert parse_flags(_parser(), ["--async-save", "false"]).async_save is False
+def test_bare_async_checkpoint_flag_means_true() -> None:
+    assert parse_flags(_parser(), ["--async-checkpoint"]).async_checkpoint is True
+    assert parse_flags(_parser(), ["--async-checkpoint", "false"]).async_checkpoint is False
 
 
 def test_legacy_local_rank_is_dropped() -> None:

@@ -59,7 +59,7 @@ class SettingsChanges(TypedDict, total=False):
     local_path: str | None
     keep: int | None
     interval_steps: int | None
-    async_save: bool
+    async_checkpoint: bool
 
 
 class Checkpointer:
@@ -69,18 +69,21 @@ class Checkpointer:
     ranks from torch.distributed. settings: where, how often and how many (CheckpointSettings,
     e.g. the job spec's); or, instead of the record, its fields one by one: uri/mode/local_path
     (where; see config.py for "auto"), keep (committed checkpoints kept, >= 2, None = all),
-    interval_steps (maybe_save's period), async_save (maybe_save writes in the background).
+    interval_steps (maybe_save's period), async_checkpoint (maybe_save writes in the background).
     storage/strategy: explicit objects, mostly for tests. handle_signals: record SIGTERM for the
-    per-step stop vote.
+    per-step stop vote. async_save: async_checkpoint's old name, refused in one line naming it.
     """
 
     def __init__(self, env_or_ctx: RunIdentity | None = None, settings: CheckpointSettings | None = None, *,
                  uri: str | None = None, mode: str | CheckpointMode = CheckpointMode.AUTO,
-                 keep: int | None = DEFAULT_KEEP, interval_steps: int | None = None, async_save: bool = False,
+                 keep: int | None = DEFAULT_KEEP, interval_steps: int | None = None, async_checkpoint: bool = False,
                  local_path: str | None = None, storage: Storage | None = None, strategy: StateStrategy | None = None,
-                 handle_signals: bool = True) -> None:
+                 handle_signals: bool = True, async_save: None = None) -> None:
+        if async_save is not None:  # its old name, refused: one name from sm-dist fit to here
+            raise ConfigError("async_save", async_save, "renamed: use async_checkpoint= (its name from sm-dist fit to "
+                              "the job spec)")
         fields = CheckpointSettings(mode=parse_mode(mode), uri=uri, local_path=local_path, keep=keep,
-                                  interval_steps=interval_steps, async_save=async_save)
+                                  interval_steps=interval_steps, async_checkpoint=async_checkpoint)
         if settings is not None and fields != CheckpointSettings():
             raise ConfigError("settings", settings, "give the settings record or its fields (uri=, mode=, keep=, "
                               "...), not both")
@@ -204,7 +207,7 @@ class Checkpointer:
             self._stop(step, save)
         every = self.config.interval_steps
         if every and step % every == 0 and step != self.last_step:
-            return save(blocking=not self.config.async_save)
+            return save(blocking=not self.config.async_checkpoint)
         return None
 
     # -- stopping -------------------------------------------------------------------------------
