@@ -51,6 +51,38 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    """One botocore loader for the session, and matplotlib's font list built once."""
+    _share_botocore_loader(session)
+    _build_font_list_once(session)
+
+
+def _share_botocore_loader(session: pytest.Session) -> None:
+    """Every botocore session of the test process reads the service models through one loader.
+
+    Each test makes fresh boto3 sessions (moto resets per test), and each new session's loader parses
+    the service JSON again: SageMaker's model alone is megabytes. Profiling tests/planning/test_constraints.py
+    put 27% of its time in json.loads of those files (2026-11-29). The files never change within a run and
+    botocore never mutates what its loader returns (one session already shares it among its clients), so
+    one loader per search path is what a long-lived process with one session gets. The product is unchanged.
+    A test that alters a client's model copies what it alters first (tests/cloud/test_supervisor.py _older_botocore)."""
+    if importlib.util.find_spec("botocore") is None:
+        return
+    import botocore.loaders
+    import botocore.session
+
+    original = botocore.session.create_loader
+    shared: dict[object, botocore.loaders.Loader] = {}
+
+    def create_loader(search_path_string: str | None = None) -> botocore.loaders.Loader:
+        if search_path_string not in shared:
+            shared[search_path_string] = original(search_path_string)
+        return shared[search_path_string]
+
+    botocore.session.create_loader = create_loader  # the name botocore.session imported and calls
+    session.config.add_cleanup(lambda: setattr(botocore.session, "create_loader", original))
+
+
+def _build_font_list_once(session: pytest.Session) -> None:
     """matplotlib's font list, built once per session before any test, in a session folder.
 
     Building it runs `fc-list` (a process: the guard would fail the first unmarked plotting test),

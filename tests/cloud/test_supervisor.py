@@ -375,8 +375,10 @@ class _Raw:
 
 def _older_botocore(client: Any) -> None:
     """`client`'s service model without InstancePreferences and MlflowConfig, as a botocore before them has it
-    (ResourceConfig then required InstanceType, InstanceCount and VolumeSizeInGB)."""
-    shapes = client.meta.service_model._shape_resolver._shape_map
+    (ResourceConfig then required InstanceType, InstanceCount and VolumeSizeInGB). The client gets its own copy
+    of the shape map: the one it holds is the loader's, which other clients of the process read."""
+    resolver = client.meta.service_model._shape_resolver
+    resolver._shape_map = shapes = dict(resolver._shape_map)
     shapes["ResourceConfig"] = {**shapes["ResourceConfig"], "required": ["InstanceType", "InstanceCount",
                                                                           "VolumeSizeInGB"], "members": {
         k: v for k, v in shapes["ResourceConfig"]["members"].items() if k != "InstancePreferences"}}
