@@ -17,9 +17,8 @@ are resolved on first use:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from sm_dist._lazy import lazy_exports
+from sm_dist._records import TYPE_CHECKING
 from sm_dist._version import __version__
 from sm_dist.errors import (
     CatalogError,

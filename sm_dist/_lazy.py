@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, MutableMapping
-from typing import Any
+
+from sm_dist._records import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def lazy_exports(

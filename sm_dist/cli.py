@@ -12,10 +12,13 @@ import argparse
 import importlib
 import os
 import sys
-from typing import NoReturn, cast
 
+from sm_dist._records import TYPE_CHECKING
 from sm_dist._version import __version__
 from sm_dist.errors import SmDistError
+
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
 #: command name -> (module that implements it, one-line help). Order is the order of --help.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -56,7 +59,7 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
     def _get_formatter(self) -> argparse.HelpFormatter:
-        formatter = cast("type[argparse.HelpFormatter]", self.formatter_class)  # every argparse formatter takes width
+        formatter: Any = self.formatter_class  # every argparse formatter takes width (typeshed's protocol names prog only)
         return formatter(prog=self.prog, width=_columns())
 
 

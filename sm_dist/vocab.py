@@ -8,9 +8,12 @@ runtime uses for its strategy plug-ins, without importing torch.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Literal, TypeAlias, TypeVar
 
+from sm_dist._records import TYPE_CHECKING
 from sm_dist.errors import ConfigError
+
+if TYPE_CHECKING:
+    from typing import Literal, TypeAlias, TypeVar
 
 
 class _StrEnum(str, Enum):
@@ -45,12 +48,29 @@ class Precision(_StrEnum):
     BF16 = "bf16"  #: everything bf16 (params, grads, optimizer states)
 
 
-#: The words a user's type checker accepts for each (the public API takes these or the enum; tests/test_public_types.py
-#: keeps each equal to its enum's values).
-StrategyName: TypeAlias = Literal["dp", "ddp", "zero1", "zero2", "fsdp", "hsdp"]
-PrecisionName: TypeAlias = Literal["fp32", "amp", "mixed", "bf16"]
+if TYPE_CHECKING:
+    #: The words a user's type checker accepts for each (the public API takes these or the enum;
+    #: tests/test_public_types.py keeps each equal to its enum's values).
+    StrategyName: TypeAlias = Literal["dp", "ddp", "zero1", "zero2", "fsdp", "hsdp"]
+    PrecisionName: TypeAlias = Literal["fp32", "amp", "mixed", "bf16"]
 
-E = TypeVar("E", bound=_StrEnum)
+    E = TypeVar("E", bound=_StrEnum)
+
+#: The same Literal aliases at run time, made on first use (PEP 562): `typing` stays off the path of
+#: `sm-dist estimate-cost` (sm_dist/_records.py).
+_WORDS: dict[str, type[_StrEnum]] = {"StrategyName": Strategy, "PrecisionName": Precision}
+
+
+def __getattr__(name: str) -> object:
+    kind = _WORDS.get(name)
+    if kind is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from typing import Literal
+
+    values = tuple(str(member.value) for member in kind)
+    words = Literal[values]  # type: ignore[valid-type]
+    globals()[name] = words
+    return words
 
 
 def parse_enum(kind: type[E], value: object, field: str) -> E:

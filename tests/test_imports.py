@@ -382,26 +382,8 @@ def test_import_sm_dist_and_estimate_cost_load_no_heavy_package() -> None:
     for stage, modules in loaded["seen"].items():
         assert [m for m in modules if m.split(".")[0] in heavy] == [], stage
     cli_path = loaded["seen"]["estimate-cost"]
+    # typing (its import, and typing.NamedTuple evaluating every field) was a tenth of the command's start-up:
+    # records are sm_dist._records.Record, and `if TYPE_CHECKING:` reads that module's constant
+    assert "typing" not in cli_path
     assert not [m for m in cli_path if m.startswith(("sm_dist.launch", "sm_dist.runtime", "sm_dist.local",
                                                      "sm_dist.cloud", "sm_dist.planning"))]
-
-
-def test_the_estimators_records_are_defined_without_compiling_annotations() -> None:
-    """`typing.NamedTuple` and `TypedDict` turn a string annotation into a `ForwardRef`, compiling it (the
-    first compile() of a process costs about 1 ms, each field after it ~20 µs): the catalog's and the
-    estimator's modules, which `sm-dist estimate-cost` loads, evaluate their annotations instead of
-    postponing them (tests/bench/bench_cli_startup.py)."""
-    import importlib
-    import typing
-
-    postponed = []
-    for name in sorted(source_modules()):
-        if not name.startswith(("sm_dist.catalog", "sm_dist.estimator")):
-            continue
-        module = importlib.import_module(name)
-        for value in vars(module).values():
-            if isinstance(value, type) and value.__module__ == name:
-                fields = value.__dict__.get("__annotations__", {})
-                postponed += [f"{name}.{value.__name__}.{field}" for field, annotation in fields.items()
-                              if isinstance(annotation, str | typing.ForwardRef)]
-    assert postponed == []

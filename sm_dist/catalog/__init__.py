@@ -5,17 +5,18 @@ and source of every price, whether a SageMaker price was read or derived from EC
 facts of every instance family, read by `hardware.py`). It is read once, on first use, and cached. Standard library only (core world).
 """
 
-# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
-# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
-# start-up (tests/test_imports.py).
+from __future__ import annotations
 
 import functools
 import json
 import os
-from typing import Any, NamedTuple
 
+from sm_dist._records import TYPE_CHECKING, Record
 from sm_dist.errors import CatalogError
 from sm_dist.vocab import did_you_mean
+
+if TYPE_CHECKING:
+    from typing import Any
 
 # os.path, not pathlib: pathlib's imports are a visible part of `estimate-cost`'s start-up
 _DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "instances.json")
@@ -27,7 +28,7 @@ CATALOG_REGION = "us-east-1"
 
 # A NamedTuple, not a frozen dataclass: just as immutable, and importing `dataclasses` (with
 # inspect, ast, dis) is a visible share of `sm-dist estimate-cost` start-up.
-class Instance(NamedTuple):
+class Instance(Record):
     """One SageMaker training instance type in one region."""
 
     name: str  #: e.g. "ml.p4d.24xlarge"

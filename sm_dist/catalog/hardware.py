@@ -7,22 +7,23 @@ capability. Each family names the source it was read from. `runs_on` is CUDA's r
 whether a torch build has kernels for a GPU. Standard library only (core world).
 """
 
-# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
-# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
-# start-up (tests/test_imports.py).
+from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any, NamedTuple
 
+from sm_dist._records import TYPE_CHECKING, Record
 from sm_dist.catalog import _load
+
+if TYPE_CHECKING:
+    from typing import Any
 
 #: CPU architecture names, as EC2's DescribeInstanceTypes spells them.
 X86_64 = "x86_64"
 ARM64 = "arm64"
 
 
-class Hardware(NamedTuple):
+class Hardware(Record):
     """The hardware of one SageMaker training instance type."""
 
     instance_type: str  #: "ml.p3.2xlarge"

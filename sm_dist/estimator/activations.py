@@ -36,16 +36,15 @@ Checked against saved-tensor measurements of GPT-2, LLaMA and Qwen2-proportioned
 (tests/runtime/test_activation_fidelity.py, sm_dist.tools.saved_tensors).
 """
 
-# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
-# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
-# start-up (tests/test_imports.py).
+from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple, TypedDict, TypeVar
-
+from sm_dist._records import TYPE_CHECKING, Record
 from sm_dist.errors import ConfigError
 from sm_dist.vocab import Precision, parse_enum
 
 if TYPE_CHECKING:
+    from typing import TypedDict, TypeVar
+
     from typing_extensions import Unpack  # typing.Unpack is 3.11+
 
     from sm_dist.estimator.shape import ModelShape
@@ -76,7 +75,7 @@ UNFUSED_ACTIVATIONS = frozenset({"gelu_new"})
 ACTIVATION_SCALE = {Precision.FP32: 2.0, Precision.AMP: 1.0, Precision.MIXED: 1.0, Precision.BF16: 1.0}
 
 
-class Block(NamedTuple):
+class Block(Record):
     """What the activation model needs of one transformer block."""
 
     hidden: int
@@ -104,27 +103,31 @@ def parse_checkpointing(value: object) -> str:
     return text
 
 
-class BlockOverrides(TypedDict, total=False):
-    """Keywords of `block_from` / `activation_bytes` that override what the shape says."""
+if TYPE_CHECKING:  # for type checkers only: `typing` stays off estimate-cost's path (sm_dist/_records.py)
+    class BlockOverrides(TypedDict, total=False):
+        """Keywords of `block_from` / `activation_bytes` that override what the shape says."""
 
-    kv_heads: int
-    head_dim: int
-    ffn: int
-    gated: bool
-    norm: str
-    fused_qkv: bool
-    attention: str
-    dropout: bool
-    activation: str
-    experts: int
-    experts_per_token: int
-    kv_cache: bool
+        kv_heads: int
+        head_dim: int
+        ffn: int
+        gated: bool
+        norm: str
+        fused_qkv: bool
+        attention: str
+        dropout: bool
+        activation: str
+        experts: int
+        experts_per_token: int
+        kv_cache: bool
+
+    _T = TypeVar("_T")
 
 
-_T = TypeVar("_T")
+#: BlockOverrides' keys, at run time: every Block field but the two always given.
+_OVERRIDES = frozenset(Block._fields) - {"hidden", "heads"}
 
 
-def block_from(shape: "ModelShape | None" = None, *, hidden: int, heads: int, **given: "Unpack[BlockOverrides]") -> Block:
+def block_from(shape: ModelShape | None = None, *, hidden: int, heads: int, **given: Unpack[BlockOverrides]) -> Block:
     """A Block from a ModelShape, with explicit keywords taking precedence.
 
     Without a shape the block is GPT-2's: MHA through a fused qkv, GELU 4h, LayerNorm.
@@ -281,8 +284,8 @@ def loss_backward_bytes(vocab: int, tokens: int) -> int:
 
 def activation_bytes(
     *, layers: int, hidden: int, heads: int, vocab: int, seq_len: int, micro_batch: int,
-    checkpointing: str = "selective", precision: object = Precision.MIXED, shape: "ModelShape | None" = None,
-    **block: "Unpack[BlockOverrides]",
+    checkpointing: str = "selective", precision: object = Precision.MIXED, shape: ModelShape | None = None,
+    **block: Unpack[BlockOverrides],
 ) -> int:
     """Activation bytes per GPU for one micro-batch (the peak, at the start of backward).
 
@@ -291,7 +294,7 @@ def activation_bytes(
     """
     mode = parse_checkpointing(checkpointing)
     prec = parse_enum(Precision, precision, "precision")
-    unknown = set(block) - set(BlockOverrides.__annotations__)
+    unknown = set(block) - _OVERRIDES
     if unknown:  # a caller without a type checker
         raise ConfigError("activation_bytes", sorted(unknown)[0], "unknown block keyword")
     blk = block_from(shape, hidden=hidden, heads=heads, **block)
@@ -326,6 +329,6 @@ def describe(block: Block, precision: object, checkpointing: str) -> str:
             "gradients beside it (8·s·b·v)")
 
 
-__all__ = ["CHECKPOINTING", "ATTENTION_KERNELS", "UNFUSED_ACTIVATIONS", "Block", "BlockOverrides", "activation_bytes", "block_from", "block_bytes_per_token",
+__all__ = ["CHECKPOINTING", "ATTENTION_KERNELS", "UNFUSED_ACTIVATIONS", "Block", "activation_bytes", "block_from", "block_bytes_per_token",
            "describe", "head_bytes", "layer_activation_bytes", "loss_backward_bytes", "op_saved_bytes_per_token", "parse_checkpointing",
            "residual_bytes"]

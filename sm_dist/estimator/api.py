@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
+from sm_dist._records import TYPE_CHECKING
 from sm_dist.catalog import CATALOG_REGION, Instance, get_instance
 from sm_dist.errors import ConfigError
 from sm_dist.estimator import cost as cost_mod

@@ -10,19 +10,14 @@ import argparse
 import gc
 import math
 import sys
-from typing import Literal, overload
 
 from sm_dist.errors import ConfigError
 
 _SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
 
-@overload
-def parse_number(flag: str, text: str | None, *, integer: Literal[True] = ...) -> int | None: ...
-@overload
-def parse_number(flag: str, text: str | None, *, integer: Literal[False]) -> float | None: ...
-def parse_number(flag: str, text: str | None, *, integer: bool = True) -> float | int | None:
-    """'2e12', '7B', '1.5T', '300M' -> a positive number; None stays None."""
+def parse_number(flag: str, text: str | None, *, integer: bool = True) -> float | None:
+    """'2e12', '7B', '1.5T', '300M' -> a positive number (an int with `integer`); None stays None."""
     if text is None:
         return None
     raw = str(text).strip().replace("_", "").replace(",", "")
@@ -39,6 +34,12 @@ def parse_number(flag: str, text: str | None, *, integer: bool = True) -> float 
             raise ConfigError(flag, text, "expected a whole number")
         return int(value)
     return value
+
+
+def parse_whole(flag: str, text: str | None) -> int | None:
+    """parse_number for a whole number, typed as one (no typing.overload: typing stays off this path)."""
+    value = parse_number(flag, text)
+    return None if value is None else int(value)
 
 
 def parse_counts(values: list[str] | None) -> list[int] | None:
@@ -131,9 +132,9 @@ def run(args: argparse.Namespace) -> int:
     result = estimate(
         params=parse_number("--params", args.params), model=args.model, hf_config=args.hf_config,
         tokens=parse_number("--tokens", args.tokens), samples=parse_number("--samples", args.samples),
-        epochs=parse_number("--epochs", args.epochs, integer=False) or 1.0, seq_len=parse_number("--seq-len", args.seq_len),
-        global_batch=parse_number("--global-batch", args.global_batch),
-        micro_batch=parse_number("--micro-batch", args.micro_batch), precision=args.precision,
+        epochs=parse_number("--epochs", args.epochs, integer=False) or 1.0, seq_len=parse_whole("--seq-len", args.seq_len),
+        global_batch=parse_whole("--global-batch", args.global_batch),
+        micro_batch=parse_whole("--micro-batch", args.micro_batch), precision=args.precision,
         optimizer=args.optimizer, activation_checkpointing=args.activation_checkpointing,
         instance_types=_instance_types(args.instance_type), instance_counts=parse_counts(args.instance_count),
         strategies=args.strategy, spot=args.spot, region=args.region,
@@ -165,4 +166,4 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["register", "run", "parse_number", "parse_counts"]
+__all__ = ["register", "run", "parse_number", "parse_whole", "parse_counts"]

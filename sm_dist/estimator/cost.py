@@ -4,12 +4,9 @@ SageMaker bills every instance from the start of the Downloading status to the e
 Uploading (`BillableTimeInSeconds` × instance count), so the start-up below is billed too.
 """
 
-# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
-# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
-# start-up (tests/test_imports.py).
+from __future__ import annotations
 
-from typing import NamedTuple
-
+from sm_dist._records import Record
 from sm_dist.catalog import Instance
 
 #: Billed start-up per job start: the instances and pulling the PyTorch training image (~10-20 GB)
@@ -46,7 +43,7 @@ INFRA_CHECK_FAMILIES = ("p", "g", "trn")
 
 # NamedTuple, not a frozen dataclass: immutable all the same, and ~7x cheaper to define,
 # which matters for `sm-dist estimate-cost` start-up (tests/bench/bench_cli_startup.py).
-class Cost(NamedTuple):
+class Cost(Record):
     """Expected dollars for the whole job."""
 
     sagemaker: float  #: on-demand SageMaker
@@ -58,7 +55,7 @@ class Cost(NamedTuple):
         return {"sagemaker": round(self.sagemaker, 2), "ec2": round(self.ec2, 2), "spot": round(self.spot, 2)}
 
 
-class DataLoad(NamedTuple):
+class DataLoad(Record):
     """The data channels' bytes by how they reach the instances before step 0 (docs/PLATFORM.md §1.9)."""
 
     replicated_bytes: float = 0.0  #: File mode, FullyReplicated: every instance downloads all of it

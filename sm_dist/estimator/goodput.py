@@ -28,19 +28,20 @@ same ratio the Effective Training Time Ratio.
 Standard library only (core world).
 """
 
-# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
-# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
-# start-up (tests/test_imports.py).
+from __future__ import annotations
 
 import functools
 import math
-from typing import Any, NamedTuple
 
+from sm_dist._records import TYPE_CHECKING, Record
 from sm_dist.catalog import Instance
 from sm_dist.catalog.hardware import hardware
 from sm_dist.contract.transfer import MAX_CONCURRENCY
 from sm_dist.estimator.cost import SPOT_INTERRUPTIONS_PER_INSTANCE_HOUR, download_gbps
 from sm_dist.vocab import Strategy
+
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Llama 3's pre-training on 16,384 H100s: 419 unexpected interruptions in a 54-day snapshot, about
 #: 78% of them hardware (Dubey et al. 2024, "The Llama 3 Herd of Models", §3.3.4, Table 5).
@@ -80,7 +81,7 @@ _SHARDED = (Strategy.ZERO2, Strategy.FSDP, Strategy.HSDP)
 
 # NamedTuple, not a frozen dataclass: immutable all the same, and cheaper to define, which matters
 # for `sm-dist estimate-cost` start-up (tests/bench/bench_cli_startup.py).
-class Goodput(NamedTuple):
+class Goodput(Record):
     """Failures, checkpoints and restarts of one plan, and what they leave of its billed time."""
 
     interruptions: float  #: expected unplanned interruptions over the run (hardware, and spot when chosen)

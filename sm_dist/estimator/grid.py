@@ -5,14 +5,12 @@ capacity minus a safety margin; the reason says by how much), and — only when 
 step time, hours and dollars: a plan that does not fit has no run time to price.
 """
 
-# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
-# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
-# start-up (tests/test_imports.py).
+from __future__ import annotations
 
 import functools
 import math
-from typing import Any, NamedTuple
 
+from sm_dist._records import TYPE_CHECKING, Record
 from sm_dist.catalog import Instance
 from sm_dist.estimator.activations import activation_bytes, loss_backward_bytes
 from sm_dist.estimator.cost import Cost, DataLoad, job_cost, startup_seconds
@@ -26,6 +24,9 @@ from sm_dist.estimator.memory import (
 from sm_dist.estimator.models import ModelShape
 from sm_dist.estimator.timing import OP_RECOMPUTE_FORWARD_SHARE, StepTime, step_time
 from sm_dist.vocab import Precision, Strategy
+
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Share of GPU memory kept free: allocator fragmentation and caching (the PyTorch caching
 #: allocator commonly reserves 5-15% above what tensors use); an assumption.
@@ -43,7 +44,7 @@ SEARCHED_MICRO_BATCHES = (8, 4, 2, 1)
 
 # NamedTuple, not a frozen dataclass: immutable all the same, and ~7x cheaper to define,
 # which matters for `sm-dist estimate-cost` start-up (tests/bench/bench_cli_startup.py).
-class Workload(NamedTuple):
+class Workload(Record):
     """What is trained, independent of where: shape, data, batch and numerics."""
 
     shape: ModelShape
@@ -62,7 +63,7 @@ class Workload(NamedTuple):
     checkpoint_storage: str = "s3"  #: "s3" (the runtime uploads) or "local" (sagemaker-sync: the disk)
 
 
-class Row(NamedTuple):
+class Row(Record):
     """One combination of instance type × count × strategy (see the --json schema)."""
 
     instance_type: str

@@ -16,14 +16,12 @@ params are sharded too (the fp32 master under mixed precision, 4Ψ/N), grads fp3
 (2Ψ) held from forward to backward, counted under "other" as transient.
 """
 
-# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
-# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
-# start-up (tests/test_imports.py).
+from __future__ import annotations
 
 import functools
 import math
-from typing import NamedTuple
 
+from sm_dist._records import Record
 from sm_dist.errors import ConfigError
 from sm_dist.vocab import Precision, Strategy, parse_enum
 
@@ -69,7 +67,7 @@ _FSDP_FAMILY = (Strategy.ZERO2, Strategy.FSDP, Strategy.HSDP)
 
 # NamedTuple, not a frozen dataclass: immutable all the same, and ~7x cheaper to define,
 # which matters for `sm-dist estimate-cost` start-up (tests/bench/bench_cli_startup.py).
-class MemoryBreakdown(NamedTuple):
+class MemoryBreakdown(Record):
     """Bytes per GPU (the most loaded GPU: GPU 0 for dp)."""
 
     params: int

@@ -9,8 +9,7 @@ structure); the record itself is shape.py. Standard library only; no torch or tr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from sm_dist._records import TYPE_CHECKING
 from sm_dist.errors import CatalogError, ConfigError
 from sm_dist.estimator.shape import DEFAULT_SEQ_LEN, DEFAULT_VOCAB, ModelShape, gpt2_params, llama_params
 from sm_dist.vocab import did_you_mean

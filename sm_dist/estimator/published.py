@@ -13,13 +13,11 @@ SageMaker instance type with the same GPU: 8× A100-80GB is ml.p4de.24xlarge), t
 GPU-hours and where they are published. Standard library only.
 """
 
-# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
-# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
-# start-up (tests/test_imports.py).
+from __future__ import annotations
 
 import functools
-from typing import NamedTuple
 
+from sm_dist._records import Record
 from sm_dist.catalog import get_instance
 from sm_dist.estimator import grid, timing
 from sm_dist.estimator.cost import DEFAULT_SPOT_DISCOUNT
@@ -33,7 +31,7 @@ from sm_dist.vocab import Precision, Strategy
 TENSOR_PARALLEL_FROM_PARAMS = 30e9
 
 
-class PublishedRun(NamedTuple):
+class PublishedRun(Record):
     """One published pre-training run and its setup."""
 
     name: str

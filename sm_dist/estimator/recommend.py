@@ -7,17 +7,18 @@ plans that finish within one SageMaker job (MAX_JOB_HOURS) are preferred; when n
 cheapest longer plan is named and the reason says it needs chained, resumed jobs.
 """
 
-# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
-# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
-# start-up (tests/test_imports.py).
+from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
 
+from sm_dist._records import TYPE_CHECKING, Record
 from sm_dist.estimator.goodput import MAX_JOB_HOURS
 from sm_dist.estimator.grid import Row
 from sm_dist.estimator.timing import comm_volume_psi
 from sm_dist.vocab import Strategy
+
+if TYPE_CHECKING:
+    from typing import Any
 
 LABELS = {
     Strategy.DP: "DP", Strategy.DDP: "DDP", Strategy.ZERO1: "ZeRO-1", Strategy.ZERO2: "ZeRO-2",
@@ -28,7 +29,7 @@ _GB = 1e9
 
 # NamedTuple, not a frozen dataclass: immutable all the same, and ~7x cheaper to define,
 # which matters for `sm-dist estimate-cost` start-up (tests/bench/bench_cli_startup.py).
-class Recommendation(NamedTuple):
+class Recommendation(Record):
     """The chosen row and the one-sentence reason."""
 
     row: Row

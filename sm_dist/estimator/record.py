@@ -5,19 +5,20 @@ shown; the renderers (report.py: text and HTML, plot.py: hours vs dollars) read 
 only. So result imports its renderers, and they import nothing above this module.
 """
 
-# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
-# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
-# start-up (tests/test_imports.py).
+from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple
 
+from sm_dist._records import TYPE_CHECKING, Record
 from sm_dist.estimator.grid import Row
 from sm_dist.estimator.recommend import Recommendation
 
+if TYPE_CHECKING:
+    from typing import Any
+
 
 # A NamedTuple (immutable) rather than a frozen dataclass: see sm_dist/catalog/__init__.py.
-class EstimateRecord(NamedTuple):
+class EstimateRecord(Record):
     """Every combination asked for, the recommendation, and what the numbers rest on."""
 
     rows: tuple[Row, ...]

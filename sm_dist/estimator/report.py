@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from sm_dist._records import TYPE_CHECKING
 from sm_dist.estimator.goodput import GOODPUT_FLOOR
 from sm_dist.estimator.grid import Row
 from sm_dist.estimator.recommend import LABELS
 from sm_dist.estimator.record import EstimateRecord
+
+if TYPE_CHECKING:
+    from typing import Any
 
 _GB = 1e9
 HEADERS = ("instance", "n", "GPUs", "strategy", "recompute/mb", "mem/GPU GB", "step s", "hours", "SageMaker $", "EC2 $",

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+from sm_dist._records import TYPE_CHECKING
 from sm_dist.catalog import Instance
 from sm_dist.contract.transfer import MAX_CONCURRENCY
 from sm_dist.estimator import activations, cost, goodput, grid, memory, report, timing
@@ -11,6 +10,8 @@ from sm_dist.estimator.recommend import Recommendation
 from sm_dist.estimator.record import EstimateRecord
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from sm_dist.estimator.calibration import Calibration
     from sm_dist.estimator.inputs import StrPath
     from sm_dist.estimator.plot import Axes  # matplotlib's, named where the core world may import it

@@ -6,11 +6,9 @@ hf_config.py, an nn.Module in module_shape.py) and the formulas that read a shap
 grid): each of them imports this module, and this module imports nothing of the estimator.
 """
 
-# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
-# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
-# start-up (tests/test_imports.py).
+from __future__ import annotations
 
-from typing import NamedTuple
+from sm_dist._records import Record
 
 #: vocabulary and context assumed when only a parameter count is given (LLaMA-1/2 tokenizer).
 DEFAULT_VOCAB = 32_000
@@ -19,7 +17,7 @@ DEFAULT_SEQ_LEN = 2048
 
 # NamedTuple, not a frozen dataclass: immutable all the same and ~7x cheaper to define, which
 # matters for `sm-dist estimate-cost` start-up (tests/bench/bench_cli_startup.py).
-class ModelShape(NamedTuple):
+class ModelShape(Record):
     """A decoder-only transformer, as far as the estimator cares."""
 
     name: str

@@ -17,14 +17,12 @@ per GPU whatever N is, over every link at once, so it wins beyond two workers. n
 (dp) is exactly that pattern through GPU 0, so dp is modelled with it.
 """
 
-# Annotations evaluated, not postponed (no `from __future__ import annotations`): typing.NamedTuple
-# would compile each field's annotation string at import, a visible share of `sm-dist estimate-cost`
-# start-up (tests/test_imports.py).
+from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import NamedTuple
 
+from sm_dist._records import Record
 from sm_dist.catalog import Instance
 from sm_dist.vocab import Precision, Strategy, parse_enum
 
@@ -56,7 +54,7 @@ FORWARD_SHARE = 1 / 3
 
 # NamedTuple, not a frozen dataclass: immutable all the same, and ~7x cheaper to define,
 # which matters for `sm-dist estimate-cost` start-up (tests/bench/bench_cli_startup.py).
-class StepTime(NamedTuple):
+class StepTime(Record):
     """Seconds per optimizer step on every GPU."""
 
     compute: float
