@@ -8,7 +8,7 @@ not import the whole backend.
 A local run, as SageMaker would run the same plan (each step's details are its module's docstring):
 
 - before anything is created, requirements.txt is checked against this environment
-  (`requirements_check`: the hosts do not pip-install) and the plan becomes a `config.LocalJobConfig`
+  (`sm_dist.planning.requirements_check`: the hosts do not pip-install) and the plan becomes a `config.LocalJobConfig`
   and the bundle on disk (`from_plan`; without a checkpoint URI the job spec becomes "sagemaker-sync"
   on a URI of the local S3 endpoint, so a restart resumes); a plan with `keep_alive_s` takes over the
   warm pool an earlier matching job kept, or starts one (`warm_pool`: the hosts' persistent caches);

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from sm_dist.contract.container import INSTALL_REQUIREMENTS_ENV, NPROC_ENV
 from sm_dist.errors import ConfigError
-from sm_dist.local import clean, from_plan, kept_job, mountns, requirements_check, verify, warm_pool
+from sm_dist.local import clean, from_plan, kept_job, mountns, verify, warm_pool
 from sm_dist.local.chain import LinkRecord, local_policy, run_chain
 from sm_dist.local.chaos import Fault
 from sm_dist.local.config import LocalJobConfig
@@ -31,6 +31,7 @@ from sm_dist.local.options import LocalOptions
 from sm_dist.local.run_records import RunRecord, print_line
 from sm_dist.local.verify import Verification
 from sm_dist.notebook.live import in_notebook
+from sm_dist.planning import requirements_check
 from sm_dist.planning.profile import without_missing_profile
 
 if TYPE_CHECKING:

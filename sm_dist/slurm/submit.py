@@ -147,6 +147,7 @@ def check(plan: Plan, opts: SlurmOptions, instance_type: str | None = None) -> c
     """Everything refused before anything is written or submitted (one ConfigError line each); `instance_type`:
     the one the user gave (a HyperPod cluster's groups are matched against it). The partition the job goes to."""
     cluster.sbatch_path()
+    check_requirements(plan)  # before the cluster is asked: this machine alone answers it
     if opts.hyperpod_cluster:
         from sm_dist.slurm import hyperpod
 
@@ -156,6 +157,21 @@ def check(plan: Plan, opts: SlurmOptions, instance_type: str | None = None) -> c
     chosen = cluster.check_fits(cluster.partitions(), opts.partition, plan.instance_count, minutes)
     _channels(plan)
     return chosen
+
+
+def check_requirements(plan: Plan) -> None:
+    """Refuse a job whose source dir's requirements.txt this environment does not meet: every node runs this
+    Python (sys.executable, a shared environment) and none pip-installs (SM_DIST_INSTALL_REQUIREMENTS=0)."""
+    from sm_dist.planning import requirements_check
+
+    found = plan.bundle.requirements
+    if found is None or found.source is None:
+        return
+    missing, _unchecked = requirements_check.unmet(Path(found.source))
+    if missing:
+        raise ConfigError("requirements.txt", ", ".join(missing),
+                          f"the Slurm nodes run this Python environment ({sys.executable}) and install nothing; "
+                          f"pip install -r {found.source} into it")
 
 
 def runtime_by_default(plan: Plan) -> bool:

@@ -13,7 +13,7 @@ from _wheels import make_wheel
 import sm_dist
 from sm_dist.container import requirements
 from sm_dist.errors import ConfigError, ContainerStartError
-from sm_dist.local import requirements_check
+from sm_dist.planning import requirements_check
 from sm_dist.planning.plan import render_plan
 
 CLOUD = dict(instance_type="ml.g5.xlarge", instance_count=2, strategy="ddp", role=ROLE_ARN, region="us-east-1",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,25 @@ def test_no_sbatch_on_path_is_one_line_before_anything_is_staged(tmp_path: Path,
                      str(tmp_path / "jobs")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.count("\n") == 0 and "slurm='sbatch': no sbatch on PATH" in err, err
+    assert not (tmp_path / "jobs").exists()
+
+
+def test_unmet_requirements_are_one_line_before_anything_is_staged(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The nodes run this Python and pip-install nothing: a requirements.txt it does not meet is refused, naming
+    the package and the environment, before the job folder is written or sbatch runs."""
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "train.py").write_text("print('hi')\n", encoding="utf-8")
+    (source / "requirements.txt").write_text("packaging\nsm-dist-no-such-package==1.0\n", encoding="utf-8")
+    monkeypatch.setattr(cluster, "sbatch_path", lambda: "/usr/bin/sbatch")  # the cluster's answers, no process
+    monkeypatch.setattr(cluster, "partitions", lambda: cluster.read_partitions(PARTITION_LINE))
+    monkeypatch.setattr(cluster, "submit", lambda script: pytest.fail("submitted"))
+    code = cli.main(["fit", "train.py", "--source-dir", str(source), "--slurm", "--slurm-root", str(tmp_path / "jobs")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert err == (f"sm-dist fit: error: requirements.txt='sm-dist-no-such-package==1.0 (not installed)': the Slurm "
+                   f"nodes run this Python environment ({sys.executable}) and install nothing; pip install -r "
+                   f"{source / 'requirements.txt'} into it")  # packaging is installed: not named
     assert not (tmp_path / "jobs").exists()
 
 

@@ -1,7 +1,8 @@
-"""Before a local run: does this Python environment satisfy the source dir's requirements.txt?
+"""Before a local run or a Slurm job: does this Python environment satisfy the source dir's requirements.txt?
 
 In the cloud the launcher pip-installs requirements.txt at job start (sm_dist.container.requirements);
-locally the hosts run in the caller's environment, which sm_dist does not change. A missing or
+local mode's hosts and a Slurm job's nodes run in the caller's environment, which sm_dist does not change
+(N nodes pip-installing into one shared environment at once would race). A missing or
 too-old package would otherwise surface as an ImportError on every host after start-up, or
 not at all when the script catches it. Requirement lines are read with `packaging` (PEP 508:
 versions, extras, environment markers), the installed versions with importlib.metadata; pip
