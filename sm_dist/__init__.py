@@ -9,7 +9,8 @@ are resolved on first use:
   the cloud, `sm_dist.Run` for a chained run, which holds its jobs, `sm_dist.LocalJob` here, run as
   `sm_dist.LocalOptions` say); their keyword arguments
   are `sm_dist.LaunchSettings`, so an editor or mypy checks them (a dict of settings too, annotated
-  `settings: sm_dist.LaunchSettings = {...}`)
+  `settings: sm_dist.LaunchSettings = {...}`), some grouped in sections if you like (`sm_dist.Compute`,
+  `StoppingCondition`, `Data`, `Networking`, `Observability`, `Chaining`, `Checkpointing`)
 - `sm_dist.attach(name)` — the `JobHandle` of an existing job by name: a local run on this machine, else a
   SageMaker training job (or chained run)
 - `sm_dist.runtime` — what runs inside the job (torch)
@@ -48,6 +49,12 @@ _LAZY = {
     "Channel": "sm_dist.planning.channels:Channel",
     "LaunchSettings": "sm_dist.planning.settings:LaunchSettings",
     "Checkpointing": "sm_dist.planning.settings:Checkpointing",
+    "Compute": "sm_dist.planning.request:Compute",
+    "StoppingCondition": "sm_dist.planning.budget:StoppingCondition",
+    "Data": "sm_dist.planning.request:Data",
+    "Networking": "sm_dist.planning.request:Networking",
+    "Observability": "sm_dist.planning.request:Observability",
+    "Chaining": "sm_dist.planning.budget:Chaining",
     "MlflowSettings": "sm_dist.planning.mlflow_setting:MlflowSettings",
 }
 
@@ -63,8 +70,14 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, never i
     from sm_dist.launch.attach import attach as attach
     from sm_dist.local.job import LocalJob as LocalJob
     from sm_dist.local.options import LocalOptions as LocalOptions
+    from sm_dist.planning.budget import Chaining as Chaining
+    from sm_dist.planning.budget import StoppingCondition as StoppingCondition
     from sm_dist.planning.channels import Channel as Channel
     from sm_dist.planning.mlflow_setting import MlflowSettings as MlflowSettings
+    from sm_dist.planning.request import Compute as Compute
+    from sm_dist.planning.request import Data as Data
+    from sm_dist.planning.request import Networking as Networking
+    from sm_dist.planning.request import Observability as Observability
     from sm_dist.planning.settings import Checkpointing as Checkpointing
     from sm_dist.planning.settings import LaunchSettings as LaunchSettings
 else:
@@ -85,6 +98,12 @@ __all__ = [
     "Channel",
     "LaunchSettings",
     "Checkpointing",
+    "Compute",
+    "StoppingCondition",
+    "Data",
+    "Networking",
+    "Observability",
+    "Chaining",
     "MlflowSettings",
     "SmDistError",
     "ConfigError",

@@ -184,6 +184,12 @@ live = sm_dist.plan("train.py", instance_type="ml.p4d.24xlarge", instance_count=
                     remote_debug=True, infra_check=None, mlflow={"arn": ARN, "run": "r"},
                     inputs={"train": {"source": "s3://b/t", "mode": "FastFile"}})
 print(live.tensorboard_uri, job.tensorboard(port=6007), sm_dist.Job("j").release(), sm_dist.Job("j").cost().retained_usd)
+by_section = sm_dist.plan("train.py", compute=sm_dist.Compute(instance_type="ml.p4d.24xlarge", instance_count=4, spot=True),
+                          stopping=sm_dist.StoppingCondition(max_cost_usd=500.0), data=sm_dist.Data(inputs={"t": "s3://b/t"}),
+                          networking=sm_dist.Networking(subnets=["subnet-1"], security_group_ids=["sg-1"]),
+                          observability=sm_dist.Observability(tensorboard=True, metrics=["loss"]),
+                          chaining=sm_dist.Chaining(chain=True, max_links=5))
+print(by_section.request)
 
 
 def run(on_laptop: bool) -> None:
@@ -216,6 +222,7 @@ BAD = {
     'sm_dist.plan("train.py", output_compression="zip")': 'Argument "output_compression" to "plan"',
     'sm_dist.plan("train.py", checkpoint=sm_dist.Checkpointing(interval_step=100))': '"interval_step"',
     'sm_dist.plan("train.py", inputs={"t": {"source": "s3://b/t", "distribution": "Sharded"}})': 'ChannelSettings',
+    'sm_dist.plan("train.py", compute=sm_dist.Compute(instance_count="4"))': 'Argument "instance_count" to "Compute"',
 }
 #: The most a user's mypy may print for one misspelled `fit` keyword (three overloads printed 6,958 characters).
 TYPO_REPORT_CHARS = 1500
@@ -255,7 +262,7 @@ def test_a_users_mypy_sees_the_real_types(tmp_path: Path) -> None:
     revealed = [re.sub(r"^good\.py:\d+: note: Revealed type is ", "", line).strip('"') for line in good]
     assert revealed[0].startswith("def (entry: str, *, local: bool =")  # one signature, not Any
     assert revealed[0].count("**settings: **TypedDict(sm_dist.planning.settings.LaunchSettings, {") == 1
-    handle = "sm_dist.cloud.job.Job | sm_dist.local.job.LocalJob | sm_dist.slurm.job.SlurmJob"
+    handle = "sm_dist.cloud.job.Job | sm_dist.cloud.run.Run | sm_dist.local.job.LocalJob | sm_dist.slurm.job.SlurmJob"
     assert revealed[1:4] == [handle, handle, "sm_dist.planning.plan.Plan"]
     assert "fallback=sm_dist.estimator.result.Estimate]" in revealed[4]
     assert revealed[5:7] == ["sm_dist.planning.channels.Channel", "sm_dist.local.options.LocalOptions"]

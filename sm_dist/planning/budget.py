@@ -40,6 +40,29 @@ STOP_GRACE_S = STOP_GRACE_SECONDS
 UPLOAD_ALLOWANCE_S = 60
 
 
+@dataclass(frozen=True, kw_only=True)
+class StoppingCondition:
+    """When the job stops, as a section (`sm_dist.fit(..., stopping=sm_dist.StoppingCondition(max_cost_usd=50))`,
+    or a config file's `stopping:` mapping): MaxRuntime, MaxWait for spot, and the budget they come from. Each
+    field is the flat setting of the same name; None is not given (`sm_dist.planning.settings.flatten`)."""
+
+    max_runtime_s: int | None = None
+    max_wait_s: int | None = None
+    max_cost_usd: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Chaining:
+    """What follows a job that ended early, as a section (`chaining=sm_dist.Chaining(chain=True, max_links=5)`, or
+    a config file's `chaining:` mapping): the next job of a chained run (docs/guides/chains.md), or SageMaker's own
+    retry (RetryStrategy). Each field is the flat setting of the same name; None is not given."""
+
+    chain: bool | None = None
+    max_links: int | None = None
+    on_demand_after: int | None = None
+    retry_attempts: int | None = None
+
+
 @dataclass(frozen=True)
 class Limits:
     """What goes into StoppingCondition, and why."""
@@ -178,5 +201,5 @@ def _chain_limits(config: LaunchConfig, usd_per_hour: float | None,
     return Limits(runtime, wait, usd_per_hour, basis), warnings + wait_warnings
 
 
-__all__ = ["Limits", "chain_policy", "stopping_limits", "DEFAULT_MAX_RUNTIME_S", "MAX_DEFAULT_WAIT_S", "MAX_RUNTIME_LIMIT_S",
+__all__ = ["Chaining", "Limits", "StoppingCondition", "chain_policy", "stopping_limits", "DEFAULT_MAX_RUNTIME_S", "MAX_DEFAULT_WAIT_S", "MAX_RUNTIME_LIMIT_S",
            "SPOT_WAIT_FACTOR", "STOP_GRACE_S", "UPLOAD_ALLOWANCE_S"]

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeAlias, TypedDict, TypeVar
 
 from sm_dist.contract.sagemaker import check_channel_name
 from sm_dist.errors import ConfigError
@@ -25,6 +25,14 @@ from sm_dist.vocab import StrEnum, did_you_mean
 #: A channel's mode and distribution as a user's type checker sees them (InputMode's, Distribution's values).
 InputModeName: TypeAlias = Literal["File", "FastFile"]
 DistributionName: TypeAlias = Literal["FullyReplicated", "ShardedByS3Key"]
+
+
+class ChannelSettings(TypedDict, total=False):
+    """A data channel as a mapping (a config file's `inputs:` entry): its source, mode and distribution."""
+
+    source: str
+    mode: InputModeName
+    distribution: DistributionName
 
 
 class InputMode(StrEnum):
@@ -218,5 +226,5 @@ def _channel(value: object) -> Channel:
     raise ConfigError("inputs", value, "expected s3://..., a local folder or sm_dist.Channel(...)")
 
 
-__all__ = ["Channel", "ChannelLike", "channel_keys", "s3_prefix", "prefix_warning", "Distribution", "InputMode", "SourceKind",
+__all__ = ["Channel", "ChannelLike", "ChannelSettings", "channel_keys", "s3_prefix", "prefix_warning", "Distribution", "InputMode", "SourceKind",
            "channels_from"]

@@ -44,7 +44,9 @@ from typing import TYPE_CHECKING, Any
 from sm_dist.contract.container import CHECKPOINT_LOCAL_PATH, CODE_CHANNEL
 from sm_dist.errors import ConfigError, LaunchError, SdkError
 from sm_dist.estimator.prices_live import cache_dir
-from sm_dist.planning.channels import Channel, SourceKind
+from sm_dist.planning.channels import Channel, ChannelSettings, SourceKind
+from sm_dist.planning.config import OutputCompression
+from sm_dist.planning.mlflow_setting import MlflowSettings, MlflowTarget
 from sm_dist.planning.preflight import sagemaker_service_model
 
 if TYPE_CHECKING:
@@ -58,6 +60,57 @@ _log = logging.getLogger(__name__)
 
 #: PID 1 of the job (docs/ARCHITECTURE.md "container command"); the code channel is on PYTHONPATH.
 PID1_COMMAND = ("python3", "-m", "sm_dist.container.pid1")
+
+
+# The request's sections as a user gives them (`sm_dist.fit(..., compute=sm_dist.Compute(...))`, or a config
+# file's `compute:` mapping), named as ModelTrainer names its own. Each field is the flat setting of the same
+# name (LaunchConfig documents it); a field left None is not given. `sm_dist.planning.settings.flatten` maps them.
+
+@dataclass(frozen=True, kw_only=True)
+class Compute:
+    """ResourceConfig and what runs on it: the instances, spot, the other types a chain may use, the volume, the
+    warm pool, a training plan, the infrastructure check."""
+
+    instance_type: str | None = None
+    instance_count: int | None = None
+    spot: bool | None = None
+    fallback_instance_types: tuple[str, ...] | list[str] | None = None
+    volume_size_gb: int | None = None
+    volume_kms_key: str | None = None
+    keep_alive_s: int | None = None
+    training_plan_arn: str | None = None
+    infra_check: bool | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Networking:
+    """VpcConfig, EnableNetworkIsolation and EnableInterContainerTrafficEncryption."""
+
+    subnets: tuple[str, ...] | list[str] | None = None
+    security_group_ids: tuple[str, ...] | list[str] | None = None
+    network_isolation: bool | None = None
+    encrypt_inter_container_traffic: bool | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Observability:
+    """What the job shows while it runs: MetricDefinitions, TensorBoardOutputConfig, MlflowConfig,
+    RemoteDebugConfig."""
+
+    metrics: tuple[str, ...] | list[str] | None = None
+    tensorboard: bool | None = None
+    mlflow: str | MlflowSettings | MlflowTarget | None = None
+    remote_debug: bool | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Data:
+    """InputDataConfig (the channels: a `Channel`, its source, or a config file's mapping) and OutputDataConfig."""
+
+    inputs: Mapping[str, Channel | str | os.PathLike[str] | ChannelSettings] | None = None
+    output_s3_uri: str | None = None
+    output_kms_key: str | None = None
+    output_compression: OutputCompression | None = None
 
 
 def default_image(region: str, torch_version: str | None, py_version: str | None, instance_type: str) -> str:
@@ -368,5 +421,5 @@ def s3_join(base: str, *parts: str) -> str:
     return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts if p)])
 
 
-__all__ = ["PID1_COMMAND", "UNCOMPRESSED_FROM_BYTES", "RequestSpec", "compression_type", "build_request", "validate_request", "default_image",
+__all__ = ["PID1_COMMAND", "UNCOMPRESSED_FROM_BYTES", "Compute", "Data", "Networking", "Observability", "RequestSpec", "compression_type", "build_request", "validate_request", "default_image",
            "choose_image", "channel_sources", "s3_join", "MEMO_MIN_NAME_CHARS", "recall_request", "keep_request"]

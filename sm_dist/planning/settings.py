@@ -5,7 +5,10 @@ run time; typed as `**settings: Unpack[LaunchSettings]`, a misspelled keyword (`
 or a wrong type is also an error in the user's editor and mypy, before anything runs. The keys are
 LaunchConfig's fields except `entry` (fit's first argument); each type is the field's, or what the
 field's check accepts and normalizes (a list for a tuple, "bf16" for `Precision.BF16`, a source
-string for a `Channel`). tests/test_public_types.py keeps the two equal.
+string for a `Channel`). tests/test_public_types.py keeps the two equal. Besides them, the sections: a record
+(or a config file's mapping) that stands for a group of those keys, as ModelTrainer groups its own
+(`compute=sm_dist.Compute(instance_type=..., instance_count=2)`, `stopping=`, `data=`, `networking=`,
+`observability=`, `chaining=`, `checkpoint=`), mapped to the flat keys in one place: `flatten`.
 
     settings: sm_dist.planning.settings.LaunchSettings = {"instance_type": "ml.g5.xlarge", "instance_count": 2}
     sm_dist.plan("train.py", **settings)
@@ -15,23 +18,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal, TypedDict
 
 from sm_dist.contract.checkpoint import CheckpointMode, CheckpointModeName
 from sm_dist.errors import ConfigError
-from sm_dist.planning.channels import Channel, DistributionName, InputModeName
+from sm_dist.planning.budget import Chaining, StoppingCondition
+from sm_dist.planning.channels import Channel, ChannelSettings
 from sm_dist.planning.config import OutputCompression
 from sm_dist.planning.mlflow_setting import MlflowSettings, MlflowTarget
+from sm_dist.planning.request import Compute, Data, Networking, Observability
 from sm_dist.vocab import Precision, PrecisionName, Strategy, StrategyName, did_you_mean
-
-
-class ChannelSettings(TypedDict, total=False):
-    """A data channel as a mapping (a config file's `inputs:` entry): its source, mode and distribution."""
-
-    source: str
-    mode: InputModeName
-    distribution: DistributionName
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,11 +50,24 @@ class Checkpointing:
     """async_checkpoint (the same name flat): write checkpoints in the background."""
 
 
-#: Each section keyword: its record, and each of its fields' flat setting (LaunchConfig's field).
-SECTIONS: dict[str, tuple[type[Checkpointing], dict[str, str]]] = {
+def _same_names(record: type[Any]) -> dict[str, str]:
+    """A section whose every field is the flat setting of its own name."""
+    return {f.name: f.name for f in fields(record)}
+
+
+#: Each section keyword: its record, and each of its fields' flat setting (LaunchConfig's field). The records
+#: live beside the code that owns them (Compute, Networking, Observability, Data: the request's; StoppingCondition,
+#: Chaining: the budget's); only the checkpoint section names its fields without their `checkpoint_` prefix.
+SECTIONS: dict[str, tuple[type[Any], dict[str, str]]] = {
     "checkpoint": (Checkpointing, {"s3_uri": "checkpoint_s3_uri", "mode": "checkpoint_mode",
                                    "interval_steps": "checkpoint_interval_steps", "keep": "checkpoint_keep",
                                    "async_checkpoint": "async_checkpoint"}),
+    "compute": (Compute, _same_names(Compute)),
+    "stopping": (StoppingCondition, _same_names(StoppingCondition)),
+    "data": (Data, _same_names(Data)),
+    "networking": (Networking, _same_names(Networking)),
+    "observability": (Observability, _same_names(Observability)),
+    "chaining": (Chaining, _same_names(Chaining)),
 }
 
 
@@ -153,7 +163,14 @@ class LaunchSettings(TypedDict, total=False):
     remote_debug: bool
     infra_check: bool | None
     mlflow: str | MlflowSettings | MlflowTarget | None  # a tracking server ARN, or {"arn":, "experiment":, "run":}
-    checkpoint: Checkpointing | None  # a section: its fields are the checkpoint_* settings above (flatten)
+    # the sections: each stands for some of the settings above (SECTIONS, flatten); one given both ways is refused
+    checkpoint: Checkpointing | None
+    compute: Compute | None
+    stopping: StoppingCondition | None
+    data: Data | None
+    networking: Networking | None
+    observability: Observability | None
+    chaining: Chaining | None
 
 
-__all__ = ["SECTIONS", "ChannelSettings", "Checkpointing", "LaunchSettings", "flatten"]
+__all__ = ["SECTIONS", "Checkpointing", "LaunchSettings", "flatten"]

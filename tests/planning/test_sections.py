@@ -1,10 +1,13 @@
 """Settings by section: `checkpoint=sm_dist.Checkpointing(...)` (or a config file's `checkpoint:` mapping) stands for
-the flat checkpoint_* settings, mapped in one place (`planning.settings.flatten`); the plan is the same either way,
-and a setting given both ways, or a field a section lacks, is one line."""
+the flat checkpoint_* settings, and `compute=`, `stopping=`, `data=`, `networking=`, `observability=`, `chaining=`
+for theirs, mapped in one place (`planning.settings.flatten`); the plan is the same either way, and a setting given
+both ways, or a field a section lacks, is one line."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,3 +60,27 @@ def test_a_config_files_section_and_a_flag_that_wins_over_it(src: Path, capsys: 
                      "--dry-run", "--json", "--checkpoint-interval-steps", "6"]) == 0
     spec = json.loads(capsys.readouterr().out)["job_spec"]["checkpoint"]
     assert (spec["interval_steps"], spec["keep"]) == (6, 4)
+
+
+#: One use of each other section, as a user writes it; the plan must be the same as with its flat settings.
+OTHER_SECTIONS: dict[str, Any] = {
+    "compute": sm_dist.Compute(instance_type="ml.g5.2xlarge", instance_count=2, volume_size_gb=60, keep_alive_s=600,
+                               volume_kms_key="arn:aws:kms:us-east-1:123456789012:key/k"),
+    "stopping": sm_dist.StoppingCondition(max_runtime_s=1800, max_cost_usd=40.0),
+    "data": sm_dist.Data(inputs={"train": "s3://bkt/train"}, output_s3_uri="s3://bkt/out", output_compression="none"),
+    "networking": sm_dist.Networking(subnets=["subnet-1"], security_group_ids=["sg-1"],
+                                     encrypt_inter_container_traffic=True),
+    "observability": sm_dist.Observability(metrics=["loss", "acc"], tensorboard=True),
+    "chaining": sm_dist.Chaining(chain=True, max_links=4, retry_attempts=2),
+}
+
+
+@pytest.mark.parametrize("key", sorted(OTHER_SECTIONS))
+def test_each_section_plans_as_its_flat_settings(src: Path, key: str) -> None:
+    section = OTHER_SECTIONS[key]
+    flat = {name: value for name, value in dataclasses.asdict(section).items() if value is not None}
+    common: dict[str, Any] = {"source_dir": str(src), "local": True, "job_name": "sections-1",
+                              "checkpoint_s3_uri": "s3://bkt/ckpt"}
+    by_section = sm_dist.plan("train.py", **common, **{key: section}).to_dict()
+    assert by_section == sm_dist.plan("train.py", **common, **flat).to_dict()
+    assert by_section != sm_dist.plan("train.py", **common).to_dict()  # the section was not left out
