@@ -9,6 +9,7 @@ and its reason, TIMEOUT, NODE_FAIL, PREEMPTED, OUT_OF_MEMORY (docs/PLATFORM.md �
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Mapping
@@ -20,6 +21,8 @@ from sm_dist.vocab import did_you_mean
 
 #: The clients sm_dist calls; all ship with Slurm (docs/PLATFORM.md §12).
 SBATCH = "sbatch"
+#: The variable every Slurm client reads its configuration file's path from (docs/PLATFORM.md §12).
+CONF_ENV = "SLURM_CONF"
 #: A guard against a controller that does not answer (sbatch/scontrol retry for a while by themselves).
 CLIENT_TIMEOUT_S = 120
 #: Slurm job state -> (TrainingJobStatus, SecondaryStatus, what it means, said plainly).
@@ -50,11 +53,16 @@ STATES: Mapping[str, tuple[str, str, str]] = {
 
 
 def sbatch_path() -> str:
-    """sbatch's path; the one-line refusal when this machine has none (nothing submitted)."""
+    """sbatch's path; the one-line refusal when this machine has none, or when SLURM_CONF names no file (each
+    client would retry reading it for 60 s, then fail in three lines: docs/PLATFORM.md §12). Nothing submitted."""
     found = shutil.which(SBATCH)
     if found is None:
         raise ConfigError("slurm", SBATCH, "no sbatch on PATH: run this on the cluster's login or head node (or "
                           "put Slurm's client on PATH; SLURM_CONF names the cluster)")
+    conf = os.environ.get(CONF_ENV)
+    if conf and not Path(conf).is_file():
+        raise ConfigError(CONF_ENV, conf, "no such file: point it at the cluster's slurm.conf, or unset it (the "
+                          "clients then read the one they were built with)")
     return found
 
 
@@ -67,7 +75,8 @@ def _run(argv: list[str], what: str, *, cwd: Path | None = None) -> str:
     except subprocess.TimeoutExpired:
         raise LaunchError(f"{what}: {argv[0]} did not answer in {CLIENT_TIMEOUT_S} s (is slurmctld up?)") from None
     if done.returncode != 0:
-        raise LaunchError(f"{what}: {' '.join(argv[:3])} said: {done.stderr.strip() or done.stdout.strip()}")
+        said = "; ".join(line.strip() for line in (done.stderr.strip() or done.stdout.strip()).splitlines())
+        raise LaunchError(f"{what}: {' '.join(argv[:3])} said: {said}")  # one line, however many the client wrote
     return done.stdout
 
 

@@ -76,6 +76,9 @@ class SlurmSummary:
     chaos: tuple[str, ...] = ()
     verified: bool | None = None
     verification: str | None = None
+    chain: str | None = None
+    """The chain's last decision, taken after an attempt: why the run went on as the next link, or why it ended
+    (`sm_dist.container.slurm_chain`); None before the first attempt ended."""
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -90,6 +93,8 @@ class SlurmSummary:
             text += f"\n  chaos: {', '.join(self.chaos)}"
         if self.verification:
             text += f"\n  verify: {self.verification}"
+        if self.chain:
+            text += f"\n  chain: {self.chain}"
         return text
 
 
@@ -331,10 +336,12 @@ class SlurmJob:
             elif log_lines.read_restart(line) is not None:
                 restarts += 1
         attempts = len(started)
+        links = read_links(self.job_dir)
         return SlurmSummary(name=self.name, job_id=self.job_id, status=status.status, secondary=status.secondary,
                             failure_reason=status.failure_reason, last_step=last_step, restarts=restarts,
                             attempts=max(len(self._exits()), attempts, 1), model_sha256=final, chaos=self.chaos,
-                            verified=self.verified, verification=self.verification)
+                            verified=self.verified, verification=self.verification,
+                            chain=str(links[-1]["reason"]) if links else None)
 
     def model_sha256(self) -> str | None:
         return self.summary().model_sha256

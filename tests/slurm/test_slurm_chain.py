@@ -121,3 +121,6 @@ def test_status_says_the_link_and_why_the_chain_ended(tmp_path: Path, monkeypatc
     status = job.status()
     assert (status.status, status.secondary, status.failure_reason) == ("Stopped", "MaxRuntimeExceeded", None)
     assert status.message == "chain: run-2 reached its MaxRuntime; the run stops: max_links=2 links ran"
+    summary = job.summary()  # `sm-dist fit --slurm --wait [--json]` prints it
+    assert summary.chain == "run-2 reached its MaxRuntime; the run stops: max_links=2 links ran"
+    assert str(summary).endswith("\n  chain: run-2 reached its MaxRuntime; the run stops: max_links=2 links ran")

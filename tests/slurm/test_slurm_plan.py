@@ -84,6 +84,25 @@ def test_no_sbatch_on_path_is_one_line_before_anything_is_staged(tmp_path: Path,
     assert not (tmp_path / "jobs").exists()
 
 
+def test_a_slurm_conf_that_is_no_file_is_one_line_at_once(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Slurm's clients retry a missing SLURM_CONF for 60 s, then fail in three lines (docs/PLATFORM.md §12)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for client in ("sbatch", "scontrol"):  # never run: the refusal comes first
+        (bin_dir / client).write_text("#!/bin/sh\nexit 9\n", encoding="utf-8")
+        (bin_dir / client).chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "nowhere.conf"))
+    monkeypatch.setattr(cluster, "_run", lambda *a, **k: pytest.fail("a Slurm client was run"))
+    code = cli.main(["fit", "cnn.py", "--source-dir", str(ENTRYPOINTS), "--slurm", "--slurm-root",
+                     str(tmp_path / "jobs")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err == (f"sm-dist fit: error: SLURM_CONF='{tmp_path / 'nowhere.conf'}': no such file: point "
+                                 "it at the cluster's slurm.conf, or unset it (the clients then read the one they "
+                                 "were built with)")
+    assert not (tmp_path / "jobs").exists()
+
+
 def test_unmet_requirements_are_one_line_before_anything_is_staged(tmp_path: Path, monkeypatch, capsys) -> None:
     """The nodes run this Python and pip-install nothing: a requirements.txt it does not meet is refused, naming
     the package and the environment, before the job folder is written or sbatch runs."""
