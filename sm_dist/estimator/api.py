@@ -265,7 +265,7 @@ def estimate(
         inst_discount = discount if discount is not None else live_spot.get(inst.name, cost_mod.DEFAULT_SPOT_DISCOUNT)
         for count in counts:
             here = grid.tried_on(tried, inst.gpus * count)
-            rows.extend(grid.evaluate_search(inst, count, s, inst_mfu, inst_discount, here, memo) for s in strats)
+            rows.extend(grid.evaluate_pair(inst, count, strats, inst_mfu, inst_discount, here, memo))
     by_name = {i.name: i for i in instances}
     # the reason says which memory term ruled out the first setting tried (computed for this row only)
     choice = recommend(rows, spot=bool(spot), annotate=lambda r: grid.with_note(r, by_name[r.instance_type], tried),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 
 from sm_dist._records import TYPE_CHECKING, Record
 from sm_dist.catalog import Instance
@@ -139,7 +140,7 @@ def _goodput_fields(goodput: Goodput | None, step: StepTime | None) -> dict[str,
 
 def _not_runnable(inst: Instance, count: int, strategy: Strategy, work: Workload, reason: str, mfu: float) -> Row:
     return Row(inst.name, count, inst.gpus * count, strategy, work.precision, False, False, reason, None,
-               inst.gpu_memory_bytes, mfu, checkpointing=work.checkpointing, micro_batch=work.micro_batch)
+               inst.gpu_memory_bytes, mfu, None, 0, None, None, 0, work.checkpointing, work.micro_batch)
 
 
 @functools.lru_cache(maxsize=64)
@@ -179,34 +180,44 @@ def evaluate(inst: Instance, count: int, strategy: Strategy, work: Workload, mfu
 
 
 def _fit_and_time(inst: Instance, count: int, strategy: Strategy, work: Workload, mfu: float, spot_discount: float,
-                  memory: MemoryBreakdown) -> Row:
-    """The row of a runnable combination whose memory is known: does it fit; if so, its time and cost."""
-    world = inst.gpus * count
+                  memory: MemoryBreakdown, usable: int | None = None, startup: float | None = None) -> Row:
+    """The row of a runnable combination whose memory is known: does it fit; if so, its time and cost.
+    `usable` (GPU bytes) and `startup` (seconds) are the same for every row of one instance type and count:
+    `evaluate_pair` passes them in (None: computed here)."""
+    gpus = inst.gpus
+    world = gpus * count
+    capacity = inst.gpu_memory_bytes
+    if usable is None:
+        usable = int(capacity * (1 - SAFETY_MARGIN))
+    precision, checkpointing, micro = work.precision, work.checkpointing, work.micro_batch
+    total = memory.total
+    if total > usable:
+        reason = f"needs {total / _GB:.1f} GB/GPU > {usable / _GB:.1f} GB usable of {capacity / _GB:.1f} GB"
+        # positional: a namedtuple's keywords cost twice its positions, on ~540 rows of the full grid (start-up)
+        return Row(inst.name, count, world, strategy, precision, True, False, reason, memory,
+                   capacity, mfu, None, 0, None, None, 0, checkpointing, micro)
     shape = work.shape
-    usable = int(inst.gpu_memory_bytes * (1 - SAFETY_MARGIN))
-    if memory.total > usable:
-        reason = (f"needs {memory.total / _GB:.1f} GB/GPU > {usable / _GB:.1f} GB usable "
-                  f"of {inst.gpu_memory_bytes / _GB:.1f} GB")
-        return Row(inst.name, count, world, strategy, work.precision, True, False, reason, memory,
-                   inst.gpu_memory_bytes, mfu, checkpointing=work.checkpointing, micro_batch=work.micro_batch)
+    seq_len = work.seq_len
     # dp is one process: its micro-batch is split over the instance's GPUs like DDP's would be
-    accumulation = max(1, math.ceil(work.global_batch / (work.micro_batch * world)))
-    global_batch = accumulation * work.micro_batch * world
-    steps = max(1, math.ceil(work.tokens / (global_batch * work.seq_len)))
+    accumulation = max(1, math.ceil(work.global_batch / (micro * world)))
+    global_batch = accumulation * micro * world
+    steps = max(1, math.ceil(work.tokens / (global_batch * seq_len)))
     step = step_time(
-        params=shape.flops_params, tokens_per_micro_batch=work.micro_batch * work.seq_len, accumulation=accumulation,
-        strategy=strategy, precision=work.precision, inst=inst, count=count, mfu=mfu, checkpointing=work.checkpointing,
+        params=shape.flops_params, tokens_per_micro_batch=micro * seq_len, accumulation=accumulation,
+        strategy=strategy, precision=precision, inst=inst, count=count, mfu=mfu, checkpointing=checkpointing,
     )
-    startup = startup_seconds(inst, count, work.data, work.infra_check)
-    saved = _saved_bytes_per_param(strategy, work.precision, work.optimizer)
+    if startup is None:
+        startup = startup_seconds(inst, count, work.data, work.infra_check)
+    saved = _saved_bytes_per_param(strategy, precision, work.optimizer)
+    step_s = step.total
     on_demand, on_spot = on_demand_and_spot(
-        inst, count, strategy, params=shape.params, bytes_per_param=saved, train_s=steps * step.total,
-        step_s=step.total, startup_s=startup, async_checkpoint=work.async_checkpoint, storage=work.checkpoint_storage)
+        inst, count, strategy, params=shape.params, bytes_per_param=saved, train_s=steps * step_s,
+        step_s=step_s, startup_s=startup, async_checkpoint=work.async_checkpoint, storage=work.checkpoint_storage)
     hours = on_demand.seconds / 3600.0
     cost = job_cost(hours, count, inst, spot_discount, on_spot.seconds / 3600.0)
-    return Row(inst.name, count, world, strategy, work.precision, True, True, "", memory, inst.gpu_memory_bytes,
-               mfu, step, steps, hours, cost, global_batch, work.checkpointing, work.micro_batch,
-               goodput=on_spot if work.spot else on_demand)
+    return Row(inst.name, count, world, strategy, precision, True, True, "", memory, capacity,
+               mfu, step, steps, hours, cost, global_batch, checkpointing, micro, "",
+               on_spot if work.spot else on_demand)
 
 
 @functools.cache
@@ -257,30 +268,45 @@ def evaluate_search(inst: Instance, count: int, strategy: Strategy, mfu: float, 
     setting is one precomputed activation figure against the same remainder: the search costs one
     full evaluation per row, not one per setting (`estimate-cost` start-up, tests/bench/bench_cli_startup.py).
     """
+    return evaluate_pair(inst, count, (strategy,), mfu, spot_discount, tried, memo)[0]
+
+
+def evaluate_pair(inst: Instance, count: int, strategies: Sequence[Strategy], mfu: float, spot_discount: float,
+                  tried: tuple[Variant, ...], memo: dict[tuple[Strategy, int, int], MemoryBreakdown] | None = None
+                  ) -> list[Row]:
+    """`evaluate_search` of each of `strategies` on `count` × `inst`, in order: what the rows of one instance
+    type and count share (usable memory, start-up, the first variant) is computed once (start-up)."""
     first = tried[0][0]
     if len(tried) == 1 or not inst.is_cuda:
-        return evaluate(inst, count, strategy, first, mfu, spot_discount)
-    world = inst.gpus * count
-    refused = not_runnable_reason(strategy, world, inst.gpus)
-    if refused:
-        return _not_runnable(inst, count, strategy, first, refused, mfu)
-    key = (strategy, world, inst.gpus)
-    mem = memo.get(key) if memo is not None else None
-    if mem is None:
-        mem = _memory(first, strategy, world, inst.gpus)
-        if memo is not None:
-            memo[key] = mem
-    rest = mem.total - mem.activations
-    room = int(inst.gpu_memory_bytes * (1 - SAFETY_MARGIN)) - rest
-    chosen, activations = tried[-1]
-    for work, act in tried:
-        if act <= room:
-            chosen, activations = work, act
-            break
-    if chosen is not first:  # the rest of the memory does not depend on the setting
-        mem = MemoryBreakdown(mem.params, mem.grads, mem.optimizer, activations, mem.other, rest + activations,
-                              mem.other_parts)  # (_replace is 5x slower: start-up)
-    return _fit_and_time(inst, count, strategy, chosen, mfu, spot_discount, mem)
+        return [evaluate(inst, count, strategy, first, mfu, spot_discount) for strategy in strategies]
+    gpus = inst.gpus
+    world = gpus * count
+    usable = int(inst.gpu_memory_bytes * (1 - SAFETY_MARGIN))
+    startup = startup_seconds(inst, count, first.data, first.infra_check)  # the same for every variant
+    rows = []
+    for strategy in strategies:
+        refused = not_runnable_reason(strategy, world, gpus)
+        if refused:
+            rows.append(_not_runnable(inst, count, strategy, first, refused, mfu))
+            continue
+        key = (strategy, world, gpus)
+        mem = memo.get(key) if memo is not None else None
+        if mem is None:
+            mem = _memory(first, strategy, world, gpus)
+            if memo is not None:
+                memo[key] = mem
+        rest = mem.total - mem.activations
+        room = usable - rest
+        chosen, activations = tried[-1]
+        for work, act in tried:
+            if act <= room:
+                chosen, activations = work, act
+                break
+        if chosen is not first:  # the rest of the memory does not depend on the setting
+            mem = MemoryBreakdown(mem.params, mem.grads, mem.optimizer, activations, mem.other, rest + activations,
+                                  mem.other_parts)  # (_replace is 5x slower: start-up)
+        rows.append(_fit_and_time(inst, count, strategy, chosen, mfu, spot_discount, mem, usable, startup))
+    return rows
 
 
 def with_note(row: Row, inst: Instance, tried_all: tuple[Variant, ...]) -> Row:
@@ -309,4 +335,4 @@ def _binding(first: Row, chosen: Row) -> str:
     return f"{what}; {' and '.join(how)} fits at {chosen.memory.total / _GB:.0f} GB{extra}"
 
 
-__all__ = ["FULL_RECOMPUTE_EXTRA", "OP_RECOMPUTE_EXTRA", "Row", "Workload", "evaluate", "evaluate_search", "tried_on", "variants", "with_note", "SAFETY_MARGIN"]
+__all__ = ["FULL_RECOMPUTE_EXTRA", "OP_RECOMPUTE_EXTRA", "Row", "Workload", "evaluate", "evaluate_pair", "evaluate_search", "tried_on", "variants", "with_note", "SAFETY_MARGIN"]

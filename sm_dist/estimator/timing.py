@@ -143,7 +143,8 @@ def step_time(
     total = exposed = 0.0
     for kind, tensors, elem, scope, per_micro in _comm_plan(strategy, precision):
         nbytes = tensors * params * elem
-        per_node, nodes = {"all": (inst.gpus, count), "node": (inst.gpus, 1), "net": (1, count)}[scope]
+        # (not a dict of the three built per collective: step_time runs once per row, estimate-cost start-up)
+        per_node, nodes = (inst.gpus, count) if scope == "all" else ((inst.gpus, 1) if scope == "node" else (1, count))
         seconds = _collective(kind, nbytes, inst, per_node, nodes)
         repeats = accumulation if per_micro else 1
         # per-micro-batch all-gathers hide behind that micro-batch; per-step ones behind the last backward
