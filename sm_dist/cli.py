@@ -86,6 +86,7 @@ def build_parser(command: str) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    exits = argv is None  # the program itself (the console script): the process ends with this command
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0].startswith("-"):
         top = _top_parser()
@@ -104,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(rest)
     if script_args is not None:
         args.args = script_args
+    args._exits = exits
     if args.verbose or getattr(args, "_logs", True):  # a command that logs nothing but debug lines skips logging
         _configure_logging(args.verbose)
     try:

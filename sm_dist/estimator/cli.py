@@ -11,7 +11,11 @@ import gc
 import math
 import sys
 
+from sm_dist._records import TYPE_CHECKING
 from sm_dist.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sm_dist.estimator.result import Estimate
 
 _SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
@@ -125,26 +129,46 @@ def run(args: argparse.Namespace) -> int:
     """Estimate and print; exit 0 (even when nothing fits: that is an answer, said in the output)."""
     from sm_dist.estimator.api import estimate
 
-    # One command, then exit: what the imports made (classes, functions, the catalog) lives as long as the
-    # process, so the collector's full passes, which the grid's ~3,000 records set off, need not walk it again
-    # (12.6 M of 238 M instructions for the whole catalog; tests/bench/bench_cli_startup.py).
+    # What the imports made (classes, functions) outlives the command, so the collector's passes, which the grid's
+    # ~3,000 records set off, and its last one at exit need not walk it (frozen: 12.6 M of 238 M instructions over
+    # the whole catalog, tests/bench/bench_cli_startup.py); the records (tuples of numbers and strings) make no
+    # reference cycles, so the collector has nothing to find while they are built (2 M more). A caller that goes
+    # on (a test or a notebook calling sm_dist.cli.main with its argv) gets its collector back as it was.
+    collecting = gc.isenabled()
     gc.freeze()
-    result = estimate(
-        params=parse_number("--params", args.params), model=args.model, hf_config=args.hf_config,
-        tokens=parse_number("--tokens", args.tokens), samples=parse_number("--samples", args.samples),
-        epochs=parse_number("--epochs", args.epochs, integer=False) or 1.0, seq_len=parse_whole("--seq-len", args.seq_len),
-        global_batch=parse_whole("--global-batch", args.global_batch),
-        micro_batch=parse_whole("--micro-batch", args.micro_batch), precision=args.precision,
-        optimizer=args.optimizer, activation_checkpointing=args.activation_checkpointing,
-        instance_types=_instance_types(args.instance_type), instance_counts=parse_counts(args.instance_count),
-        strategies=args.strategy, spot=args.spot, region=args.region,
-        mfu=parse_number("--mfu", args.mfu, integer=False), prices=args.prices,
-        max_hours=parse_number("--max-hours", args.max_hours, integer=False),
-        budget=parse_number("--budget", args.budget, integer=False),
-        spot_discount=parse_number("--spot-discount", args.spot_discount, integer=False),
-        calibration=args.calibration, async_checkpoint=args.async_checkpoint,
-        checkpoint_storage=args.checkpoint_storage,
-    )
+    gc.disable()
+    try:
+        result = estimate(
+            params=parse_number("--params", args.params), model=args.model, hf_config=args.hf_config,
+            tokens=parse_number("--tokens", args.tokens), samples=parse_number("--samples", args.samples),
+            epochs=parse_number("--epochs", args.epochs, integer=False) or 1.0,
+            seq_len=parse_whole("--seq-len", args.seq_len), global_batch=parse_whole("--global-batch", args.global_batch),
+            micro_batch=parse_whole("--micro-batch", args.micro_batch), precision=args.precision,
+            optimizer=args.optimizer, activation_checkpointing=args.activation_checkpointing,
+            instance_types=_instance_types(args.instance_type), instance_counts=parse_counts(args.instance_count),
+            strategies=args.strategy, spot=args.spot, region=args.region,
+            mfu=parse_number("--mfu", args.mfu, integer=False), prices=args.prices,
+            max_hours=parse_number("--max-hours", args.max_hours, integer=False),
+            budget=parse_number("--budget", args.budget, integer=False),
+            spot_discount=parse_number("--spot-discount", args.spot_discount, integer=False),
+            calibration=args.calibration, async_checkpoint=args.async_checkpoint,
+            checkpoint_storage=args.checkpoint_storage,
+        )
+        text = _text(result, args)
+    finally:
+        if not getattr(args, "_exits", False):  # sm_dist.cli.main run as the program exits after the command
+            gc.unfreeze()
+        if collecting:
+            gc.enable()
+    sys.stdout.write(text + "\n")
+    if args.plot:
+        result.plot(args.plot)
+        sys.stderr.write(f"plot saved to {args.plot}\n")
+    return 0
+
+
+def _text(result: Estimate, args: argparse.Namespace) -> str:
+    """What the command prints: the --json object or the table (with --slurm, the rates that priced it)."""
     if args.json:
         text = result.to_json()
         if args.slurm:
@@ -153,17 +177,13 @@ def run(args: argparse.Namespace) -> int:
             from sm_dist.estimator.cost import SLURM_PRICE_BASIS
 
             text = json.dumps({**json.loads(text), "price_basis": SLURM_PRICE_BASIS}, indent=2)
-    else:
-        text = result.table(all_rows=args.all)
-        if args.slurm:
-            from sm_dist.estimator.cost import SLURM_PRICE_BASIS
+        return text
+    text = result.table(all_rows=args.all)
+    if args.slurm:
+        from sm_dist.estimator.cost import SLURM_PRICE_BASIS
 
-            text += f"\nprices: {SLURM_PRICE_BASIS}"
-    sys.stdout.write(text + "\n")
-    if args.plot:
-        result.plot(args.plot)
-        sys.stderr.write(f"plot saved to {args.plot}\n")
-    return 0
+        text += f"\nprices: {SLURM_PRICE_BASIS}"
+    return text
 
 
 __all__ = ["register", "run", "parse_number", "parse_whole", "parse_counts"]

@@ -167,8 +167,10 @@ def on_demand_and_spot(
 ) -> tuple[Goodput, Goodput]:
     """`estimate_goodput` on demand and on spot, the checkpoint's times computed once (a row needs both)."""
     times = _checkpoint_times(inst, count, strategy, params, bytes_per_param, async_checkpoint, storage)
-    return (_goodput(times, mtbf_seconds(inst, count), train_s, step_s, startup_s, async_checkpoint, None),
-            _goodput(times, mtbf_seconds(inst, count, True), train_s, step_s, startup_s, async_checkpoint, None))
+    per_hour = interruptions_per_gpu_hour(inst.gpu_model) * inst.gpus * count  # mtbf_seconds' sums, once for both
+    return (_goodput(times, 3600.0 / per_hour, train_s, step_s, startup_s, async_checkpoint, None),
+            _goodput(times, 3600.0 / (per_hour + SPOT_INTERRUPTIONS_PER_INSTANCE_HOUR * count), train_s, step_s,
+                     startup_s, async_checkpoint, None))
 
 
 def _checkpoint_times(inst: Instance, count: int, strategy: Strategy, params: int, bytes_per_param: float,
