@@ -1,7 +1,7 @@
 """SimpleCNN on synthetic MNIST-shaped data (1x28x28, 10 classes) — the README's main job.
 
 Runs unchanged as a single process, under `torchrun --nproc_per_node=N`, under SageMaker's
-torchrun driver and under sm_dist's launcher:
+torchrun driver and under sm_dist's PID 1:
 
     python -m torch.distributed.run --nproc_per_node=2 entrypoints/cnn.py --steps 20 --checkpoint-dir /tmp/ck
 

@@ -5,7 +5,7 @@
 The function is called as `main(ctx, hparams)` after runtime.init(); it returns a Workload
 (sm_dist trains it), a trained model (sm_dist writes it) or None. The full contract is in
 sm_dist/runtime/function_entry.py and the README ("Example workloads"). Without a first
-argument the entry comes from the job spec (SM_DIST_JOB_SPEC), as sm_dist's launcher runs it.
+argument the entry comes from the job spec (SM_DIST_JOB_SPEC), as sm_dist's PID 1 runs it.
 """
 
 from __future__ import annotations

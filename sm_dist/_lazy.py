@@ -1,7 +1,7 @@
 """PEP 562 lazy exports, shared by the packages whose public names pull in heavy imports.
 
 `import sm_dist` must not import torch or boto3, and `sm_dist.runtime` must stay importable
-without torch (its launcher runs first in the container). Such a package lists its public names
+without torch (its PID 1 runs first in the container). Such a package lists its public names
 as {"name": "module:attribute"} and resolves each on first access.
 """
 

@@ -23,5 +23,5 @@ def resource_dir(name: str) -> Path:
 
 
 def package_dir() -> Path:
-    """The installed `sm_dist` package folder (what the launcher copies into a job bundle)."""
+    """The installed `sm_dist` package folder (what the plan copies into a job bundle: sm_dist.planning.bundle)."""
     return _PACKAGE

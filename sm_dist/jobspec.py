@@ -2,7 +2,7 @@
 
 The plan puts it in the code bundle (`sm_dist.planning.bundle`) as `sm_dist_job.json`, at the root
 of the code channel (local mode writes its copy, `sm_dist.local.from_plan`); inside the
-job the launcher exports `SM_DIST_JOB_SPEC=<path>`, and `runtime.init()` and the checkpointer
+job PID 1 exports `SM_DIST_JOB_SPEC=<path>`, and `runtime.init()` and the checkpointer
 read it for their defaults (explicit arguments win). Strategy, precision, checkpoint mode and
 seed therefore never have to be squeezed into hyperparameters.
 
@@ -13,7 +13,7 @@ rename: the checkpoint period is `checkpoint_interval_steps` on LaunchConfig (an
 --checkpoint-interval-steps`), `interval_steps` inside the record (`Checkpointer(interval_steps=)`),
 and `--checkpoint-interval-steps` again on the entrypoints (`--save-every` is refused, naming it).
 
-Standard library only: the launcher (PID 1 in the container), the runtime and the launch side
+Standard library only: PID 1 (PID 1 in the container), the runtime and the launch side
 all read this one definition.
 """
 
@@ -32,14 +32,14 @@ from sm_dist.vocab import Precision, Strategy, parse_enum
 
 #: Name of the job spec file at the root of the code bundle.
 JOB_SPEC_FILENAME = "sm_dist_job.json"
-#: Environment variable the launcher sets to the absolute path of the job spec file.
+#: Environment variable PID 1 sets to the absolute path of the job spec file.
 JOB_SPEC_ENV = "SM_DIST_JOB_SPEC"
-#: Environment variable the launcher sets to a file path. When the run stops on SIGTERM and the
+#: Environment variable PID 1 sets to a file path. When the run stops on SIGTERM and the
 #: runtime has committed its last checkpoint, rank 0 writes that file (content: the step number);
-#: the launcher then exits with EXIT_INTERRUPTED instead of a failure code. A marker file is
+#: PID 1 then exits with EXIT_INTERRUPTED instead of a failure code. A marker file is
 #: needed because torchrun turns any worker exit into its own exit code 1.
 INTERRUPT_MARKER_ENV = "SM_DIST_INTERRUPT_MARKER"
-#: Exit code of the launcher (and of a worker) when the run stopped on SIGTERM/SIGINT after
+#: Exit code of PID 1 (and of a worker) when the run stopped on SIGTERM/SIGINT after
 #: committing a checkpoint: resumable, not a failure. 128 + SIGTERM(15), the shell convention
 #: for "terminated by SIGTERM"; a process *killed* by the signal reports -15 to Popen instead.
 EXIT_INTERRUPTED = 143
@@ -75,7 +75,7 @@ class JobSpec:
     max_restarts: int = 0
     """torchrun in-job restarts of all workers after a worker failure."""
     hang_timeout_s: int | None = None
-    """Seconds without progress after which the launcher dumps every rank's stack and restarts the
+    """Seconds without progress after which PID 1 dumps every rank's stack and restarts the
     workers (sm_dist.container.hang_watch); None: from the observed step time; 0: off."""
     checkpoint: CheckpointSettings = field(default_factory=CheckpointSettings)
     """Checkpoint settings: the contract's record, as the runtime's Checkpointer takes it; its uri, when

@@ -1,4 +1,4 @@
-"""Closed vocabularies shared by the estimator, the launcher and the runtime.
+"""Closed vocabularies shared by the estimator, the plan and the runtime.
 
 Strings are converted to these enums once, at the boundary (CLI, config file, public function).
 This module is standard library only: the estimator keys its formulas by the same names the

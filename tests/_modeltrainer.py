@@ -1,4 +1,4 @@
-"""SageMaker SDK v3's own container environment, as the reference local mode and the launcher are held to.
+"""SageMaker SDK v3's own container environment, as the reference local mode and PID 1 are held to.
 
 `modeltrainer_env` runs ModelTrainer's `container_drivers/scripts/environment.py` (the code its
 `sm_train.sh` runs before a script) on a folder laid out as /opt/ml and returns the variables it
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-#: Names only ModelTrainer sets: its driver folder (sm_dist's launcher is the driver).
+#: Names only ModelTrainer sets: its driver folder (sm_dist's PID 1 is the driver).
 ONLY_MODELTRAINER = {"SM_DISTRIBUTED_DRIVER_DIR"}
 #: Names only sm_dist sets: CheckpointConfig.LocalPath, wherever /opt/ml is.
 ONLY_SM_DIST = {"SM_CHECKPOINT_DIR"}

@@ -130,7 +130,7 @@ class Job:
                               poll_s=poll_s, sleep=sleep)
 
     def stop(self) -> JobStatus:
-        """StopTrainingJob: SageMaker sends SIGTERM; sm_dist's launcher relays it to the workers,
+        """StopTrainingJob: SageMaker sends SIGTERM; sm_dist's PID 1 relays it to the workers,
         which commit a checkpoint within the 120 s grace. A job already finished is left alone."""
         from botocore.exceptions import ClientError
 

@@ -1,4 +1,4 @@
-"""When the launcher stops torchrun although torchrun would not stop by itself.
+"""When PID 1 stops torchrun although torchrun would not stop by itself.
 
 torchrun ends on its workers' exit codes, and on a signal it handles once. Three cases leave it
 running for minutes where the job's outcome is already known (standard library only: PID 1):
@@ -13,9 +13,9 @@ running for minutes where the job's outcome is already known (standard library o
   raised inside a logging call, the logging module prints it (`--- Logging error ---`) and goes
   on, and the workers never hear of the stop. torchrun says "Received 15 death signal, shutting
   down workers" when it acts on one; without that line in `SIGNAL_ACK_S`, the signal is sent
-  again (`tick`), and after `SIGNAL_TRIES` the launcher kills torchrun.
+  again (`tick`), and after `SIGNAL_TRIES` PID 1 kills torchrun.
 
-The launcher feeds every output line to `feed` and calls `tick` about once a second.
+PID 1 feeds every output line to `feed` and calls `tick` about once a second.
 """
 
 from __future__ import annotations
@@ -41,13 +41,13 @@ _LOGGING_ERROR = "--- Logging error ---"
 EXIT_BARRIER_GRACE_S = 10.0
 #: How long torchrun may take to say it acts on a stop signal before it gets the signal again.
 SIGNAL_ACK_S = 5.0
-#: Signals sent before the launcher kills torchrun.
+#: Signals sent before PID 1 kills torchrun.
 SIGNAL_TRIES = 3
 
 
 @dataclass(frozen=True)
 class Action:
-    """What the launcher does now: send torchrun SIGTERM again ("term"), SIGKILL it ("kill"), or stop
+    """What PID 1 does now: send torchrun SIGTERM again ("term"), SIGKILL it ("kill"), or stop
     it because the job is done here while it may still start workers ("done"); `why` is the log line."""
 
     kind: str
@@ -67,7 +67,7 @@ class EndWatch:
         self._swallowed = False
         self._idle_since: float | None = None
         self.done: str | None = None
-        """Why the launcher stopped torchrun after every rank finished (None: it did not)."""
+        """Why PID 1 stopped torchrun after every rank finished (None: it did not)."""
 
     @property
     def finished(self) -> bool:
@@ -88,7 +88,7 @@ class EndWatch:
         return None
 
     def signalled(self) -> None:
-        """The launcher sent torchrun a stop signal."""
+        """PID 1 sent torchrun a stop signal."""
         if self._signalled is None:
             self._signalled, self._tries = self._clock(), 1
 

@@ -7,7 +7,7 @@ torch is loaded) and turns an inconsistent environment into a RuntimeEnvError in
 process-group hang.
 
 Precedence: torchrun variables (RANK, WORLD_SIZE, ...) define the ranks whenever present —
-also inside SageMaker, where sm_dist's launcher starts torchrun; SageMaker variables then add
+also inside SageMaker, where sm_dist's PID 1 starts torchrun; SageMaker variables then add
 hosts, job name and directories. Without torchrun, SageMaker (one process per host) or Slurm
 (SLURM_PROCID, ...) define the ranks; otherwise the process runs alone.
 """

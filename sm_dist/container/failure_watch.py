@@ -2,7 +2,7 @@
 
 torchrun restarts a failed worker group `--max-restarts` times whatever the cause. A bad flag, a
 missing module or an exception the script raises at step 3 then fails the same way each time:
-minutes of restarts (and GPU time) before the job fails, with the cause buried. The launcher
+minutes of restarts (and GPU time) before the job fails, with the cause buried. PID 1
 reads torchrun's output line by line (workers' stderr included) and, when torchrun reports a
 failed worker (`failed (exitcode: N) local_rank: L`), looks at the error that worker printed:
 
@@ -14,7 +14,7 @@ failed worker (`failed (exitcode: N) local_rank: L`), looks at the error that wo
   checkpoint: one saved again at the same step is no progress): stop now, and say how many restarts
   it spent;
 - an error of the program itself (`PROGRAM_ERRORS`: ValueError, TypeError, ...) at the first failure, when
-  nothing was written since the launcher started, neither in the checkpoint folder nor a checkpoint-like
+  nothing was written since PID 1 started, neither in the checkpoint folder nor a checkpoint-like
   file in the working directory or temporary folder (`outside_files`): a restart would replay the same
   steps from the same start and raise it again, so it is not restarted at all (where checkpoints go
   straight to S3 the folder says nothing, and the rule above decides). On a job of several hosts this
@@ -23,9 +23,9 @@ failed worker (`failed (exitcode: N) local_rank: L`), looks at the error that wo
   written since the start either; where it cannot be read (network isolation: no S3 in the container)
   nothing is claimed and torchrun restarts.
 
-Each failure it lets torchrun restart leaves its cause in `restarts` (the launcher prints it as the
+Each failure it lets torchrun restart leaves its cause in `restarts` (PID 1 prints it as the
 `[sm_dist] restart` line, sm_dist.contract.log_lines): the failed rank's error and where in the user's
-code, the signal that killed it, the hang the launcher's hang watch named (`hung`), or an error a
+code, the signal that killed it, the hang PID 1's hang watch named (`hung`), or an error a
 peer's death caused.
 
 Standard library only (it runs in PID 1, before torch).
@@ -65,7 +65,7 @@ SharedView = Callable[[float], "bool | None"]
 UPLOAD_WAIT_S = 2.0
 #: The URI's clock (S3's) may lag this host's by this much.
 CLOCK_SLACK_S = 1.0
-#: The longest the launcher waits for the URI's answer before it claims nothing (torchrun is held meanwhile;
+#: The longest PID 1 waits for the URI's answer before it claims nothing (torchrun is held meanwhile;
 #: written_since tries each S3 call twice, each connection for at most 10 s).
 ASK_TIMEOUT_S = 30.0
 
@@ -88,7 +88,7 @@ class FailureWatch:
         self.deciding = deciding
         self.hold: Callable[[bool], None] | None = None
         """Stops torchrun (True) while `shared` is asked, so it starts no workers meanwhile, and continues it
-        (False) when they restart; after a replay's verdict the launcher's stop continues it (its Supervisor)."""
+        (False) when they restart; after a replay's verdict PID 1's stop continues it (its Supervisor)."""
         self._started = time.time()
         self._at_start = self._newest_checkpoint_change()
         self._lines: collections.deque[str] = collections.deque(maxlen=KEEP_LINES)
@@ -98,7 +98,7 @@ class FailureWatch:
         self._folder = str(checkpoint_dir) if checkpoint_dir is not None else None
         self.max_restarts = max_restarts
         self.restarts: list[str] = []
-        """The cause of each failure let through to a restart, oldest first (the launcher takes them)."""
+        """The cause of each failure let through to a restart, oldest first (PID 1 takes them)."""
         self._hang: str | None = None
         self._failed = 0  # worker group failures seen
 
@@ -181,7 +181,7 @@ class FailureWatch:
         try:
             replays = self.shared(self._started) is False
             return replays
-        finally:  # a replay's answer is the stop the launcher sends next: the worker waits for its file
+        finally:  # a replay's answer is the stop PID 1 sends next: the worker waits for its file
             if not replays:
                 if self.deciding is not None:
                     self.deciding.unlink(missing_ok=True)

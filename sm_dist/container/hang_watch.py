@@ -1,4 +1,4 @@
-"""The launcher's hang watch: no progress for `hang_timeout_s` → every rank's stack, the rank that stopped
+"""PID 1's hang watch: no progress for `hang_timeout_s` → every rank's stack, the rank that stopped
 named, and an in-job restart — or, when it stops at the same place again, the job stopped.
 
 A rank stuck in a collective or a data loader makes torch wait for its collective timeout (30 minutes
@@ -21,7 +21,7 @@ other hosts follow, as after any failure) and the script resumes from its last c
 ranks all wait in a collective holds its action WAITING_GRACE_S: the host of the rank that stopped acts
 first, so the restart follows the stacks that name it. A hang at the same place as the one before (the
 same step when this host sees steps, and the same stopped ranks and lines, or every rank waiting) is
-not restarted: the launcher stops torchrun and `output/failure` starts with the hang and the stack.
+not restarted: PID 1 stops torchrun and `output/failure` starts with the hang and the stack.
 """
 
 from __future__ import annotations

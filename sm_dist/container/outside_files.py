@@ -4,7 +4,7 @@ SageMaker syncs CheckpointConfig.LocalPath (/opt/ml/checkpoints) and nothing els
 (docs/PLATFORM.md §1.4). A script that saves `snapshot.pt` in its working directory (the code
 dir: pytorch/examples' multinode.py does), or under /tmp, resumes after an in-job restart from
 whatever its own host has — another host may have another copy, or none — and after a
-whole-job (spot) restart from nothing. `find` lists such files written since the launcher
+whole-job (spot) restart from nothing. `find` lists such files written since PID 1
 started; the worker step says so at every restart, and the restore compares the lists of all
 hosts (`sm_dist.runtime.restore.folder_restore`): different lists are a split resume, named
 before it shows as a hang or a rendezvous error.
@@ -95,7 +95,7 @@ def host_temp_dir(env: Mapping[str, str]) -> Path | None:
 def find(since: float, synced: Path | None, skip: tuple[Path, ...] = (),
          work_dir: Path | None = None, env: Mapping[str, str] | None = None) -> list[OutsideFile]:
     """Checkpoint-like files modified since `since` (Unix seconds) in the working directory (`work_dir`
-    when given: the launcher's is not the script's) and this host's temporary folder (`host_temp_dir`
+    when given: PID 1's is not the script's) and this host's temporary folder (`host_temp_dir`
     of `env`, default os.environ), outside `synced` (the checkpoint folder, also as a container path
     moved under `$SM_DIST_OPT_ML`) and `skip`."""
     env = os.environ if env is None else env

@@ -60,7 +60,7 @@ from sm_dist.contract.worker_errors import WorkerError
 from sm_dist.errors import ContainerStartError
 from sm_dist.jobspec import EXIT_INTERRUPTED, JOB_SPEC_FILENAME, JobSpec
 
-_log = logging.getLogger("sm_dist.launcher")
+_log = logging.getLogger("sm_dist.pid1")
 
 
 def write_failure(root: Path, message: str) -> None:
@@ -77,11 +77,11 @@ def write_failure(root: Path, message: str) -> None:
 def outcome(code: int, signals: list[int], marker: Path, host: str, tail: list[str],
             error: WorkerError | None = None, gave_up: str | None = None, job: str = "<job>",
             finished: bool = False, local_log: str | None = None) -> tuple[int, str | None]:
-    """Exit code of the launcher and the failure message (None when not a failure): the worker's
+    """Exit code of PID 1 and the failure message (None when not a failure): the worker's
     own error first (`error`, or the verdict that stopped the restarts; before a stop signal that
     came after it), then where the logs are (`local_log`: local mode's file), then the script's
     traceback (`failure_text`). `finished`: every rank's script finished (whatever torchrun said
-    after that, the job is done). The launcher that stopped torchrun after the script's error
+    after that, the job is done). A PID 1 that stopped torchrun after the script's error
     exits 1 as torchrun would have, not with the signal that ended torchrun."""
     if finished:
         return 0, None

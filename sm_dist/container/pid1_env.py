@@ -1,4 +1,4 @@
-"""Where this host sits in the job and how torchrun is started: the launcher's pure parts.
+"""Where this host sits in the job and how torchrun is started: PID 1's pure parts.
 
 `read_topology` turns ``input/config/resourceconfig.json`` (under $SM_DIST_OPT_ML) and the
 overrides into a frozen `Topology`; `torchrun_argv` and `worker_env` build the command and the
@@ -51,7 +51,7 @@ from sm_dist.jobspec import (
     entry_is_function,
 )
 
-_log = logging.getLogger("sm_dist.launcher")
+_log = logging.getLogger("sm_dist.pid1")
 
 #: What torchrun runs (with --module) before a script whose checkpoint folder is synced.
 WORKER_MODULE = "sm_dist.container.worker"
@@ -193,7 +193,7 @@ def torchrun_argv(topo: Topology, spec: JobSpec, code_dir: Path, run_id: str) ->
 def worker_env(env: Mapping[str, str], topo: Topology, root: Path, code_dir: Path, marker: Path,
                state_dir: Path | None = None, spec: JobSpec | None = None) -> dict[str, str]:
     """torchrun's environment: the container's plus sm_dist's and SageMaker-style variables.
-    `state_dir`: the launcher's scratch folder for `sm_dist.container.worker`."""
+    `state_dir`: PID 1's scratch folder for `sm_dist.container.worker`."""
     out = dict(env)
     if state_dir is not None:
         out[worker.STATE_ENV] = str(state_dir)

@@ -1,12 +1,12 @@
 """PID 1's other duty: wait for the orphans it adopts, so none stays a zombie.
 
-In the cloud the launcher is PID 1 of the container. A process whose parent dies is reparented to
+In the cloud PID 1 is PID 1 of the container. A process whose parent dies is reparented to
 it (the DataLoader workers of a rank torchrun killed, a double-forked helper), and when it exits its
 entry stays in the process table, a zombie, until PID 1 waits for it: across torchrun's restarts they
-pile up. Outside a container (local mode, the tests) `become_subreaper` makes the launcher adopt its
+pile up. Outside a container (local mode, the tests) `become_subreaper` makes PID 1 adopt its
 descendants' orphans the same way (docs/PLATFORM.md §1.3).
 
-The launcher waits for torchrun itself (subprocess.Popen.wait). A blanket `waitpid(-1)` would race
+PID 1 waits for torchrun itself (subprocess.Popen.wait). A blanket `waitpid(-1)` would race
 that wait and could take torchrun's exit status (Popen then reports 0). So the reaper waits only for
 children that already exited (state Z in /proc) and that it was not told to leave alone, each by pid.
 Standard library only; on a system without /proc or prctl it does nothing.
@@ -23,7 +23,7 @@ import threading
 from collections.abc import Collection
 from pathlib import Path
 
-_log = logging.getLogger("sm_dist.launcher")
+_log = logging.getLogger("sm_dist.pid1")
 
 #: prctl option: orphaned descendants are reparented to the nearest living subreaper ancestor, which
 #: can wait(2) for them (<linux/prctl.h>; Linux 3.4+; docs/PLATFORM.md §1.3).

@@ -1,7 +1,7 @@
 """The source dir's requirements.txt, installed at job start as SageMaker's training toolkit does.
 
 SageMaker's own entrypoint (sagemaker-training-toolkit) runs ``pip install -r requirements.txt``
-in the code dir before the script (docs/PLATFORM.md §1.1). sm_dist's launcher replaces that
+in the code dir before the script (docs/PLATFORM.md §1.1). sm_dist's PID 1 replaces that
 entrypoint as the container's first process, so it does the same, once per host, before torchrun.
 A `wheels/` folder next to requirements.txt is used instead of the package index
 (``--no-index --find-links wheels``): the way to install in a job without internet access
@@ -32,7 +32,7 @@ from sm_dist.container import warm_cache
 from sm_dist.contract.container import INSTALL_REQUIREMENTS_ENV, REQUIREMENTS_FILE, WHEELS_DIR
 from sm_dist.errors import ContainerStartError
 
-_log = logging.getLogger("sm_dist.launcher")
+_log = logging.getLogger("sm_dist.pid1")
 
 #: Written last in a wheelhouse folder: every wheel the install needs is there.
 COMPLETE_FILE = "complete"

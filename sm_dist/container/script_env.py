@@ -1,6 +1,6 @@
 """The SageMaker variables a training script sees, computed once, as ModelTrainer's container computes them.
 
-sm_dist's launcher replaces the PID 1 of SageMaker SDK v3's ModelTrainer (`sm_train.sh`, which
+sm_dist's PID 1 replaces the PID 1 of SageMaker SDK v3's ModelTrainer (`sm_train.sh`, which
 sources the file `container_drivers/scripts/environment.py` writes), so it owes the script the
 same environment: every name that file sets, with values in its format (strings as they are,
 everything else JSON), computed from what the platform provides — the `input/config/*.json`
@@ -53,7 +53,7 @@ HF_TENSORBOARD_ENV = "TENSORBOARD_LOGGING_DIR"
 
 @dataclass(frozen=True, kw_only=True)
 class Host:
-    """What the launcher knows of this host besides the config files."""
+    """What PID 1 knows of this host besides the config files."""
 
     hosts: tuple[str, ...]
     """Every host, in SageMaker's order (`contract.container.host_order`)."""
@@ -110,7 +110,7 @@ def script_environment(root: Path, env: Mapping[str, str], host: Host) -> dict[s
         "SM_SOURCE_DIR": remap(CODE_DIR, root),
         "SM_ENTRY_SCRIPT": host.entry_script or "",
         # what ModelTrainer's Torchrun() serializes; its driver folder (SM_DISTRIBUTED_DRIVER_DIR) has no
-        # counterpart here: sm_dist's launcher is the driver
+        # counterpart here: sm_dist's PID 1 is the driver
         "SM_DISTRIBUTED_CONFIG": {"process_count_per_node": host.processes_per_host, "smp": None},
         **{f"SM_CHANNEL_{name.upper()}": path for name, path in channel_dirs.items()},
         "SM_CHANNELS": channels,

@@ -3,7 +3,7 @@
 The hang watch dumps the stacks on a hang by itself (`hang_watch`); this dumps them on request, on a job
 that runs, with the same dump (`stacks.dump`: SIGUSR1 to each rank, which writes through faulthandler)
 and the same heuristic (`Stack.waiting`: a rank whose innermost own frame is in torch's collectives
-waits for its peers; any other rank is one that stopped). Each host's launcher keeps its ranks' records
+waits for its peers; any other rank is one that stopped). Each host's PID 1 keeps its ranks' records
 in its state folder, `<TMPDIR>/sm-dist-worker-*` (`pid1`): `--host` names each host's TMPDIR (local
 mode gives every emulated host its own); without it, this host's (`$SM_CURRENT_HOST`, the temp dir).
 `--log` also writes the report to PID 1's stderr, which is the host's log stream in the cloud
@@ -22,7 +22,7 @@ from sm_dist.container import stacks as stacks_mod
 from sm_dist.container.hang_watch import read_ranks
 from sm_dist.container.stacks import Rank, Stack
 
-#: The launcher's state folders under a host's TMPDIR (`pid1`'s mkdtemp prefix).
+#: PID 1's state folders under a host's TMPDIR (`pid1`'s mkdtemp prefix).
 STATE_GLOB = "sm-dist-worker-*"
 #: Frames shown per rank, innermost first.
 FRAMES_SHOWN = 6

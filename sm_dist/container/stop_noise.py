@@ -5,8 +5,8 @@ down, then the exception ends torchrun with a ~60-line traceback of its own fram
 (docs/PLATFORM.md §2.6). Raised inside a logging call instead, the logging module prints it as a
 `--- Logging error ---` block and goes on (`sm_dist.container.end_watch` sends the signal again).
 Either is the first thing a user sees at the end of the log of a job that succeeded, or printed
-after the script's own error, and says nothing about the job: the launcher stopped torchrun on
-purpose, or passed on SageMaker's stop. Once the launcher has sent torchrun a signal, `StopNoise`
+after the script's own error, and says nothing about the job: PID 1 stopped torchrun on
+purpose, or passed on SageMaker's stop. Once PID 1 has sent torchrun a signal, `StopNoise`
 holds each block that begins like one and drops it when it ends in `SignalException`, a chain of
 tracebacks whole when one of its blocks does (the signal landing while torchrun handled another
 error: "During handling of the above exception ..."); any other block (a worker's traceback before

@@ -31,7 +31,7 @@ from sm_dist.container.hang_watch import HangWatch
 from sm_dist.container.stop_noise import StopNoise
 from sm_dist.contract.log_lines import restart_line
 
-_log = logging.getLogger("sm_dist.launcher")
+_log = logging.getLogger("sm_dist.pid1")
 
 #: Lines of torchrun's stderr kept for the failure reason.
 STDERR_TAIL_LINES = 60

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from sm_dist.contract.container import WARMPOOL_CACHE_ENV, WARMPOOL_CACHE_FOLDERS
 
-_log = logging.getLogger("sm_dist.launcher")
+_log = logging.getLogger("sm_dist.pid1")
 
 #: The variables pointed into the cache, and their folder in it (the contract's: local mode reads it too).
 CACHE_FOLDERS = WARMPOOL_CACHE_FOLDERS

@@ -1,11 +1,11 @@
-"""Each worker's first moments: refuse to run again when the launcher gave up; on an in-job restart,
+"""Each worker's first moments: refuse to run again when PID 1 gave up; on an in-job restart,
 give this host the checkpoint folder SageMaker would restore; then become the training script.
 
 torchrun runs ``python -u -m sm_dist.container.worker SCRIPT ARGS...`` instead of the script. When
-the launcher has decided that a restart cannot help (`sm_dist.container.failure_watch`) it writes
+PID 1 has decided that a restart cannot help (`sm_dist.container.failure_watch`) it writes
 STOP_FILE before it stops torchrun; a worker torchrun restarts in between exits at once instead of
 running the script again. The folder restore is on for a script that checkpoints itself into
-CheckpointConfig.LocalPath (the launcher sets RESTORE_ENV).
+CheckpointConfig.LocalPath (PID 1 sets RESTORE_ENV).
 
 SageMaker copies the checkpoint URI into every instance's folder only when the job starts
 (docs/PLATFORM.md §1.4). After torchrun restarts the workers of a running job, a checkpoint that
@@ -22,7 +22,7 @@ ranks wait for it; a
 restore that fails is tried again, then fails the worker with its reason: a script never starts on
 a folder that could not be restored. Then every rank ``exec``s ``python -u -m
 sm_dist.runtime.run_script SCRIPT ARGS`` (the script as ``__main__``, then the rank's end: see that
-module), which writes FINISHED_DIR's markers read by the launcher. Standard library only: the
+module), which writes FINISHED_DIR's markers read by PID 1. Standard library only: the
 runtime parts run after an exec or in a subprocess.
 """
 
@@ -44,7 +44,7 @@ from sm_dist.container import outside_files
 from sm_dist.container.outside_files import OutsideFile
 from sm_dist.contract.container import NETWORK_ISOLATION_ENV, opt_ml_root, read_checkpoint_config
 
-#: The launcher's per-host scratch folder (it is created by the launcher and removed when it exits).
+#: PID 1's per-host scratch folder (it is created by PID 1 and removed when it exits).
 STATE_ENV = "SM_DIST_WORKER_STATE"
 #: "host:port" of the rendezvous store on algo-1: the hosts meet there before restoring.
 RDZV_ENDPOINT_ENV = "SM_DIST_RDZV_ENDPOINT"
@@ -53,14 +53,14 @@ RESTORE_ENV = "SM_DIST_RESTORE_CHECKPOINT_FOLDER"
 #: This host's address for its peers (torchrun's --local-addr): under network isolation the restore
 #: serves this host's folder there and fetches what it lacks from the other hosts' (docs/PLATFORM.md §1.7).
 HOST_ADDR_ENV = "SM_DIST_HOST_ADDR"
-#: Written by the launcher into STATE_ENV's folder when it stops torchrun instead of letting it restart.
+#: Written by PID 1 into STATE_ENV's folder when it stops torchrun instead of letting it restart.
 STOP_FILE = "stop"
-#: In STATE_ENV's folder while the launcher asks whether a restart can help (the run's checkpoint URI, seconds):
+#: In STATE_ENV's folder while PID 1 asks whether a restart can help (the run's checkpoint URI, seconds):
 #: a worker torchrun restarts meanwhile waits for the answer (STOP_FILE or not) before it runs the script.
 DECIDING_FILE = "deciding"
-#: The longest a worker waits for that answer (the launcher's question gives up after 30 s).
+#: The longest a worker waits for that answer (PID 1's question gives up after 30 s).
 DECIDING_WAIT_S = 60.0
-#: Written by the launcher into STATE_ENV's folder when it starts: files older than it are not the script's.
+#: Written by PID 1 into STATE_ENV's folder when it starts: files older than it are not the script's.
 STARTED_FILE = "started"
 #: In STATE_ENV's folder: `finished/<local rank>` once that rank's script finished and
 #: `finished/all` once every rank of the job had (each holds its rendezvous round, `round_id`).
@@ -73,14 +73,14 @@ RESTORE_WAIT_S = 3600.0
 #: Tries of the folder restore before the worker fails with its reason (a store or S3 hiccup passes).
 RESTORE_ATTEMPTS = 3
 RESTORE_RETRY_S = 2.0
-#: What a worker prints when it cannot start the script: the launcher's failure watch reads it as an
+#: What a worker prints when it cannot start the script: PID 1's failure watch reads it as an
 #: error no restart can fix (`prog: error: ...`, sm_dist.contract.worker_errors).
 ERROR_PROG = "sm_dist.container.worker"
 #: The restore's exit code for a state no second try changes (it says why; no retry).
 RESTORE_REFUSED = 3
 #: The restore's exit code when it restored the folder but the hosts' files outside it differ (a
 #: split resume, which it printed): recorded in SPLIT_FILE for the ranks' end (run_script), and the
-#: script is not started: the launcher's failure watch reads the split line as an error no restart
+#: script is not started: PID 1's failure watch reads the split line as an error no restart
 #: fixes and stops the job in seconds, instead of ranks training on from different states.
 RESTORE_SPLIT = 4
 SPLIT_FILE = "split"
@@ -109,7 +109,7 @@ def round_id(env: Mapping[str, str]) -> str:
 
 
 def mark_finished(env: Mapping[str, str], every_rank: bool = False) -> None:
-    """Record in the launcher's state folder that this rank's script finished (`every_rank`: that
+    """Record in PID 1's state folder that this rank's script finished (`every_rank`: that
     every rank of the round had)."""
     state = env.get(STATE_ENV)
     if not state:
@@ -121,7 +121,7 @@ def mark_finished(env: Mapping[str, str], every_rank: bool = False) -> None:
         tmp = folder / f".{name}.{os.getpid()}"
         tmp.write_text(round_id(env), encoding="utf-8")
         os.replace(tmp, folder / name)
-    except OSError as exc:  # the launcher's folder is gone: it is ending
+    except OSError as exc:  # PID 1's folder is gone: it is ending
         say(f"cannot record the end of local rank {name}: {exc}")
 
 
@@ -135,7 +135,7 @@ def split(env: Mapping[str, str]) -> bool:
 
 def finished(state_dir: Path, local_ranks: int) -> bool:
     """Whether every local rank's script finished in the round in which every rank of the job
-    finished (the launcher's question when torchrun reports a failure after the last step)."""
+    finished (PID 1's question when torchrun reports a failure after the last step)."""
     folder = state_dir / FINISHED_DIR
     try:
         every = (folder / FINISHED_ALL).read_text(encoding="utf-8")
@@ -148,7 +148,7 @@ def restore_command(env: Mapping[str, str]) -> list[str] | None:
     """The restore subprocess for this host, or None when there is nothing to restore from."""
     try:
         config = read_checkpoint_config(opt_ml_root(env))
-    except ValueError:  # RuntimeEnvError: a malformed file is the launcher's to report
+    except ValueError:  # RuntimeEnvError: a malformed file is PID 1's to report
         return None
     if config is None or config.s3_uri is None:
         return None
@@ -213,13 +213,13 @@ def prepare(env: Mapping[str, str]) -> dict[str, str]:
         _restore([*command, "--outside", json.dumps([f.key() for f in outside])], env)
         _drop_interrupted(command, env)
         _name_restored(command, env)
-        _exit_if_stopped(Path(state))  # the launcher may have decided while this host restored
+        _exit_if_stopped(Path(state))  # PID 1 may have decided while this host restored
     ready.touch()
     return {}
 
 
 def _exit_if_stopped(state: Path) -> None:
-    """Exit 1 when the launcher gave up (STOP_FILE), once it is no longer deciding whether to."""
+    """Exit 1 when PID 1 gave up (STOP_FILE), once it is no longer deciding whether to."""
     stop = state / STOP_FILE
     deadline = time.monotonic() + DECIDING_WAIT_S
     while (state / DECIDING_FILE).exists() and not stop.exists() and time.monotonic() < deadline:
@@ -276,7 +276,7 @@ def _name_restored(command: list[str], env: Mapping[str, str]) -> None:
 
 
 def _outside(state: Path, synced: Path, env: Mapping[str, str]) -> list[OutsideFile]:
-    """The script's checkpoint-like files outside the synced folder, written since the launcher started."""
+    """The script's checkpoint-like files outside the synced folder, written since PID 1 started."""
     try:
         since = float((state / STARTED_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -21,7 +21,7 @@ from sm_dist.errors import RuntimeEnvError
 OPT_ML = "/opt/ml"
 #: Local mode's container root (an emulated host's folder); unset in the cloud.
 OPT_ML_ENV = "SM_DIST_OPT_ML"
-#: Local mode's other stand-ins, read by sm_dist's launcher and unset in the cloud: the rendezvous
+#: Local mode's other stand-ins, read by sm_dist's PID 1 and unset in the cloud: the rendezvous
 #: host where hosts cannot resolve each other's names (a loopback address), the rendezvous and
 #: master ports (free ones instead of SageMaker's fixed 29400 and 7777: another job on the machine
 #: may hold those), this host's address for torchrun, and the processes per host.
@@ -65,7 +65,7 @@ TENSORBOARD_LOCAL_PATH = f"{OUTPUT_DIR}/tensorboard"
 #: (docs/PLATFORM.md §1.1); from WHEELS_DIR without an index when the bundle carries one.
 REQUIREMENTS_FILE = "requirements.txt"
 WHEELS_DIR = "wheels"
-#: "0": the launcher does not install them (local mode checks the caller's environment instead).
+#: "0": PID 1 does not install them (local mode checks the caller's environment instead).
 INSTALL_REQUIREMENTS_ENV = "SM_DIST_INSTALL_REQUIREMENTS"
 #: The warm pool's persistent cache: a folder that outlives the job on the pool's instances, mounted
 #: here and named by the variable (docs/PLATFORM.md §1.13.1); `sm_dist.container.warm_cache` uses it.
@@ -186,7 +186,7 @@ def host_order(hosts: Iterable[str]) -> tuple[str, ...]:
 
     resourceconfig.json lists them so, ModelTrainer's container ranks them so (SM_HOSTS,
     SM_CURRENT_HOST_RANK), and torchrun's c10d rendezvous numbers nodes by sorting their addresses
-    as text — the host names under sm_dist's launcher — so GROUP_RANK is the same index
+    as text — the host names under sm_dist's PID 1 — so GROUP_RANK is the same index
     (docs/PLATFORM.md §1.8).
     """
     return tuple(sorted(hosts))

@@ -1,14 +1,14 @@
-"""The hang watch's contract (stdlib): what a rank leaves for its launcher, and the lines a hang prints.
+"""The hang watch's contract (stdlib): what a rank leaves for its PID 1, and the lines a hang prints.
 
 Three parts meet here. Each rank (`sm_dist.runtime.liveness`, started by run_script before the script)
-leaves in the launcher's per-host state folder, under RANKS_DIR:
+leaves in PID 1's per-host state folder, under RANKS_DIR:
 
     <local rank>.json       {"pid", "rank", "round", "thread"} (thread: the main thread's id, as
                             faulthandler prints it), written once the stack dump below is armed
     <local rank>.progress   touched whenever the collectives the rank's process groups issued went up
     <local rank>.stacks     where faulthandler writes every thread's stack on DUMP_SIGNAL
 
-The launcher (`sm_dist.container.hang_watch`) reads them, and on a hang prints HANG_PREFIX lines (a rank
+PID 1 (`sm_dist.container.hang_watch`) reads them, and on a hang prints HANG_PREFIX lines (a rank
 stuck outside a collective, named with its line) or HANG_WAITING_PREFIX lines (every rank of the host
 waits in a collective: the one that stopped is elsewhere) and, when it stops the job, starts
 `output/failure` with FAILURE_PREFIX (or FAILURE_WAITING_PREFIX). Local mode reads those (the summary's
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-#: The launcher's per-host state folder's sub-folder holding each rank's files.
+#: PID 1's per-host state folder's sub-folder holding each rank's files.
 RANKS_DIR = "ranks"
 RECORD_SUFFIX = ".json"
 PROGRESS_SUFFIX = ".progress"
@@ -35,14 +35,14 @@ CHAOS_HANG_SIGNAL = "SIGUSR2"
 HANG_PREFIX = "[sm_dist] hang: "
 #: Every rank of a host waits in a collective: the rank that stopped is on another host.
 HANG_WAITING_PREFIX = "[sm_dist] hang (waiting): "
-#: How `output/failure` starts when the launcher stopped the job on a hang: naming a stuck rank, or
+#: How `output/failure` starts when PID 1 stopped the job on a hang: naming a stuck rank, or
 #: (on a host whose ranks all waited in a collective) not.
 FAILURE_PREFIX = "hang: "
 FAILURE_WAITING_PREFIX = "hang (waiting): "
 
 
 def rank_paths(state: str | Path, local_rank: str) -> tuple[Path, Path, Path]:
-    """(record, progress, stacks) of one local rank in the launcher's state folder."""
+    """(record, progress, stacks) of one local rank in PID 1's state folder."""
     folder = Path(state) / RANKS_DIR
     return (folder / f"{local_rank}{RECORD_SUFFIX}", folder / f"{local_rank}{PROGRESS_SUFFIX}",
             folder / f"{local_rank}{STACKS_SUFFIX}")

@@ -25,7 +25,7 @@ from what its process group did: the group's world size and the collectives it r
 
     [sm_dist] rank 3 trained alone: it joined no process group (WORLD_SIZE=4)
 
-and the container's launcher, on stderr, each time torchrun restarts its host's workers, with
+and the container's PID 1, on stderr, each time torchrun restarts its host's workers, with
 the cause as far as the host can tell (sm_dist.container.failure_watch): the failed rank's error
 and where in the user's code, a signal, a hang, or an error a peer's death caused (RESTART_AFTER_PEER):
 

@@ -1,6 +1,6 @@
 """The torch versions the sm_dist runtime supports, and the torch facts that differ between them.
 
-Standard library only: the container launcher (PID 1, before torch is imported) and the runtime
+Standard library only: PID 1 in the container (before torch is imported) and the runtime
 both check against the same range. The floor is the oldest torch the runtime's tests passed on;
 the newest is the newest they passed on (and the default image's torch, sm_dist/catalog/images.json).
 A torch below the floor is refused; one above the newest runs with a warning (untested, not

@@ -1,5 +1,5 @@
 """What a worker's error looks like in torchrun's output: the contract between the container's
-launcher (which writes output/failure and decides whether a restart can help) and local mode's
+PID 1 (which writes output/failure and decides whether a restart can help) and local mode's
 summary (which reads the hosts' logs).
 
 torchrun ends a failed run with its own lines (`traceback : To enable traceback see: ...`,

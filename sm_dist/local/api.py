@@ -4,7 +4,7 @@
 (`sm_dist.plan(..., local=True)`) and the `LocalOptions`; it imports the plan layer, never the
 facade (`sm_dist.launch`) nor the cloud backend. The job runs as
 `plan.instance_count` emulated hosts, each running the plan's container command (sm_dist's
-launcher, which starts torchrun) in a folder laid out like /opt/ml; S3 is moto's server on
+PID 1, which starts torchrun) in a folder laid out like /opt/ml; S3 is moto's server on
 127.0.0.1, started here when the job needs one, so no AWS account is involved. One run (the endpoint,
 the runner, its record) is `sm_dist.local.one_run`'s; this module decides which runs a job makes.
 """

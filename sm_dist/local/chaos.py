@@ -13,7 +13,7 @@
   s3-faults[:SECONDS] the S3 endpoint answers every request with 503 SlowDown for SECONDS
                       (default 5), starting when training starts (the first step line)
   hang:STEP           one random worker rank stops making progress once a log line shows step >=
-                      STEP (its main thread sleeps for ever in sm_dist's handler): the launcher's
+                      STEP (its main thread sleeps for ever in sm_dist's handler): PID 1's
                       hang watch must find it, name it and restart the workers (--hang-timeout-s)
   capacity:TRIES      a chain's next job gets no instances TRIES times (CapacityError), so the
                       run's wait and retry are rehearsed (with --chain; sm_dist.local.chain)

@@ -3,7 +3,7 @@
 A local job is named as local mode prints it: its job name (its folder `<temp dir>/sm-dist-local/<job>`,
 `clean.default_base`) or the path of its run folder (`--local-root`). Its hosts' /opt/ml folders are
 `<run>/hosts/algo-N` (a chain's: those of its newest link), kept after the run; their temporary folders,
-`<run>/tmp/algo-N`, which hold the launcher's rank records, exist while the job runs.
+`<run>/tmp/algo-N`, which hold PID 1's rank records, exist while the job runs.
 
 `shell` opens the host's view: `python -m sm_dist.container.shell` in a private mount namespace with the
 host's folder at /opt/ml (`mountns`), or with `SM_DIST_OPT_ML` where the machine allows none; it works on a

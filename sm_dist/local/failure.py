@@ -1,5 +1,5 @@
 """The real error of a failed local job, read from the hosts' logs: a worker's own error (the parsing is
-the contract's, `sm_dist.contract.worker_errors`, shared with the container's launcher), else what
+the contract's, `sm_dist.contract.worker_errors`, shared with the container's PID 1), else what
 stopped a host before its container command ran (local mode's own helper, `sm_dist.local.mountns`);
 and each host's own outcome: its exit code and its error, or that local mode stopped it after
 another host failed (as SageMaker stops a job's other instances)."""
@@ -59,7 +59,7 @@ def _own(error: WorkerError) -> str:
 
 
 def not_restarted(failure: str) -> str | None:
-    """Why the launcher stopped the restarts, from its `output/failure` (`container.failure_text`: the
+    """Why PID 1 stopped the restarts, from its `output/failure` (`container.failure_text`: the
     error's line, then "not restarted: ..."); None when it did not say."""
     return next((line for line in failure.splitlines()[:3] if line.startswith("not restarted: ")), None)
 

@@ -3,7 +3,7 @@
 SageMaker starts a training container with the image's own environment, the request's
 `Environment` and two variables of its own, `TRAINING_JOB_NAME` and `TRAINING_JOB_ARN`
 (docs/PLATFORM.md §1.1), a third on a warm pool, `SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY`; every `SM_*` variable a script sees is computed inside the container by
-its PID 1 — sm_dist's launcher (`sm_dist.container.script_env`). Local mode therefore gives each
+its PID 1 — sm_dist's PID 1 (`sm_dist.container.script_env`). Local mode therefore gives each
 host just those platform variables and, for the emulation itself, `SM_DIST_*` settings: the
 rendezvous and master ports (free ones: another job on this machine may hold SageMaker's fixed
 29400 and 7777), and — only where a host cannot have /opt/ml and its own /etc/hosts
@@ -101,7 +101,7 @@ def host_environment(
 
 def host_files_env(tmp: Path, log: Path) -> dict[str, str]:
     """A host's own temporary folder `tmp` (created; under the job's root, like an instance's own /tmp:
-    torchrun's torchelastic_* logs, the launcher's state and the script's temp files go there, and the
+    torchrun's torchelastic_* logs, PID 1's state and the script's temp files go there, and the
     runner removes it when the attempt ends) and its log file, which its failure names instead of
     the cloud's CloudWatch stream (`contract.container.LOCAL_LOG_ENV`)."""
     tmp.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,7 @@
 
 Every emulated host runs in a session of its own (`sm_dist.local.agent`: the terminal's Ctrl-C must not
 reach the hosts behind local mode's back), so nothing but local mode can stop them: a SIGTERM's default
-action ended local mode alone, and every host's launcher, torchrun and ranks ran on, re-parented to init.
+action ended local mode alone, and every host's PID 1, torchrun and ranks ran on, re-parented to init.
 While a run lasts (`LocalRunner.run`), `StopSignals` takes both signals in the main thread: the first is
 recorded (`signum`) and the runner stops every host as SageMaker stops a job — SIGTERM to each host's
 first process — with at most INTERRUPT_GRACE_S of grace, then SIGKILL to everything each host started;

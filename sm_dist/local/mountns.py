@@ -14,8 +14,8 @@ root and no user namespaces), local mode falls back to `$SM_DIST_OPT_ML` and the
 directory variables alone and says so.
 
 The same namespace gives the host SageMaker's names: with ``--hosts FILE`` the file is bound over
-/etc/hosts, so `algo-1` ... `algo-N` resolve (each to a loopback address of its own) and the
-launcher runs exactly as in the cloud, rendezvous on algo-1 included.
+/etc/hosts, so `algo-1` ... `algo-N` resolve (each to a loopback address of its own) and
+PID 1 runs exactly as in the cloud, rendezvous on algo-1 included.
 
 Run as ``python -m sm_dist.local.mountns ROOT [--hosts FILE] -- ARGV...`` inside the namespace (the
 agent wraps the command with `unshare`): it mounts, then execs ARGV (same pid: signals still reach it).

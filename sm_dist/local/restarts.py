@@ -1,12 +1,12 @@
 """Why torchrun restarted the workers, for the live view and the summary (standard library only).
 
-Each host's launcher prints `[sm_dist] restart on HOST: CAUSE` when its workers failed and torchrun
+Each host's PID 1 prints `[sm_dist] restart on HOST: CAUSE` when its workers failed and torchrun
 restarts them (sm_dist.contract.log_lines; the cause from sm_dist.container.failure_watch): the rank's
 error with the user's file and line, the signal that killed it, or the hang the hang watch named. One
 failure may restart every host, and a host whose ranks failed only because a peer died (or waited in a
 collective for a rank that hung elsewhere) prints its own line too: that line is left out when another
 host's own cause came within `SAME_RESTART_S`, and when it would explain a restart nobody saw (the
-failing host's launcher stopped the job instead: no restart). A kill local mode's chaos made is named
+failing host's PID 1 stopped the job instead: no restart). A kill local mode's chaos made is named
 with its spec; kill-in-save kills every host's workers at once, so the other hosts' kill lines that
 follow it are that one restart.
 """

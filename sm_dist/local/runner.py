@@ -73,8 +73,8 @@ class LocalRunner:
         self._sync: CheckpointSync | None = None
         self._job_causes: list[str] = []  # why each whole-job restart happened
         self._fatal_hang: str | None = None
-        self._fatal_hang_host: str | None = None  # the host whose launcher printed it: the stuck rank's
-        self._removed: dict[tuple[str, str], list[str]] = {}  # (path, why) -> the hosts that removed it  # a hang line the launcher did not restart (the job's cause)
+        self._fatal_hang_host: str | None = None  # the host whose PID 1 printed it: the stuck rank's
+        self._removed: dict[tuple[str, str], list[str]] = {}  # (path, why) -> the hosts that removed it  # a hang line PID 1 did not restart (the job's cause)
         self.stop = interrupt.StopSignals()
 
     def _on_line(self, host: str, line: str) -> None:
@@ -88,7 +88,7 @@ class LocalRunner:
         if removed is not None:  # a worker removed a checkpoint a fault cut short: the summary says which, and why
             self._note_removed(*removed)
         restart = read_restart(line) if hook is None else None
-        if restart is not None:  # a launcher let torchrun restart its workers: why
+        if restart is not None:  # a host's PID 1 let torchrun restart its workers: why
             self.restarts.add(restart, self.chaos.fired)
             self._explain_restarts()
         found = hang.hang_text(line) if hook is None else None
@@ -96,7 +96,7 @@ class LocalRunner:
             if self._fatal_hang is None:  # though the stuck rank's host be stopped before it says so
                 self._fatal_hang, self._fatal_hang_host = found[0], host
         elif found is not None and found[1]:
-            if f"hang: {found[0]}" not in self.outcome.warnings:  # the launcher's hang watch named a stopped rank
+            if f"hang: {found[0]}" not in self.outcome.warnings:  # PID 1's hang watch named a stopped rank
                 self.outcome.warnings.append(f"hang: {found[0]}")
         self.progress.feed(line, host)
         self.settings.on_line(host, line)
@@ -170,7 +170,7 @@ class LocalRunner:
         self.outcome.restart_causes = self.restarts.explained(self.chaos.in_job_restarts) + self._job_causes
 
     def _explain_stop(self) -> None:
-        """The summary's error when the script did not fail: its MaxRuntime, or a hang the launcher stopped."""
+        """The summary's error when the script did not fail: its MaxRuntime, or a hang PID 1 stopped."""
         if self.outcome.stopped_reason == "MaxRuntimeExceeded":
             if self.outcome.status == "Completed":  # every host ended well as the limit came: nothing went wrong
                 return
@@ -180,10 +180,10 @@ class LocalRunner:
         hangs = sorted((not text.startswith(hang.FAILURE_PREFIX), host, text)
                        for host, text in self.outcome.failures.items()
                        if text.startswith((hang.FAILURE_PREFIX, hang.FAILURE_WAITING_PREFIX)))
-        if hangs:  # the launcher stopped the job on a hang: the rank it named first (its log's place aside)
+        if hangs:  # PID 1 stopped the job on a hang: the rank it named first (its log's place aside)
             self.outcome.error = hangs[0][2].splitlines()[0].split(". logs: ", 1)[0]
         elif self._fatal_hang is not None and self.outcome.status == "Failed":
-            # the stuck rank's launcher gave up on the hang, but another host's peer error ended the job first
+            # the stuck rank's PID 1 gave up on the hang, but another host's peer error ended the job first
             # (gloo's `Connection closed by peer` as the stuck rank was killed): the hang is still the cause
             self.outcome.error = own = hang.FAILURE_PREFIX + self._fatal_hang
             host = self._fatal_hang_host

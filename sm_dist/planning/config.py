@@ -84,8 +84,8 @@ class LaunchConfig:
     max_restarts: int = DEFAULT_MAX_RESTARTS
     """torchrun restarts of all workers after a worker failure (resume from the checkpoint)."""
     hang_timeout_s: int | None = None
-    """Seconds without progress (step lines, progress bars, the ranks' collectives) after which the
-    launcher dumps every rank's stack, names the rank that stopped and restarts the workers; a hang at
+    """Seconds without progress (step lines, progress bars, the ranks' collectives) after which
+    PID 1 dumps every rank's stack, names the rank that stopped and restarts the workers; a hang at
     the same place again fails the job. None: 10 x the observed step time, 300 s to 1800 s; 0: off."""
     checkpoint_s3_uri: str | None = None
     """s3://bucket/prefix for checkpoints; required with spot."""

@@ -159,7 +159,7 @@ def check_checkpointing(spot: bool, mode: str, uri: str | None, *, instance_coun
 
 def isolation_environment(network_isolation: bool) -> dict[str, str]:
     """What the container is told of its network isolation (the platform tells it nothing): sm_dist's
-    launcher then restores a restarted host's checkpoint folder from its peers, not from S3."""
+    PID 1 then restores a restarted host's checkpoint folder from its peers, not from S3."""
     return {NETWORK_ISOLATION_ENV: "1"} if network_isolation else {}
 
 
@@ -199,7 +199,7 @@ def check_hyperparameters(hps: Mapping[str, Any]) -> None:
 
 
 def check_exec_text(field: str, text: str) -> None:
-    """What sm_dist's launcher passes to the script as an argument or a variable is handed to
+    """What sm_dist's PID 1 passes to the script as an argument or a variable is handed to
     execve, which takes NUL-terminated strings: a NUL character cannot get through (docs/PLATFORM.md
     §9). Quotes and other shell characters can: no shell reads them."""
     if "\0" in text:

@@ -6,7 +6,7 @@ Networking, retry strategy, metric definitions, tags and the SageMaker config fi
 
 * with a `SourceCode` it uploads the code and runs `bash -c … sm_train.sh` as PID 1, which drops
   SIGTERM (docs/PLATFORM.md §1.3). So no SourceCode is given: the code channel is an S3 prefix sm_dist
-  uploads itself, and `AlgorithmSpecification.ContainerEntrypoint` is set to sm_dist's launcher
+  uploads itself, and `AlgorithmSpecification.ContainerEntrypoint` is set to sm_dist's PID 1
   in the serialized request — the one field ModelTrainer leaves empty without SourceCode.
 * in SAGEMAKER_TRAINING_JOB mode its constructor resolves and validates the role (IAM calls)
   and may create the default bucket. A plan must create nothing, so the trainer is built in

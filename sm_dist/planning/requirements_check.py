@@ -1,6 +1,6 @@
 """Before a local run or a Slurm job: does this Python environment satisfy the source dir's requirements.txt?
 
-In the cloud the launcher pip-installs requirements.txt at job start (sm_dist.container.requirements);
+In the cloud PID 1 pip-installs requirements.txt at job start (sm_dist.container.requirements);
 local mode's hosts and a Slurm job's nodes run in the caller's environment, which sm_dist does not change
 (N nodes pip-installing into one shared environment at once would race). A missing or
 too-old package would otherwise surface as an ImportError on every host after start-up, or

@@ -1,6 +1,6 @@
 """Vendored wheels (the source dir's wheels/) against the job's image: its Python and platform.
 
-The launcher installs requirements.txt from wheels/ without an index (sm_dist.container.requirements).
+PID 1 installs requirements.txt from wheels/ without an index (sm_dist.container.requirements).
 `pip download` fetches wheels for the machine it runs on unless told otherwise, so a Mac's
 `cp311-macosx_14_0_arm64` wheel reaches the image (Python 3.12, Linux x86_64), pip refuses it there,
 and the job fails after its instances started, billed. The plan refuses such a wheel first, naming it and

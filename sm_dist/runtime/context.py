@@ -1,7 +1,7 @@
 """init()/shutdown(): process group, device, seed and strategy for one training process.
 
 `init()` takes its defaults from the job spec named by $SM_DIST_JOB_SPEC (written by sm_dist's
-launcher); explicit arguments win; without either: ddp, fp32, seed 0. It returns a RunContext,
+PID 1); explicit arguments win; without either: ddp, fp32, seed 0. It returns a RunContext,
 also usable as a context manager that tears the process group down on exit.
 """
 

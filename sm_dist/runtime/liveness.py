@@ -1,17 +1,17 @@
-"""A rank's part in the launcher's hang watch: its stack on demand, its collectives counted.
+"""A rank's part in PID 1's hang watch: its stack on demand, its collectives counted.
 
-`sm_dist.runtime.run_script` calls `start(env)` before the script runs, in every rank the launcher
+`sm_dist.runtime.run_script` calls `start(env)` before the script runs, in every rank PID 1
 starts (the state folder in SM_DIST_WORKER_STATE says so). It
 
 - registers `faulthandler` on SIGUSR1 (`contract.hang.DUMP_SIGNAL`): every thread's Python stack is
   written to the rank's `.stacks` file from a C signal handler, which works while the main thread is
   blocked in a collective or in the script's own code (the GIL is not needed);
-- writes the rank's record (pid, rank, rendezvous round, main thread id) once that is armed, so the
-  launcher signals only a rank that will not die of SIGUSR1's default action;
+- writes the rank's record (pid, rank, rendezvous round, main thread id) once that is armed, so PID 1
+  signals only a rank that will not die of SIGUSR1's default action;
 - starts a daemon thread that, once a second, adds up the collectives issued on the script's process
   groups (torch's per-group sequence numbers, read without importing torch: only when the script did)
   and touches the rank's `.progress` file when the sum went up. A rank blocked in a collective, or
-  stopped in its own code while the others block, stops touching it: that is what the launcher sees;
+  stopped in its own code while the others block, stops touching it: that is what PID 1 sees;
 - under local mode's chaos `hang:STEP` (`CHAOS_HANG_ENV`), installs the handler that stops the rank:
   on SIGUSR2 it says so and sleeps for ever in the main thread, as a rank stuck in its own code would.
 
@@ -66,20 +66,20 @@ def _beat(progress: Path) -> None:
         last = count
         try:
             os.utime(progress)
-        except OSError:  # the launcher's folder is gone: it is ending
+        except OSError:  # PID 1's folder is gone: it is ending
             return
 
 
 def _hang(signum: int, _frame: object) -> None:
     print(f"[sm_dist] chaos hang: rank {os.environ.get('RANK', '?')} stops making progress here "
-          f"(signal {signum}); the launcher's hang watch must find it", file=sys.stderr, flush=True)
+          f"(signal {signum}); PID 1's hang watch must find it", file=sys.stderr, flush=True)
     while True:
         time.sleep(3600)
 
 
 def start(env: Mapping[str, str]) -> bool:
     """Arm the stack dump, record the rank and start counting its collectives; False when not under
-    sm_dist's launcher (no state folder) or the folder cannot be written."""
+    sm_dist's PID 1 (no state folder) or the folder cannot be written."""
     state = env.get(worker.STATE_ENV)
     if not state:
         return False

@@ -9,8 +9,8 @@ a way a multi-host job can count on:
    a gloo group destructed during interpreter finalization can abort the process after the last
    step ("terminate called without an active exception", exit code -6), which made torchrun
    restart a job whose training was over;
-2. **marks the rank finished** in the launcher's state folder (`worker.mark_finished`): the
-   launcher then knows the script's own exit, whatever torchrun reports after it;
+2. **marks the rank finished** in PID 1's state folder (`worker.mark_finished`):
+   PID 1 then knows the script's own exit, whatever torchrun reports after it;
 3. **says when the rank trained alone** (`[sm_dist] rank R trained alone: ...`, the log-line
    contract), from what its process groups did: the largest group's size against WORLD_SIZE and
    the collectives they ran (torch's per-group sequence numbers, read when the script destroys a
@@ -21,11 +21,11 @@ a way a multi-host job can count on:
    round; were a worker elsewhere killed after its own last step, its restart could meet nobody
    (minutes in torchrun's exit barrier, then a rendezvous error). Waiting here keeps every host's
    agent in the round, so such a restart brings every host back, and the script resumes from its
-   checkpoints. When the wait is over, the launcher's state folder says the job's scripts all
+   checkpoints. When the wait is over, PID 1's state folder says the job's scripts all
    finished (`worker.FINISHED_ALL`).
 
 The script's own failure (an exception, a non-zero exit) is left alone: Python prints it and the
-process exits as it would have. Outside sm_dist's launcher (no state folder) only the script runs.
+process exits as it would have. Outside sm_dist's PID 1 (no state folder) only the script runs.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ WAIT_WITH_LIVE_GROUPS_S = 30.0
 #: The wait's bound after a split resume (the hosts resumed from different files): the other ranks
 #: not finishing by then ran other steps; the rank then fails with the reason.
 WAIT_AFTER_SPLIT_S = 10.0
-#: What a rank prints then: the launcher stops the job at once (an `prog: error:` line no restart can
+#: What a rank prints then: PID 1 stops the job at once (an `prog: error:` line no restart can
 #: fix, sm_dist.contract.worker_errors), the split resume above it the reason.
 SPLIT_ERROR = ("sm_dist.runtime.run_script: error: rank {rank} finished its script and other ranks did not within "
                "{seconds:.0f} s after the hosts resumed from different states (split resume): they ran other steps")
@@ -292,12 +292,12 @@ def main(argv: list[str] | None = None) -> None:
         print("usage: python -m sm_dist.runtime.run_script SCRIPT [ARGS...]", file=sys.stderr)
         raise SystemExit(2)
     round_key = os.environ.pop(worker.NOT_RESTORING_ENV, None)  # sm_dist's, not the script's
-    environ = dict(os.environ)  # as the launcher gave it: the script may change os.environ
+    environ = dict(os.environ)  # as PID 1 gave it: the script may change os.environ
     evidence = GroupEvidence()
     watch_groups(evidence)
     if round_key:
         not_restoring(environ, round_key)
-    liveness.start(environ)  # the launcher's hang watch: this rank's stack on demand, its collectives counted
+    liveness.start(environ)  # PID 1's hang watch: this rank's stack on demand, its collectives counted
     run(args[0], args[1:])
     end(environ, evidence)
 

@@ -1,4 +1,4 @@
-"""The sbatch file of a plan: sm_dist's per-host start on every node, not a second launcher (pure).
+"""The sbatch file of a plan: sm_dist's per-host start on every node, not a second PID 1 (pure).
 
 `batch_script(...)` returns the text `sm-dist fit --slurm` submits (and `--dry-run` prints). It asks
 for one task per node (`--nodes` = the plan's instance count, `--ntasks-per-node=1`), the nodes

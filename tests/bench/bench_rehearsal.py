@@ -2,7 +2,7 @@
 --nproc-per-node 2` of the same 24-step CNN, run in turn (A B A B ...) so that both see the same load.
 
 Prints each command's median wall and CPU time, their ratio and the difference (the seconds local mode
-adds: CLI start-up, plan, S3 endpoint, host folders and namespace, the launcher, the end of the job,
+adds: CLI start-up, plan, S3 endpoint, host folders and namespace, PID 1, the end of the job,
 the summary), then one JSON object on the last line. Goal (issue 27): at most 2 s fixed. On a busy
 machine the wall times scatter by seconds: read the pairwise figures and the CPU difference there.
 

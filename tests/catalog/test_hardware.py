@@ -106,7 +106,7 @@ def test_without_ptx_a_newer_major_does_not_run() -> None:
     assert runs_on((9, 0), ("7.0", "8.0", "9.0"), None)
 
 
-def test_the_launchers_efa_lists_hold_only_efa_types_and_know_the_newest() -> None:
+def test_pid1s_efa_lists_hold_only_efa_types_and_know_the_newest() -> None:
     from sm_dist.contract.container import EFA_RDMA_TYPES, EFA_TYPES
 
     assert all(hardware(name).efa for name in EFA_TYPES)  # type: ignore[union-attr]

@@ -227,7 +227,7 @@ def test_grace_comes_from_torchruns_shutdown_timeout():
                                                  ("2.13.0+cpu", 100.0)])
 def test_grace_is_torchruns_fixed_30s_where_it_ignores_the_variable(version, grace):
     # torch < 2.12's torchrun SIGKILLs 30 s after forwarding SIGTERM (docs/PLATFORM.md §1.3):
-    # planning a final save against the launcher's 100 s would lose it
+    # planning a final save against PID 1's 100 s would lose it
     assert grace_seconds({"TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "100"}, torch_version=version) == grace
 
 

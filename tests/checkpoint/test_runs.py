@@ -82,7 +82,7 @@ def test_sigterm_to_torchrun_reaches_the_workers_and_commits(kit, tmp_path):
     run = kit.torchrun(2, ["--uri", str(ckpt), "--out", str(out), "--sleep", "0.2"], max_restarts=0,
                        env={"SM_DIST_INTERRUPT_MARKER": str(marker)})
     _wait_for_step(kit, out, 6, run)
-    run.procs[0].send_signal(signal.SIGTERM)  # what sm_dist's launcher forwards to torchrun
+    run.procs[0].send_signal(signal.SIGTERM)  # what sm_dist's PID 1 forwards to torchrun
     run.wait()  # torchrun reports the signal with its own code; the marker says "committed"
     stopped = int(marker.read_text())
     assert (ckpt / step_dirname(stopped) / MANIFEST_NAME).is_file()

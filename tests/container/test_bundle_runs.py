@@ -60,12 +60,12 @@ def test_planned_bundle_trains_on_two_emulated_hosts(source_dir: Path, tmp_path:
     algo1 = group.outputs()[order.index("algo-1")]
     steps = [line for line in algo1.splitlines() if line.startswith("[sm_dist] step=")]
     assert steps and steps[-1].startswith("[sm_dist] step=3 ")
-    # the launcher ran the bundle's copy of the entrypoint, with the hyperparameters as flags
+    # PID 1 ran the bundle's copy of the entrypoint, with the hyperparameters as flags
     assert str(tmp_path / "algo-1" / "input/data/code/sm_dist/_entrypoints/cnn.py --batch-size 8 --dataset-size 64 --steps 3") in algo1
 
 
 def test_stop_reaches_the_training_loop_and_exits_interrupted(source_dir: Path, tmp_path: Path, port_factory) -> None:
-    """SIGTERM to PID 1 (what StopTrainingJob and a spot interruption send) → launcher → torchrun
+    """SIGTERM to PID 1 (what StopTrainingJob and a spot interruption send) → torchrun
     → worker → checkpoint committed → EXIT_INTERRUPTED."""
     import signal
 

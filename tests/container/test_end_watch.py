@@ -1,4 +1,4 @@
-"""sm_dist.container.end_watch: the launcher stops torchrun when the job is done on its host, and
+"""sm_dist.container.end_watch: PID 1 stops torchrun when the job is done on its host, and
 when torchrun lost the stop signal; the Supervisor does it to a real process."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def test_a_worker_failing_after_every_rank_finished_is_not_restarted(tmp_path: P
 
 def test_the_exit_barrier_holds_a_finished_host_seconds_not_minutes(tmp_path: Path) -> None:
     """torchrun waits 300 s in its exit barrier for agents that may never come; once every rank
-    finished and this host's workers are gone, the launcher ends it after the grace."""
+    finished and this host's workers are gone, PID 1 ends it after the grace."""
     clock = Clock()
     ends = EndWatch(tmp_path, local_ranks=1, clock=clock)
     assert ends.tick(workers_alive=False) is None  # nothing finished: torchrun decides
@@ -105,7 +105,7 @@ FAKE_TORCHRUN = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_the_supervisor_stops_a_torchrun_that_swallowed_the_signal(tmp_path: Path) -> None:
-    """A real process that loses the first SIGTERM the way torchrun does: the launcher's second one
+    """A real process that loses the first SIGTERM the way torchrun does: PID 1's second one
     ends it in seconds, not after SageMaker's 120 s grace."""
     script = tmp_path / "fake_torchrun.py"
     script.write_text(FAKE_TORCHRUN)

@@ -1,4 +1,4 @@
-"""The launcher's decision whether a restart can help (sm_dist.container.failure_watch) and the
+"""PID 1's decision whether a restart can help (sm_dist.container.failure_watch) and the
 failure message SageMaker shows (pid1.outcome), on torchrun's output as it prints it."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def traceback(last: str, rank: int = 1) -> list[str]:
             f"[rank{rank}]:     main()", f"[rank{rank}]: {last}"]
 
 
-#: The end of torchrun's output after the launcher SIGTERMed it (torch 2.13, shortened).
+#: The end of torchrun's output after PID 1 SIGTERMed it (torch 2.13, shortened).
 TORCHRUN_STOPPED = [
     "W1126 14:45:38.015000 10839 torch/distributed/elastic/agent/server/api.py:753] Received 15 death signal, "
     "shutting down workers",
@@ -87,7 +87,7 @@ def test_the_failure_reason_starts_with_the_workers_error(tmp_path: Path) -> Non
                                      "    check_batch(step, rank)", '  File "raises.py", line 22, in check_batch',
                                      '    raise ValueError(f"shape mismatch in batch {step} on rank {rank}")',
                                      "ValueError: shape mismatch in batch 3 on rank 1"]
-    # the launcher gave up and SIGTERMed torchrun, which died of it (-15): the host's code is its error's, 1
+    # PID 1 gave up and SIGTERMed torchrun, which died of it (-15): the host's code is its error's, 1
     stopped = pid1.outcome(-15, [], tmp_path / "marker", "algo-2", lines, watch.error(),
                                f"{watch.error().line()}; not restarted: a restart cannot fix it", "job-7",
                                local_log="/tmp/root/run/logs/algo-2.log")
@@ -154,7 +154,7 @@ def test_a_program_error_before_any_checkpoint_is_not_restarted(tmp_path: Path, 
     for folder in (ckpt, code, tmp):
         folder.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))  # the container's own /tmp
-    (ckpt / "restored-at-start.pt").write_bytes(b"x")  # restored before the launcher started: not new
+    (ckpt / "restored-at-start.pt").write_bytes(b"x")  # restored before PID 1 started: not new
     watch = FailureWatch("algo-2", ckpt, work_dir=code)
     [verdict] = feed(watch, [*USERS_OWN, FAILED.format(code=1)])
     assert verdict.startswith("ValueError: shape mismatch in batch 3 on rank 1  at raises.py:22 in check_batch")
@@ -204,10 +204,10 @@ def test_a_checkpoint_another_host_wrote_counts_before_calling_an_error_a_replay
     assert failure_watch.shared_view(tmp_path, {}, hosts=1) is None  # one host: its folder is the run's
 
 
-def test_a_restarted_worker_waits_while_the_launcher_asks_the_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_restarted_worker_waits_while_pid1_asks_the_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The URI's answer takes seconds (a subprocess, a second look): torchrun would start the workers again
     meanwhile, so it is stopped while the watch asks. `deciding` exists then too: a worker started just
-    before waits for it to go (restart) or for the stop file the launcher writes after a replay's verdict,
+    before waits for it to go (restart) or for the stop file PID 1 writes after a replay's verdict,
     and does not run the script then."""
     import threading
 
@@ -222,7 +222,7 @@ def test_a_restarted_worker_waits_while_the_launcher_asks_the_uri(tmp_path: Path
     def asked(answer: bool) -> failure_watch.SharedView:
         return lambda _since: seen.append(deciding.exists()) or answer  # type: ignore[func-returns-value]
 
-    held: list[bool] = []  # torchrun stopped while the watch asks (the launcher's Supervisor.hold)
+    held: list[bool] = []  # torchrun stopped while the watch asks (PID 1's Supervisor.hold)
     restarted = FailureWatch("algo-2", ckpt, work_dir=code, shared=asked(True), deciding=deciding)
     restarted.hold = held.append
     assert feed(restarted, [*USERS_OWN, FAILED.format(code=1)]) == [] and not deciding.exists()
@@ -230,10 +230,10 @@ def test_a_restarted_worker_waits_while_the_launcher_asks_the_uri(tmp_path: Path
     replayed = FailureWatch("algo-2", ckpt, work_dir=code, shared=asked(False), deciding=deciding)
     replayed.hold = held.append
     assert len(feed(replayed, [*USERS_OWN, FAILED.format(code=1)])) == 1 and deciding.exists() and seen == [True, True]
-    assert held == [True, False, True]  # still stopped: the launcher's stop continues it with its SIGTERM
+    assert held == [True, False, True]  # still stopped: PID 1's stop continues it with its SIGTERM
     threading.Timer(0.2, (state / worker.STOP_FILE).write_text, ["ValueError ...; not restarted"]).start()
     with pytest.raises(SystemExit) as stopped:
-        worker._exit_if_stopped(state)  # waits for the launcher's answer: the stop file
+        worker._exit_if_stopped(state)  # waits for PID 1's answer: the stop file
     assert stopped.value.code == 1
 
 

@@ -1,4 +1,4 @@
-"""The launcher's hang watch on its own: progress, the timeout, the stacks, the stopped rank, a repeat."""
+"""PID 1's hang watch on its own: progress, the timeout, the stacks, the stopped rank, a repeat."""
 
 from __future__ import annotations
 
@@ -135,7 +135,7 @@ def test_every_rank_waiting_says_the_stopped_one_is_elsewhere_and_steps_tell_han
 def test_a_rank_that_counted_collectives_before_the_first_look_is_watched(state: Path) -> None:
     clock = Clock()
     progress = _record(state, "0", os.getpid(), "0")
-    _touch(progress, 3.0)  # touched after it recorded itself, before the launcher looked
+    _touch(progress, 3.0)  # touched after it recorded itself, before PID 1 looked
     watch = _watch(state, clock, [], {"0": ((USER, 1, "main"),)})
     assert watch.check() is None
     clock.now += 15
@@ -207,7 +207,7 @@ def test_a_faulthandler_dump_is_read_for_the_main_thread(tmp_path: Path) -> None
 
 @pytest.fixture
 def armed(tmp_path: Path) -> Iterator[Path]:
-    """This process as a rank of a launcher whose state folder is returned (liveness started here)."""
+    """This process as a rank of a PID 1 whose state folder is returned (liveness started here)."""
     state = tmp_path / "state"
     previous = signal.getsignal(signal.SIGUSR2)
     liveness.STOP.clear()
@@ -221,13 +221,13 @@ def armed(tmp_path: Path) -> Iterator[Path]:
         signal.signal(signal.SIGUSR2, previous)
 
 
-def test_a_rank_records_itself_and_writes_its_stack_on_the_launchers_signal(armed: Path) -> None:
+def test_a_rank_records_itself_and_writes_its_stack_on_pid1s_signal(armed: Path) -> None:
     assert signal.getsignal(signal.SIGUSR2) is liveness._hang  # chaos hang:STEP's handler, asked for
     ranks = read_ranks(armed)
     assert [(r.rank, r.pid, r.thread) for r in ranks] == [("5", os.getpid(), threading.main_thread().ident)]
     found = stacks.dump(ranks)
     assert found[0].frames, found[0].text
-    assert any(f.func == "test_a_rank_records_itself_and_writes_its_stack_on_the_launchers_signal"
+    assert any(f.func == "test_a_rank_records_itself_and_writes_its_stack_on_pid1s_signal"
                for f in found[0].frames)
     assert found[0].text.count("(most recent call first):") >= 2  # every thread: the counting one too
 

@@ -1,4 +1,4 @@
-"""The PID-1 launcher, run for real: subprocesses with a fake /opt/ml tree and torchrun on CPU."""
+"""PID 1, run for real: subprocesses with a fake /opt/ml tree and torchrun on CPU."""
 
 from __future__ import annotations
 
@@ -55,13 +55,13 @@ def make_host(root: Path, host: str, hosts: list[str], spec: JobSpec) -> Path:
     return root
 
 
-def launcher_env_for(root: Path, port: int, out: Path, mode: str = "exit") -> dict[str, str]:
+def pid1_env_for(root: Path, port: int, out: Path, mode: str = "exit") -> dict[str, str]:
     """What the launcher of the emulated host at `root` gets (the harness strips the machine's launcher variables)."""
     return child_env({"SM_DIST_OPT_ML": str(root), "SM_DIST_RDZV_HOST": "127.0.0.1", "SM_DIST_RDZV_PORT": str(port),
                       "OUT_DIR": str(out), "MODE": mode, "PYTHONPATH": str(REPO), "SM_NUM_GPUS": "0"})
 
 
-LAUNCHER = [sys.executable, "-m", "sm_dist.container.pid1"]
+PID1 = [sys.executable, "-m", "sm_dist.container.pid1"]
 
 
 def test_sagemaker_host_order_and_rank(tmp_path: Path) -> None:
@@ -129,7 +129,7 @@ def test_two_hosts_form_one_job(tmp_path: Path, port_factory) -> None:
     hosts = ["algo-1", "algo-2"]
     port, out = port_factory(), tmp_path / "out"
     out.mkdir()
-    group = Group([LAUNCHER] * 2, [launcher_env_for(make_host(tmp_path / h, h, hosts, spec), port, out) for h in hosts])
+    group = Group([PID1] * 2, [pid1_env_for(make_host(tmp_path / h, h, hosts, spec), port, out) for h in hosts])
     assert group.wait() == [0, 0], group.report()
     seen = [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert {s["WORLD_SIZE"] for s in seen} == {"2"}
@@ -146,7 +146,7 @@ def test_sigterm_reaches_the_script(tmp_path: Path, port_factory, mode: str) -> 
     root = make_host(tmp_path / "algo-1", "algo-1", ["algo-1"], JobSpec(entry="train.py"))
     out = tmp_path / "out"
     out.mkdir()
-    group = start(LAUNCHER, launcher_env_for(root, port_factory(), out, mode=mode))
+    group = start(PID1, pid1_env_for(root, port_factory(), out, mode=mode))
     wait_until((out / "rank0.json.ready").exists, group, what="the script to install its SIGTERM handler")
     group.procs[0].send_signal(signal.SIGTERM)
     [code] = group.wait()
@@ -162,7 +162,7 @@ def test_sigterm_reaches_the_script(tmp_path: Path, port_factory, mode: str) -> 
 @pytest.mark.slow
 def test_failure_is_reported(tmp_path: Path, port_factory) -> None:
     root = make_host(tmp_path / "algo-1", "algo-1", ["algo-1"], JobSpec(entry="train.py"))
-    [code] = start(LAUNCHER, launcher_env_for(root, port_factory(), tmp_path, mode="fail")).wait()
+    [code] = start(PID1, pid1_env_for(root, port_factory(), tmp_path, mode="fail")).wait()
     text = (root / "output" / "failure").read_text()
     assert code == 1
     assert len(text) <= pid1.FAILURE_MAX_CHARS and "boom" in text

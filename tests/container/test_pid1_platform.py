@@ -1,4 +1,4 @@
-"""What the PID-1 launcher must do for a real SageMaker job (docs/PLATFORM.md §1.2, §1.3, §2.2):
+"""What PID 1 must do for a real SageMaker job (docs/PLATFORM.md §1.2, §1.3, §2.2):
 the image's torch checked against the supported range, the environment SageMaker's own torchrun
 driver sets, and a rendezvous that waits for a late first host."""
 
@@ -86,7 +86,7 @@ def test_a_host_waits_for_a_late_first_host_and_says_so(caplog: pytest.LogCaptur
     thread = threading.Thread(target=first_host_starts_late)
     thread.start()
     try:
-        with caplog.at_level(logging.INFO, logger="sm_dist.launcher"):
+        with caplog.at_level(logging.INFO, logger="sm_dist.pid1"):
             pid1_env.wait_for_store("127.0.0.1", port, timeout=30, interval=0.1, log_every=0.2)
     finally:
         thread.join()

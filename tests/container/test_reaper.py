@@ -1,6 +1,6 @@
-"""PID 1 waits for the orphans it adopts: a worker's grandchild whose parent died is reparented to the launcher
+"""PID 1 waits for the orphans it adopts: a worker's grandchild whose parent died is reparented to PID 1
 (PR_SET_CHILD_SUBREAPER, as PID 1 of a container adopts it) and, once it exits, is reaped, not left a
-zombie; torchrun's own exit status is still the launcher's (docs/PLATFORM.md §1.3)."""
+zombie; torchrun's own exit status is still PID 1's (docs/PLATFORM.md §1.3)."""
 
 from __future__ import annotations
 
@@ -52,13 +52,13 @@ def test_an_orphan_is_adopted_and_reaped_and_torchruns_exit_code_still_counts(tm
     env = child_env({"SM_DIST_OPT_ML": str(root), "SM_DIST_RDZV_HOST": "127.0.0.1", "SM_NUM_GPUS": "0",
                      "SM_DIST_RDZV_PORT": str(port_factory()), "OUT_DIR": str(out), "PYTHONPATH": str(REPO)})
     group = start([sys.executable, "-m", "sm_dist.container.pid1"], env)
-    launcher_pid = group.procs[0].pid
+    pid1_pid = group.procs[0].pid
     wait_until((out / "orphan.json").exists, group, what="the orphan to be adopted")
     orphan = json.loads((out / "orphan.json").read_text())
-    assert orphan["adopted_by"] == launcher_pid  # the subreaper, not the machine's init
-    # the orphan exited right after writing: the launcher waits for it while torchrun still runs
-    wait_until(lambda: orphan["pid"] not in reaper.children(launcher_pid), group, what="the orphan to be reaped")
-    assert not [pid for pid in reaper.children(launcher_pid) if reaper.exited(pid)]  # no zombie under PID 1
+    assert orphan["adopted_by"] == pid1_pid  # the subreaper, not the machine's init
+    # the orphan exited right after writing: PID 1 waits for it while torchrun still runs
+    wait_until(lambda: orphan["pid"] not in reaper.children(pid1_pid), group, what="the orphan to be reaped")
+    assert not [pid for pid in reaper.children(pid1_pid) if reaper.exited(pid)]  # no zombie under PID 1
     (out / "release").touch()
     [code] = group.wait()
     assert code == 1, group.report()  # torchrun's status (a worker failed), not the 0 of a stolen wait

@@ -1,5 +1,5 @@
 """torchrun's own SignalException traceback and logging-error block stay out of the host's log once
-the launcher has signalled torchrun (sm_dist.container.stop_noise); everything else passes, in order."""
+PID 1 has signalled torchrun (sm_dist.container.stop_noise); everything else passes, in order."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from sm_dist.container.end_watch import EndWatch
 from sm_dist.container.stop_noise import StopNoise, without_stop_noise
 from sm_dist.container.torchrun import Supervisor
 
-#: The end of algo-2's log after the launcher stopped torchrun (torch 2.13, Python 3.11; middle frames cut).
+#: The end of algo-2's log after PID 1 stopped torchrun (torch 2.13, Python 3.11; middle frames cut).
 TORCHRUN_END = """\
 [sm_dist launcher] ValueError: shape mismatch in batch 3 on rank 1  (algo-2, rank 1); not restarted: ...; stopping torchrun
 W1126 14:45:38.015000 10839 torch/distributed/elastic/agent/server/api.py:753] Received 15 death signal, shutting down workers
@@ -130,7 +130,7 @@ FAKE_TORCHRUN = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_the_supervisor_writes_no_signal_traceback(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    """A process that ends on SIGTERM with a SignalException traceback, as torchrun does: the launcher's
+    """A process that ends on SIGTERM with a SignalException traceback, as torchrun does: PID 1's
     log has its lines but not the traceback; the tail it keeps for the watchers still has everything."""
     script = tmp_path / "fake_torchrun.py"
     script.write_text(FAKE_TORCHRUN)

@@ -27,7 +27,7 @@ def test_the_caches_go_into_it_unless_the_user_set_them(tmp_path: Path, caplog: 
     cache = tmp_path / "warmpoolcache"
     cache.mkdir()
     env = {WARMPOOL_CACHE_ENV: str(cache), "HF_HOME": "/data/hf"}
-    with caplog.at_level(logging.INFO, logger="sm_dist.launcher"):
+    with caplog.at_level(logging.INFO, logger="sm_dist.pid1"):
         first = warm_cache.apply(env, "job-1", "algo-1")
     assert first["HF_HOME"] == "/data/hf"  # the user's (or the image's) own
     assert first["PIP_CACHE_DIR"] == str(cache / "pip")
@@ -35,7 +35,7 @@ def test_the_caches_go_into_it_unless_the_user_set_them(tmp_path: Path, caplog: 
     assert first["TRITON_CACHE_DIR"] == str(cache / "triton")
     assert "empty: the first job on this warm pool" in caplog.text
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="sm_dist.launcher"):
+    with caplog.at_level(logging.INFO, logger="sm_dist.pid1"):
         second = warm_cache.apply({WARMPOOL_CACHE_ENV: str(cache)}, "job-2", "algo-1")
     assert second["HF_HOME"] == str(cache / "huggingface")
     assert "warm, left by job job-1" in caplog.text
@@ -58,7 +58,7 @@ def test_the_next_job_installs_requirements_from_the_kept_wheels(tmp_path: Path,
     (code / "requirements.txt").write_text("smdist_probe_pkg==1.0\n")
     cache = tmp_path / "warmpoolcache"
     cache.mkdir()
-    with caplog.at_level(logging.INFO, logger="sm_dist.launcher"):
+    with caplog.at_level(logging.INFO, logger="sm_dist.pid1"):
         requirements.install(code, _pip_env(tmp_path, cache, tmp_path / "site-1", source))
     house = requirements.wheelhouse(code, {WARMPOOL_CACHE_ENV: str(cache)})
     assert house is not None and (house / requirements.COMPLETE_FILE).is_file()
@@ -67,7 +67,7 @@ def test_the_next_job_installs_requirements_from_the_kept_wheels(tmp_path: Path,
     # the next job: a new container (a new site), and the wheel's source gone (no network)
     shutil.rmtree(source)
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="sm_dist.launcher"):
+    with caplog.at_level(logging.INFO, logger="sm_dist.pid1"):
         requirements.install(code, _pip_env(tmp_path, cache, tmp_path / "site-2", source))
     assert "from the warm-pool cache's wheels (no index)" in caplog.text
     assert (tmp_path / "site-2" / "smdist_probe_pkg" / "__init__.py").read_text() == "VALUE = 7\n"

@@ -1,5 +1,5 @@
 """sm_dist.container.worker: what a restarted worker does before it becomes the script, and when
-the launcher puts it in front of the script."""
+PID 1 puts it in front of the script."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def test_nothing_to_restore_without_a_checkpoint_uri(tmp_path: Path, calls) -> N
     assert calls == []
 
 
-def test_a_worker_the_launcher_gave_up_on_does_not_run_the_script_again(tmp_path: Path, calls) -> None:
+def test_a_worker_pid1_gave_up_on_does_not_run_the_script_again(tmp_path: Path, calls) -> None:
     env = host_env(tmp_path, port="41000")
     (tmp_path / "state").mkdir()
     (tmp_path / "state" / worker.STOP_FILE).write_text("ValueError: boom  (algo-2, rank 1); not restarted")
@@ -109,7 +109,7 @@ def test_every_worker_starts_through_the_worker_step_restore_only_for_synced_scr
 
 def test_a_restore_that_keeps_failing_never_starts_the_script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    """Tried again, then the worker exits with the reason, in the line the launcher's failure watch
+    """Tried again, then the worker exits with the reason, in the line PID 1's failure watch
     reads as an error no restart can fix; a refusal (exit 3) is not tried again."""
     answers = iter([(1, "DistNetworkError: connection refused"), (1, "algo-1 did not reach the restore in 600 s"),
                     (1, "algo-1 did not reach the restore in 600 s")])
@@ -134,7 +134,7 @@ def test_a_restore_that_keeps_failing_never_starts_the_script(tmp_path: Path, mo
 
 def test_the_ranks_marks_say_when_every_rank_finished(tmp_path: Path) -> None:
     """run_script marks each rank whose script finished, and the round in which every rank had;
-    the launcher asks `finished` (the marks of one round only)."""
+    PID 1 asks `finished` (the marks of one round only)."""
     state = tmp_path / "state"
     env = {worker.STATE_ENV: str(state), "TORCHELASTIC_RUN_ID": "job", "MASTER_PORT": "41000"}
     worker.mark_finished({**env, "LOCAL_RANK": "0"})
@@ -185,7 +185,7 @@ def test_the_script_runs_as_python_would_run_it(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_finished_rank_waits_for_every_rank_and_says_so(tmp_path: Path) -> None:
     """Two ranks on two "hosts" (one rendezvous store): the first to finish waits for the second;
-    then both hosts' marks say every rank finished (what the launcher reads)."""
+    then both hosts' marks say every rank finished (what PID 1 reads)."""
     from datetime import timedelta
 
     from torch.distributed import TCPStore

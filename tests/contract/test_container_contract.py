@@ -44,7 +44,7 @@ def test_one_remap_for_local_mode_and_the_container() -> None:
     assert ckpt_config._container_path("/opt/ml/checkpoints", {"SM_DIST_OPT_ML": "/r"}) == "/r/checkpoints"
 
 
-def test_launcher_and_detect_env_read_one_host_order(tmp_path: Path) -> None:
+def test_pid1_and_detect_env_read_one_host_order(tmp_path: Path) -> None:
     """SageMaker's order, sorted as text (docs/PLATFORM.md §1.8): what resourceconfig.json lists,
     ModelTrainer's SM_CURRENT_HOST_RANK and torchrun's c10d node numbering all follow it."""
     root = _root(tmp_path, current_instance_type="ml.p5.48xlarge", network_interface_name="eth1")
@@ -68,7 +68,7 @@ def test_one_resourceconfig_reader_refuses_the_same_files(tmp_path: Path) -> Non
     assert read_resource_config(tmp_path / "nothing") is None
 
 
-def test_the_launcher_exports_the_contract_directory_variables(tmp_path: Path) -> None:
+def test_pid1_exports_the_contract_directory_variables(tmp_path: Path) -> None:
     from sm_dist.local.config import LocalJobConfig
 
     config = LocalJobConfig(job_name="j", container_command=("python3", "-c", "pass"), instance_count=1)
@@ -93,7 +93,7 @@ def test_efa_types_follow_the_catalog() -> None:
 
 
 @pytest.mark.parametrize("instance_type", sorted(EFA_RDMA_TYPES))
-def test_launcher_sets_the_rdma_variables_for_every_rdma_type(tmp_path: Path, instance_type: str) -> None:
+def test_pid1_sets_the_rdma_variables_for_every_rdma_type(tmp_path: Path, instance_type: str) -> None:
     topo = pid1_env.read_topology(_root(tmp_path, current_instance_type=instance_type), {},
                                       JobSpec(entry="t.py"), 0)
     env = pid1_env.worker_env({}, topo, tmp_path, tmp_path / "code", tmp_path / "m")

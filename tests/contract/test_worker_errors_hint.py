@@ -41,7 +41,7 @@ def test_a_custom_checkpoint_folder_and_other_folders() -> None:
     assert _error("/tmp/scratch/run").hint is None  # not the synced folder: nothing of SageMaker's there
 
 
-def test_the_launcher_watch_reads_it_with_its_own_checkpoint_folder(tmp_path: Path) -> None:
+def test_pid1_watch_reads_it_with_its_own_checkpoint_folder(tmp_path: Path) -> None:
     watch = FailureWatch("algo-1", checkpoint_dir=tmp_path)
     for line in ROTATION.format(path=f"{tmp_path}/checkpoint_0").splitlines():
         watch.feed(line)

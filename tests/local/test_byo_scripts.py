@@ -154,7 +154,7 @@ def test_the_real_error_once(tmp_path: Path, script: str, flags: tuple[str, ...]
                              runs: int) -> None:
     """The error, where it happened in the script and where the logs are, in the summary and in
     output/failure; the script runs `runs` times on the failing host (a worker torchrun starts again
-    after the launcher gave up exits before the script: sm_dist.container.worker)."""
+    after PID 1 gave up exits before the script: sm_dist.container.worker)."""
     code, s, _ = fit(tmp_path, script, *flags)
     assert code != 0 and s["status"] == "Failed"
     host = s["error_detail"]["host"]  # every rank fails on a bad flag or import, only rank 1 (algo-2) raises
@@ -293,7 +293,7 @@ def test_a_rank_that_ends_badly_after_the_last_step_ends_the_job_in_seconds(tmp_
     host is still in the round (its rank waits for every rank), so the restart brings both back
     and the job completes, instead of algo-1 sitting 300 s in torchrun's exit barrier and the
     restart failing with a rendezvous error. abort: rank 1 aborts at exit after every rank
-    finished: the launcher knows the script's own end, so no restart and no exit barrier wait."""
+    finished: PID 1 knows the script's own end, so no restart and no exit barrier wait."""
     code, s, err = fit(tmp_path, "ends_badly.py", "--hp", f"how={how}")
     assert code == 0 and s["status"] == "Completed", (s, err[-4000:])
     assert s["in_job_restarts"] == (1 if how == "kill" else 0), s

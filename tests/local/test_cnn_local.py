@@ -1,4 +1,4 @@
-"""Local mode end to end: the real plan, launcher, torchrun, runtime and checkpoints (CPU, gloo).
+"""Local mode end to end: the real plan, PID 1, torchrun, runtime and checkpoints (CPU, gloo).
 
 Kept small for 2 shared cores: the CNN at 16 steps on 1024 synthetic samples (8 steps an
 epoch, a checkpoint every 4 steps, so resumes land mid-epoch and runs cross an epoch), with dropout and
@@ -97,7 +97,7 @@ def test_a_crash_in_save_then_a_spot_interruption_with_s3_faults(kill_job: Local
     assert "crash-in-save:8" in s.chaos_fired and not s.chaos_missed, explain(job)
     assert s.in_job_restarts >= 1 and s.job_restarts == 1 and s.restarts >= 2, explain(job)
     assert s.resumed_from and s.resumed_from[0] == 4, explain(job)  # the half-written step 8 was never used
-    # every host saw the checkpoint committed and its launcher exited 143 (EXIT_INTERRUPTED)
+    # every host saw the checkpoint committed and its PID 1 exited 143 (EXIT_INTERRUPTED)
     assert set(job.run.outcome.exit_codes[0].values()) == {143}, explain(job)
     assert job.run.outcome.restored_files[1] > 0  # the new "instances" got the checkpoints from the URI
     assert 10 <= s.resumed_from[-1] < 16 and s.steps == 16, explain(job)  # the SIGTERM checkpoint
@@ -114,7 +114,7 @@ def test_two_hosts_two_processes(kill_job: LocalJob) -> None:
     assert s.status == "Completed", explain(job)
     assert (s.hosts, s.processes_per_host, s.steps) == (2, 2, 16)
     for host in ("algo-1", "algo-2"):
-        assert f"host {host} (" in text(job, host)  # the launcher ran as each host's first process
+        assert f"host {host} (" in text(job, host)  # PID 1 ran as each host's first process
         assert "--nproc-per-node=2" in text(job, host)
     assert "[algo-1] " in text(job) and "[algo-2] " in text(job)
     models = [job.model_dir(h) / "model.pt" for h in ("algo-1", "algo-2")]
@@ -189,7 +189,7 @@ def test_cli_fit_local_json_with_a_sharded_strategy(tmp_path: Path, monkeypatch:
     assert "[algo-2] " in out.stderr
     root = tmp_path / "sm-dist-local" / "gpt-fsdp-7"
     spec = json.loads((root / "run" / "hosts" / "algo-2" / "input" / "data" / "code" / "sm_dist_job.json").read_text())
-    assert spec["strategy"] == "fsdp"  # what every host's launcher and runtime read
+    assert spec["strategy"] == "fsdp"  # what every host's PID 1 and runtime read
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")

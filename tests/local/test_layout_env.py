@@ -47,7 +47,7 @@ def test_remap_paths_in_values(tmp_path: Path) -> None:
 
 def test_host_environment_is_what_the_platform_gives(fake_config: LocalJobConfig, tmp_path: Path) -> None:
     """SageMaker starts PID 1 with the request's Environment and TRAINING_JOB_NAME/ARN, nothing SM_*:
-    local mode does the same, plus its SM_DIST_* ports; the launcher computes the rest."""
+    local mode does the same, plus its SM_DIST_* ports; PID 1 computes the rest."""
     layout = create_host_root(fake_config, "algo-2", tmp_path / "h2", None)
     base = {"PATH": "/bin", "SM_CURRENT_HOST": "leak", "RANK": "7", "HOME": "/h", "AWS_PROFILE": "prod"}
     ports = {"SM_DIST_RDZV_PORT": 1, "SM_DIST_MASTER_PORT": 2}

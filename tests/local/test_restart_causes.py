@@ -1,4 +1,4 @@
-"""Every in-job restart explained: the launcher's `[sm_dist] restart` line (from torchrun's output as
+"""Every in-job restart explained: PID 1's `[sm_dist] restart` line (from torchrun's output as
 it prints it), local mode's list of causes, the live view and the summary."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def _feed(watch: FailureWatch, lines: list[str]) -> list[str]:
     return taken
 
 
-def test_the_launcher_names_each_restarts_cause() -> None:
+def test_pid1_names_each_restarts_cause() -> None:
     watch = FailureWatch("algo-2")
     assert _feed(watch, [*USERS_OWN, FAILED.format(code=1, local=1)]) == [
         "rank 1 — ValueError: shape mismatch in batch 3 on rank 1 at raises.py:22 in check_batch"]
@@ -111,8 +111,8 @@ def test_a_kill_in_save_is_one_restart_though_every_host_was_killed() -> None:
 
 
 def test_a_peers_line_is_no_restart_when_the_failing_host_stopped_the_job() -> None:
-    """algo-2's launcher stopped torchrun on the script's own error (no restart); algo-1's ranks had
-    failed because of it and its launcher printed its line before the stop reached it."""
+    """algo-2's PID 1 stopped torchrun on the script's own error (no restart); algo-1's ranks had
+    failed because of it and its PID 1 printed its line before the stop reached it."""
     restarts = Restarts()
     restarts.add(RestartLine("algo-1", "after another rank failed: rank 0 — RuntimeError: Connection closed by peer"))
     assert restarts.explained(0) == []
@@ -139,7 +139,7 @@ def test_the_summary_and_the_live_view_show_the_causes() -> None:
 
 
 def test_a_repeated_hang_is_the_jobs_error_though_a_peers_error_ended_it_first(tmp_path: Path) -> None:
-    """The stuck rank's launcher gave up on the same hang again, but algo-1's gloo error (its peer killed)
+    """The stuck rank's PID 1 gave up on the same hang again, but algo-1's gloo error (its peer killed)
     ended the job before algo-2 wrote its failure: the error is the hang, its rank and its line, and
     algo-2's own outcome and failure say the hang (they said only "stopped after algo-1 failed")."""
     from sm_dist.local.config import LocalJobConfig

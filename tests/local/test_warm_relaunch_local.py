@@ -1,7 +1,7 @@
 """A warm relaunch rehearsed: two local `fit` calls with keep_alive_s, the second on the first's pool.
 
 The script stands in for a start-up that fetches something into HF_HOME (a hub download): the first job
-writes it, the second, on the kept pool, finds it there; each host's launcher says warm or cold, and the
+writes it, the second, on the kept pool, finds it there; each host's PID 1 says warm or cold, and the
 summary says which pool the job started on.
 """
 

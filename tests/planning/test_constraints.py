@@ -95,7 +95,7 @@ def test_a_volume_key_is_kept_on_an_ebs_instance(aws: str, source_dir: Path) -> 
 
 
 def test_a_single_quote_reaches_the_script_as_it_is(aws: str, source_dir: Path) -> None:
-    """sm_dist's launcher passes hyperparameters as arguments, through no shell and no env file (PLATFORM §9)."""
+    """sm_dist's PID 1 passes hyperparameters as arguments, through no shell and no env file (PLATFORM §9)."""
     job = _fit(source_dir, hyperparameters={"note": "it's", "cmd": "a 'b' \"c\" $HOME `x`"})
     assert job.plan.job_spec.script_args() == ["--note", "it's", "--cmd", "a 'b' \"c\" $HOME `x`"]
     assert job.plan.request["HyperParameters"]["note"] == "it's"

@@ -1,4 +1,4 @@
-"""hang_timeout_s travels from fit's keyword (and `--hang-timeout-s`) to the job spec the launcher reads."""
+"""hang_timeout_s travels from fit's keyword (and `--hang-timeout-s`) to the job spec PID 1 reads."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from sm_dist.errors import ConfigError
 from sm_dist.jobspec import JobSpec
 
 
-def test_the_plan_carries_it_to_the_launcher(source_dir: Path) -> None:
+def test_the_plan_carries_it_to_pid1(source_dir: Path) -> None:
     plan = sm_dist.plan("train.py", source_dir=str(source_dir), local=True, hang_timeout_s=15)
     assert plan.job_spec.hang_timeout_s == 15
     assert JobSpec.from_json(plan.job_spec.to_json()).hang_timeout_s == 15

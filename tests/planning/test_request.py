@@ -1,4 +1,4 @@
-"""The CreateTrainingJob request: built by ModelTrainer, launcher as PID 1, valid for botocore."""
+"""The CreateTrainingJob request: built by ModelTrainer, sm_dist's PID 1, valid for botocore."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""requirements.txt: pip-installed by the launcher at job start (as SageMaker's toolkit does), listed
+"""requirements.txt: pip-installed by PID 1 at job start (as SageMaker's toolkit does), listed
 by the plan, refused under network isolation without vendored wheels, checked locally before a run."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ CLOUD = dict(instance_type="ml.g5.xlarge", instance_count=2, strategy="ddp", rol
 
 
 @pytest.mark.slow
-def test_the_launcher_installs_from_vendored_wheels_without_an_index(tmp_path: Path) -> None:
+def test_pid1_installs_from_vendored_wheels_without_an_index(tmp_path: Path) -> None:
     code = tmp_path / "code"
     code.mkdir()
     make_wheel(code)

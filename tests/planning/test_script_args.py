@@ -28,7 +28,7 @@ def test_the_plan_shows_the_exact_command_line(source_dir: Path) -> None:
     assert "entry        train.py 'a b' --x --lr 0.1 --flag" in str(plan)
 
 
-def test_the_launcher_gives_the_script_args_then_hyperparameters(tmp_path: Path) -> None:
+def test_pid1_gives_the_script_args_then_hyperparameters(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text("")
     spec = JobSpec(entry="train.py", args=("3", "1", "--dummy"), hyperparameters={"lr": 0.1, "flag": ""})
     assert pid1_env.script_argv(spec, tmp_path) == [str(tmp_path / "train.py"), "3", "1", "--dummy", "--lr", "0.1",

@@ -230,7 +230,7 @@ class Checkpointer:
 
         committed = self._final_save(step, save)
         marker = os.environ.get(INTERRUPT_MARKER_ENV)
-        # One writer per host (its local rank 0): every host's launcher reads its own marker to
+        # One writer per host (its local rank 0): every host's PID 1 reads its own marker to
         # exit EXIT_INTERRUPTED; the file names the host's own container path.
         if committed and marker and int(os.environ.get("LOCAL_RANK", self.rank)) == 0:
             with open(marker, "w", encoding="utf-8") as handle:

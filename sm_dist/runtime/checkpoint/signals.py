@@ -25,7 +25,7 @@ _log = logging.getLogger(__name__)
 
 #: Seconds torchrun waits for workers after forwarding a signal (--shutdown-timeout, read by
 #: torch 2.13's run.py from PET_SHUTDOWN_TIMEOUT or TORCH_ELASTIC_SHUTDOWN_TIMEOUT; sm_dist's
-#: launcher sets the latter to 100; torchrun's default is 30 — docs/PLATFORM.md §1.3).
+#: PID 1 sets the latter to 100; torchrun's default is 30 — docs/PLATFORM.md §1.3).
 DEFAULT_GRACE_SECONDS = 30.0
 GRACE_ENVS = ("PET_SHUTDOWN_TIMEOUT", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT")
 #: A final save is attempted if predicted_duration * SAFETY + MARGIN fits in the time left.

@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--outside", default="[]", help="JSON list: this host's checkpoint-like files outside --folder")
     parser.add_argument("--peers", action="store_true", help="network isolation: restore from the other hosts, not S3")
     parser.add_argument("--address", default="", help="with --peers: this host's address for its peers")
-    parser.add_argument("--state", type=Path, default=None, help="with --peers: the launcher's state folder")
+    parser.add_argument("--state", type=Path, default=None, help="with --peers: PID 1's state folder")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[sm_dist worker] %(message)s", stream=sys.stderr)
     for noisy in ("botocore", "boto3", "s3transfer", "urllib3"):

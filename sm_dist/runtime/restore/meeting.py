@@ -72,7 +72,7 @@ def split_resume(shared: dict[str, str]) -> str | None:
 def said_split(shared: dict[str, str], folder: Path) -> bool:
     """Print the split-resume line when the hosts' files outside the folder differ; whether they did."""
     split = split_resume(shared)
-    if split:  # read by the launcher's failure watch: the reason if the job then fails (a hang, a rendezvous error)
+    if split:  # read by PID 1's failure watch: the reason if the job then fails (a hang, a rendezvous error)
         print(f"{SPLIT_RESUME_PREFIX}{split} (outside the checkpoint folder {folder}, which alone is synced): the "
               "hosts resume from different states; save the script's checkpoints under the checkpoint folder "
               "(SM_CHECKPOINT_DIR)", file=sys.stderr, flush=True)

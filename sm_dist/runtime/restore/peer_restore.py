@@ -7,7 +7,7 @@ uploaded. So `folder_restore --peers`, on each host's local rank 0, instead of l
 
 1. lists the folder — every file SageMaker's uploader would upload, sm_dist's step folders included
   (its checkpointer cannot fetch another host's shards from S3 here either) — each file "written"
-  (changed since the launcher started), "restored" (unchanged since the job started: SageMaker
+  (changed since PID 1 started), "restored" (unchanged since the job started: SageMaker
   copied the same URI into every host) or a "copy" (fetched by an earlier restore of this job);
 2. serves the folder, read-only, over HTTP on this host's cluster address under a random token;
 3. meets the other hosts on algo-1's rendezvous store, each leaving its listing and address; every
@@ -16,7 +16,7 @@ uploaded. So `folder_restore --peers`, on each host's local rank 0, instead of l
   (a host that lacks one deleted it, and SageMaker mirrors a delete to S3); a step folder only while
   its manifest is in the answer (sm_dist's retention deleted it otherwise);
 4. fetches what this host lacks or holds older, deletes what it holds without having written it
-  and the answer lacks, and remembers what it fetched (`COPIES_FILE` in the launcher's state folder);
+  and the answer lacks, and remembers what it fetched (`COPIES_FILE` in PID 1's state folder);
 5. says it is done and serves until every peer is done.
 """
 
@@ -41,10 +41,10 @@ from sm_dist.contract.checkpoint import MANIFEST_NAME, parse_step
 from sm_dist.contract.container import SYNC_IGNORE_SUFFIX, synced_files
 
 WRITTEN, RESTORED, COPY = "written", "restored", "copy"
-#: In the launcher's state folder (it lives as long as the job's launcher): rel -> [size, mtime_ns]
+#: In PID 1's state folder (it lives as long as the job's PID 1): rel -> [size, mtime_ns]
 #: of each file a restore fetched, so that a later restore knows it did not write it.
 COPIES_FILE = "peer-copies.json"
-#: Written by the launcher into its state folder at start (`sm_dist.container.worker.STARTED_FILE`).
+#: Written by PID 1 into its state folder at start (`sm_dist.container.worker.STARTED_FILE`).
 STARTED_FILE = "started"
 #: Clock slack between hosts when comparing file times.
 CLOCK_SLACK_S = 2.0
@@ -99,7 +99,7 @@ def read_copies(state: Path | None) -> dict[str, tuple[int, int]]:
 
 
 def started(state: Path | None) -> float | None:
-    """When this host's launcher started (files older than that are the job's restored ones)."""
+    """When this host's PID 1 started (files older than that are the job's restored ones)."""
     try:
         return float((state / STARTED_FILE).read_text(encoding="utf-8")) if state is not None else None
     except (OSError, ValueError):
@@ -238,7 +238,7 @@ def apply(folder: Path, decision: Decision, shares: Mapping[str, Share], state: 
     for rel in decision.fetch:
         st = (folder / rel).stat()
         held_now[rel] = (st.st_size, st.st_mtime_ns)
-    with contextlib.suppress(OSError):  # the launcher's folder is gone: it is ending
+    with contextlib.suppress(OSError):  # PID 1's folder is gone: it is ending
         tmp = state / f".{COPIES_FILE}.{os.getpid()}"
         tmp.write_text(json.dumps({rel: list(c) for rel, c in sorted(held_now.items())}), encoding="utf-8")
         os.replace(tmp, state / COPIES_FILE)

@@ -2,7 +2,7 @@
 
 Every host's checkpoint folder syncs to the one CheckpointConfig.S3Uri, and a restart restores from
 it (sm_dist.runtime.restore.folder_restore): the URI is the run's view of what all hosts saved.
-The launcher's failure watch (sm_dist.container.failure_watch) asks before it calls a program error a
+PID 1's failure watch (sm_dist.container.failure_watch) asks before it calls a program error a
 replay: on a multi-host job rank 0 often saves on algo-1 alone, so the failing host's own folder
 says nothing about a checkpoint the restart would resume from.
 
