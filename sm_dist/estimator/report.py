@@ -49,25 +49,24 @@ def _grid(rows: list[list[str]]) -> list[str]:
     return [line.format(*cells).rstrip() for cells in rows]
 
 
-def _memory_total(row: Row) -> int:  # the rows passed in all carry memory
-    return row.memory.total if row.memory is not None else 0
-
-
 def best_per_pair(est: EstimateRecord) -> list[Row]:
     """One row per (instance type, count): its cheapest plan that fits, else the runnable plan
-    needing the least memory (shown as not fitting), else the first row (cannot run)."""
-    groups: dict[tuple[str, int], list[Row]] = {}
+    needing the least memory (shown as not fitting), else the first row (cannot run). One pass over the
+    rows, each pair keeping the first of its best so far (the table's share of estimate-cost's start-up)."""
+    spot = est.spot
+    best: dict[tuple[str, int], tuple[tuple[int, object], Row]] = {}
     for row in est.rows:
-        groups.setdefault((row.instance_type, row.instance_count), []).append(row)
-    picked = []
-    for rows in groups.values():
-        fitting = [r for r in rows if r.runnable and r.fits]
-        runnable = [r for r in rows if r.runnable and r.memory is not None]
-        if fitting:  # the first of the cheapest, where ordered_rows (a stable sort) puts it
-            picked.append(min(fitting, key=lambda r: _order(r, est.spot)))
+        if row.runnable and row.fits:
+            rank: tuple[int, object] = (0, _order(row, spot))
+        elif row.runnable and row.memory is not None:
+            rank = (1, row.memory.total)
         else:
-            picked.append(min(runnable, key=_memory_total) if runnable else rows[0])
-    return picked
+            rank = (2, 0)  # cannot run: the first row of the pair stays
+        key = (row.instance_type, row.instance_count)
+        kept = best.get(key)
+        if kept is None or rank < kept[0]:  # the first element decides between kinds
+            best[key] = (rank, row)
+    return [row for _, row in best.values()]
 
 
 def _order(row: Row, spot: bool) -> tuple[int, float]:
