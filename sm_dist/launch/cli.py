@@ -165,11 +165,11 @@ def run_fit(args: argparse.Namespace) -> int:
     if args.slurm:
         options = slurm_cli.run_options(args)
         if args.dry_run:  # the plan made as the Slurm backend makes it, and the sbatch file it would submit
-            from sm_dist.slurm.submit import script_for, with_backend
+            from sm_dist.slurm.submit import job_name, script_for, with_backend
 
             gpus = api.slurm_gpus(settings.get("instance_type"), options)
             plan = with_backend(api.plan(entry, local=True, **settings), options, gpus)
-            sbatch = script_for(plan, options, options.job_root(plan.job_name), gpus)
+            sbatch = script_for(plan, options, options.job_root(job_name(plan)), gpus)
             if args.json:
                 assert plan.backend is not None  # with_backend named it
                 _print_json({**plan.to_dict(), "price_basis": plan.backend.price_basis, "sbatch": sbatch})

@@ -81,6 +81,12 @@ def shared_checkpoint_args(spec: JobSpec, local_path: str, folder: Path) -> JobS
                                hyperparameters={k: moved(v) for k, v in spec.hyperparameters.items()})
 
 
+def job_name(plan: Plan) -> str:
+    """The Slurm job's name: the plan's, or a chain's run name (`<run>-1` is the cloud's first link; on Slurm the
+    links are the attempts of one job, named by its run: `chain=True`)."""
+    return plan.run or plan.job_name
+
+
 def checkpoint_folder(opts: SlurmOptions, job_dir: Path) -> Path:
     """The shared checkpoint folder: the option's, else the job folder's `checkpoints`."""
     return Path(opts.checkpoint_dir).expanduser().resolve() if opts.checkpoint_dir else job_dir / CHECKPOINTS_FOLDER
@@ -93,7 +99,7 @@ def with_backend(plan: Plan, opts: SlurmOptions, gpus: int) -> Plan:
     from sm_dist.planning.build import LOCAL_NO_CHECKPOINT_URI
     from sm_dist.planning.plan import Backend
 
-    job_dir = opts.job_root(plan.job_name)
+    job_dir = opts.job_root(job_name(plan))
     _spec, uri = checkpoint_spec(plan, checkpoint_folder(opts, job_dir))
     where = "the cluster's default partition" if opts.partition is None else f"partition {opts.partition}"
     where += f" (account {opts.account})" if opts.account else ""
@@ -136,7 +142,7 @@ def _channels(plan: Plan) -> dict[str, str]:
 
 def script_for(plan: Plan, opts: SlurmOptions, job_dir: Path, gpus: int, name: str | None = None) -> str:
     """The batch script of `plan` staged at `job_dir` (what --dry-run prints)."""
-    return batch_script(job_name=name or plan.job_name, nodes=plan.instance_count, job_dir=job_dir,
+    return batch_script(job_name=name or job_name(plan), nodes=plan.instance_count, job_dir=job_dir,
                         python=sys.executable, container_command=plan.container_command,
                         partition=opts.partition, account=opts.account, qos=opts.qos,
                         constraint=opts.constraint, gpus_per_node=gpus, max_runtime_s=plan.limits.max_runtime_s,
@@ -239,7 +245,7 @@ def stage(plan: Plan, opts: SlurmOptions, job_dir: Path, gpus: int, name: str) -
 
 def submit(plan: Plan, opts: SlurmOptions, gpus: int, name: str | None = None) -> SlurmJob:
     """Stage and sbatch one job (`name`: the plan's job name unless given); its handle."""
-    name = name or plan.job_name
+    name = name or job_name(plan)
     job_dir = opts.job_root(name)
     script, checkpoint_uri = stage(plan, opts, job_dir, gpus, name)
     job = SlurmJob(name, job_dir, cluster.submit(script), nodes=plan.instance_count, checkpoint_uri=checkpoint_uri)
@@ -354,5 +360,5 @@ def compare_models(job: SlurmJob, checked: SlurmJob) -> tuple[bool | None, str]:
     return True, "identical: " + "; ".join(answers)
 
 
-__all__ = ["chain_policy", "check", "checkpoint_spec", "fit_to_partition", "run", "runtime_by_default", "script_for", "stage", "submit",
-           "with_backend"]
+__all__ = ["chain_policy", "check", "check_requirements", "checkpoint_folder", "checkpoint_spec", "fit_to_partition",
+           "job_name", "run", "runtime_by_default", "script_for", "stage", "submit", "with_backend"]

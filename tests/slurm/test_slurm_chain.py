@@ -124,3 +124,28 @@ def test_status_says_the_link_and_why_the_chain_ended(tmp_path: Path, monkeypatc
     summary = job.summary()  # `sm-dist fit --slurm --wait [--json]` prints it
     assert summary.chain == "run-2 reached its MaxRuntime; the run stops: max_links=2 links ran"
     assert str(summary).endswith("\n  chain: run-2 reached its MaxRuntime; the run stops: max_links=2 links ran")
+
+
+def test_a_chained_plan_is_one_slurm_job_named_by_its_run_with_the_chains_policy(tmp_path: Path) -> None:
+    """`chain=True`: the Slurm job (its folder, its name) is the run, and the decision after each attempt follows the
+    plan's max_links and budget, counted at the plan's price; without a chain, max_requeues + 1 links, no budget."""
+    import sm_dist
+    from sm_dist.slurm.options import SlurmOptions
+    from sm_dist.slurm.submit import job_name, stage
+
+    entrypoints = Path(__file__).resolve().parents[2] / "entrypoints"
+    plan = sm_dist.plan("cnn.py", source_dir=str(entrypoints), local=True, chain=True, max_links=6,
+                        max_cost_usd=20.0, job_name="longrun", instance_type="ml.g5.xlarge", instance_count=2)
+    assert (plan.job_name, job_name(plan)) == ("longrun-1", "longrun")
+    opts = SlurmOptions(root=tmp_path)
+    stage(plan, opts, opts.job_root("longrun"), 0, job_name(plan))
+    record = json.loads((tmp_path / "longrun" / CONFIG_FOLDER / CHAIN_POLICY_FILE).read_text(encoding="utf-8"))
+    policy = ChainPolicy.from_tag(record["policy"])
+    assert record["run"] == "longrun" and record["start_step"] is None
+    assert (policy.max_links, policy.budget_usd, policy.link_runtime_s) == (6, 20.0, plan.limits.max_runtime_s)
+    assert policy.usd_per_hour == plan.limits.usd_per_hour and policy.usd_per_hour
+    plain = sm_dist.plan("cnn.py", source_dir=str(entrypoints), local=True, job_name="plain")
+    stage(plain, SlurmOptions(root=tmp_path, max_requeues=2), tmp_path / "plain", 0, job_name(plain))
+    record = json.loads((tmp_path / "plain" / CONFIG_FOLDER / CHAIN_POLICY_FILE).read_text(encoding="utf-8"))
+    assert (record["run"], ChainPolicy.from_tag(record["policy"]).max_links) == ("plain", 3)
+    assert ChainPolicy.from_tag(record["policy"]).budget_usd is None
