@@ -74,3 +74,27 @@ def test_a_namedtuple_attribute_cannot_be_overwritten() -> None:
             a: int
 
             def _replace(self) -> None: ...
+
+
+def test_calls_bind_as_a_namedtuples_new_binds_them() -> None:
+    assert Point(x=1, y=2) == Point(1, 2) == Point(1, y=2) == TypingPoint(1, 2)
+    assert Point(1, 2, "r") == (1, 2, "r") and Point(1) == (1, 0, "p") == TypingPoint(1) and Point(1, 5) == (1, 5, "p")
+    calls = ((), {}), ((1, 2, "r", 4), {}), ((1,), {"x": 2}), ((1,), {"z": 2})
+    for args, kwargs in calls:  # each refused by both, ours naming the record
+        with pytest.raises(TypeError, match=r"Point\.__new__\(\)"):
+            Point(*args, **kwargs)
+        with pytest.raises(TypeError):
+            TypingPoint(*args, **kwargs)
+    with pytest.raises(TypeError, match="Expected 3 arguments, got 2"):
+        Point._make([1, 2])
+    with pytest.raises(ValueError, match="unexpected field names"):
+        Point(1)._replace(z=3)
+
+
+def test_a_record_copies_and_pickles() -> None:
+    import copy
+    import pickle
+
+    p = Point(1, 2, "q")
+    assert copy.copy(p) == copy.deepcopy(p) == pickle.loads(pickle.dumps(p)) == p
+    assert type(pickle.loads(pickle.dumps(p))) is Point
