@@ -175,16 +175,17 @@ class SlurmJob:
     def _with_chain(self, status: JobStatus) -> JobStatus:
         links = read_links(self.job_dir)
         last = links[-1] if links else None
+        attempt = self._attempt()
         if status.done:
-            if last is None or status.status == "Stopped" and status.secondary == "Stopped":
-                return status  # no decision taken (sm-dist stop, or a job sm_dist did not end)
+            if last is None or last.get("attempt") != attempt or status.status == "Stopped" and \
+                    status.secondary == "Stopped":
+                return status  # the last attempt took no decision (sm-dist stop, a node failure Slurm did not requeue)
             note = f"chain: {last['reason']}"
             if last.get("action") == "stop" and last.get("exit_code") == EXIT_INTERRUPTED:
                 # the run ended at a time limit's saved stop: what a cloud chain's last link says
                 return dataclasses.replace(status, status="Stopped", secondary="MaxRuntimeExceeded", message=note,
                                            failure_reason=None)
             return dataclasses.replace(status, message=f"{status.message}; {note}" if status.message else note)
-        attempt = self._attempt()
         most = self._max_links()
         note = f"link {attempt + 1}" + (f" of at most {most}" if most else "")
         if last is not None and last.get("action") == "next":

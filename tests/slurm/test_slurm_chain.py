@@ -121,6 +121,11 @@ def test_status_says_the_link_and_why_the_chain_ended(tmp_path: Path, monkeypatc
     status = job.status()
     assert (status.status, status.secondary, status.failure_reason) == ("Stopped", "MaxRuntimeExceeded", None)
     assert status.message == "chain: run-2 reached its MaxRuntime; the run stops: max_links=2 links ran"
+    with (job_dir / BATCH_LOG).open("a", encoding="utf-8") as log:  # an attempt that took no decision (a node failed)
+        log.write("[sm_dist] job 7 attempt 2 on sm-n[1-2]\n")
+    answers.update(JobState="NODE_FAIL", ExitCode="0:0")
+    status = job.status()
+    assert (status.status, status.secondary) == ("Failed", "NodeFailure") and "chain" not in status.message
     summary = job.summary()  # `sm-dist fit --slurm --wait [--json]` prints it
     assert summary.chain == "run-2 reached its MaxRuntime; the run stops: max_links=2 links ran"
     assert str(summary).endswith("\n  chain: run-2 reached its MaxRuntime; the run stops: max_links=2 links ran")
