@@ -93,6 +93,11 @@ def _collective(kind: str, nbytes: float, inst: Instance, per_node: int, nodes: 
     return seconds
 
 
+#: Members read once: on Python 3.11 `Strategy.DP` inside a function costs ~150 ns (the enum class's attribute
+#: lookup), and step_time runs once per row of the grid (estimate-cost start-up).
+_DP, _ZERO1 = Strategy.DP, Strategy.ZERO1
+
+
 @functools.cache
 def _comm_plan(strategy: Strategy, precision: Precision) -> tuple[tuple[str, int, int, str, bool], ...]:
     """(collective, tensors of Ψ elements, bytes per element, scope, once per micro-batch?) per
@@ -135,7 +140,7 @@ def step_time(
     compute = micro * accumulation
     if gpus == 1:
         return StepTime(compute, 0.0, 0.0, compute, accumulation, 0.0)
-    if strategy is Strategy.DP:  # parameter server through GPU 0: 2·K·(N−1), nothing overlaps
+    if strategy is _DP:  # parameter server through GPU 0: 2·K·(N−1), nothing overlaps
         half = 2 if precision in (Precision.MIXED, Precision.BF16) else 4
         bw = inst.intra_node_gbytes_per_s * 1e9 * NVLINK_EFFICIENCY
         comm = accumulation * 2 * params * half * (inst.gpus - 1) / bw
@@ -149,7 +154,7 @@ def step_time(
         repeats = accumulation if per_micro else 1
         # per-micro-batch all-gathers hide behind that micro-batch; per-step ones behind the last backward
         window = micro if per_micro else micro * (1 - FORWARD_SHARE)
-        if kind == "all_gather" and strategy is Strategy.ZERO1:
+        if kind == "all_gather" and strategy is _ZERO1:
             window = 0.0  # the parameter broadcast follows optimizer.step(): nothing to hide behind
         total += repeats * seconds
         exposed += repeats * max(0.0, seconds - OVERLAP_EFFICIENCY * window)
