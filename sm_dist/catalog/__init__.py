@@ -110,7 +110,12 @@ def _by_name(region: str) -> dict[str, Instance]:
 
 def regions() -> list[str]:
     """Regions the catalog has prices for."""
-    return sorted({region for row in _load()["instances"] for region in row["prices"]})
+    return list(_regions())
+
+
+@functools.cache
+def _regions() -> tuple[str, ...]:  # read once: every get_instance checks its region (32 for --instance-type all)
+    return tuple(sorted({region for row in _load()["instances"] for region in row["prices"]}))
 
 
 def list_instances(region: str = CATALOG_REGION) -> list[Instance]:
@@ -137,8 +142,8 @@ def get_instance(name: str, region: str = CATALOG_REGION) -> Instance:
 
 
 def _check_region(region: str) -> None:
-    known = regions()
-    if region not in known:
+    if region not in _regions():
+        known = regions()
         raise CatalogError(
             "region",
             region,

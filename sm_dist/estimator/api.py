@@ -200,7 +200,8 @@ def _calibration_warnings(calibrated: dict[str, Calibration], shape: models.Mode
 
 def _batch_warning(rows: list[grid.Row], work: grid.Workload, warnings: list[str]) -> None:
     """Say when many GPUs force a global batch well above the one asked for (convergence changes)."""
-    over = [r for r in rows if r.global_batch > 1.1 * work.global_batch]
+    limit = 1.1 * work.global_batch
+    over = [r for r in rows if r.global_batch > limit]
     if over:
         worst = max(over, key=lambda r: r.global_batch)
         warnings.append(f"{len(over)} plans run a larger global batch than asked ({work.global_batch} sequences): "
@@ -260,11 +261,15 @@ def estimate(
     counts = _counts(instance_counts)
     tried = grid.variants(work, settings)
     memo: dict[tuple[Strategy, int, int], MemoryBreakdown] = {}
+    tried_by_world: dict[int, tuple[grid.Variant, ...]] = {}  # the catalog's 160 pairs make ~25 world sizes
     for inst in instances:
         inst_mfu = timing.instance_mfu(inst, mfu_value, measured)
         inst_discount = discount if discount is not None else live_spot.get(inst.name, cost_mod.DEFAULT_SPOT_DISCOUNT)
         for count in counts:
-            here = grid.tried_on(tried, inst.gpus * count)
+            world = inst.gpus * count
+            here = tried_by_world.get(world)
+            if here is None:
+                here = tried_by_world[world] = grid.tried_on(tried, world)
             rows.extend(grid.evaluate_pair(inst, count, strats, inst_mfu, inst_discount, here, memo))
     by_name = {i.name: i for i in instances}
     # the reason says which memory term ruled out the first setting tried (computed for this row only)

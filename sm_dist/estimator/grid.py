@@ -283,6 +283,7 @@ def evaluate_pair(inst: Instance, count: int, strategies: Sequence[Strategy], mf
     world = gpus * count
     usable = int(inst.gpu_memory_bytes * (1 - SAFETY_MARGIN))
     startup = startup_seconds(inst, count, first.data, first.infra_check)  # the same for every variant
+    least = min(act for _, act in tried)  # more than the room: no variant fits, the last one is the row's
     rows = []
     for strategy in strategies:
         refused = not_runnable_reason(strategy, world, gpus)
@@ -298,10 +299,11 @@ def evaluate_pair(inst: Instance, count: int, strategies: Sequence[Strategy], mf
         rest = mem.total - mem.activations
         room = usable - rest
         chosen, activations = tried[-1]
-        for work, act in tried:
-            if act <= room:
-                chosen, activations = work, act
-                break
+        if least <= room:
+            for work, act in tried:
+                if act <= room:
+                    chosen, activations = work, act
+                    break
         if chosen is not first:  # the rest of the memory does not depend on the setting
             mem = MemoryBreakdown(mem.params, mem.grads, mem.optimizer, activations, mem.other, rest + activations,
                                   mem.other_parts)  # (_replace is 5x slower: start-up)
