@@ -51,6 +51,7 @@ class Instance(Record):
     region: str = CATALOG_REGION
     ec2_price_derived: bool = False  #: True: derived from SageMaker ÷ premium step, not read
     ec2_price_source: str = ""
+    local_nvme: bool = False  #: local NVMe instance storage instead of an EBS volume (the family's hardware facts)
 
     @property
     def is_cuda(self) -> bool:
@@ -82,7 +83,7 @@ def _build(row: dict[str, Any], gpus: dict[str, Any], region: str) -> Instance:
         intra_node_gbytes_per_s=float(gpu["intra_node_gbytes_per_s"]),
         interconnect=gpu["interconnect"],
         network_gbps=float(row["network_gbps"]),
-        efa=_efa(row["name"]),
+        efa=_size(row["name"]) in _family(row["name"]).get("efa", ()),
         vcpus=int(row["vcpus"]),
         host_ram_bytes=int(row["host_ram_gib"] * _GIB),
         sagemaker_usd_per_hour=float(price["sagemaker_usd_per_hour"]),
@@ -93,13 +94,17 @@ def _build(row: dict[str, Any], gpus: dict[str, Any], region: str) -> Instance:
         region=region,
         ec2_price_derived=bool(price["ec2_derived"]),
         ec2_price_source=price["ec2_source"],
+        local_nvme=bool(_family(row["name"]).get("local_nvme", False)),
     )
 
 
-def _efa(name: str) -> bool:
-    """EFA on this size, from the family's hardware facts (`hardware.py`; docs/PLATFORM.md §7)."""
-    family, _, size = name.removeprefix("ml.").partition(".")
-    return size in _load()["families"].get(family, {}).get("efa", ())
+def _family(name: str) -> dict[str, Any]:
+    """The hardware facts of `name`'s family (`hardware.py`; docs/PLATFORM.md §7): EFA sizes, local NVMe."""
+    return dict(_load()["families"].get(name.removeprefix("ml.").partition(".")[0], {}))
+
+
+def _size(name: str) -> str:
+    return name.removeprefix("ml.").partition(".")[2]
 
 
 @functools.cache

@@ -30,12 +30,10 @@ Standard library only (core world).
 
 from __future__ import annotations
 
-import functools
 import math
 
 from sm_dist._records import TYPE_CHECKING, Record
 from sm_dist.catalog import Instance
-from sm_dist.catalog.hardware import hardware
 from sm_dist.contract.transfer import MAX_CONCURRENCY
 from sm_dist.estimator.cost import SPOT_INTERRUPTIONS_PER_INSTANCE_HOUR, download_gbps
 from sm_dist.vocab import Strategy
@@ -142,11 +140,9 @@ def checkpoint_bytes(params: int, bytes_per_param: float, strategy: Strategy, wo
     return total, 1
 
 
-@functools.cache
-def disk_bytes_per_s(instance_type: str) -> float:
+def disk_bytes_per_s(inst: Instance) -> float:
     """The write rate assumed for the disk a checkpoint is staged on: NVMe where the family has it."""
-    hw = hardware(instance_type)
-    return NVME_BYTES_PER_S if hw is None or hw.local_nvme else EBS_BYTES_PER_S
+    return NVME_BYTES_PER_S if inst.local_nvme else EBS_BYTES_PER_S
 
 
 def estimate_goodput(
@@ -180,7 +176,7 @@ def _checkpoint_times(inst: Instance, count: int, strategy: Strategy, params: in
     writers = writers or inst.gpus
     per_instance = per_rank * writers
     rate = s3_bytes_per_s(inst, writers)
-    disk_s = per_instance / disk_bytes_per_s(inst.name)
+    disk_s = per_instance / disk_bytes_per_s(inst)
     write_s = disk_s + (per_instance / rate if storage == "s3" else 0.0)
     stall_s = per_rank / DEVICE_TO_HOST_BYTES_PER_S if async_checkpoint else write_s
     return per_rank, stall_s, write_s, per_instance / rate + disk_s

@@ -18,9 +18,9 @@ from sm_dist.estimator.cost import Cost, DataLoad, job_cost, startup_seconds
 from sm_dist.estimator.goodput import Goodput, on_demand_and_spot
 from sm_dist.estimator.memory import (
     MemoryBreakdown,
-    memory_breakdown,
-    not_runnable_reason,
-    persistent_bytes_per_param,
+    breakdown,
+    bytes_per_param,
+    refusal,
 )
 from sm_dist.estimator.models import ModelShape
 from sm_dist.estimator.timing import OP_RECOMPUTE_FORWARD_SHARE, StepTime, step_time
@@ -158,7 +158,7 @@ def _activations(work: Workload) -> int:
 @functools.lru_cache(maxsize=8192)
 def _memory(work: Workload, strategy: Strategy, world: int, gpus_per_instance: int) -> MemoryBreakdown:
     """Memory per GPU depends on the shard group, not the instance type: shared between rows."""
-    return memory_breakdown(
+    return breakdown(
         work.shape.params, strategy, work.precision, world, gpus_per_instance, optimizer=work.optimizer,
         activations_bytes=_activations(work), unit_params=work.shape.largest_unit_params,
         buffers_bytes=work.buffers_bytes,
@@ -173,7 +173,7 @@ def evaluate(inst: Instance, count: int, strategy: Strategy, work: Workload, mfu
     if not inst.is_cuda:
         reason = f"{inst.gpu_model} needs the Neuron SDK (torch-neuronx); the sm_dist runtime runs CUDA PyTorch"
         return _not_runnable(inst, count, strategy, work, reason, mfu)
-    refused = not_runnable_reason(strategy, world, inst.gpus)
+    refused = refusal(strategy, world, inst.gpus)
     if refused:
         return _not_runnable(inst, count, strategy, work, refused, mfu)
     return _fit_and_time(inst, count, strategy, work, mfu, spot_discount, _memory(work, strategy, world, inst.gpus))
@@ -223,7 +223,7 @@ def _fit_and_time(inst: Instance, count: int, strategy: Strategy, work: Workload
 @functools.cache
 def _saved_bytes_per_param(strategy: Strategy, precision: Precision, optimizer: str) -> float:
     """Bytes per parameter a checkpoint holds: the weights and the optimizer state, not the gradients."""
-    params, _, optimizer_bytes = persistent_bytes_per_param(strategy, precision, optimizer)
+    params, _, optimizer_bytes = bytes_per_param(strategy, precision, optimizer)
     return params + optimizer_bytes
 
 
@@ -286,7 +286,7 @@ def evaluate_pair(inst: Instance, count: int, strategies: Sequence[Strategy], mf
     least = min(act for _, act in tried)  # more than the room: no variant fits, the last one is the row's
     rows = []
     for strategy in strategies:
-        refused = not_runnable_reason(strategy, world, gpus)
+        refused = refusal(strategy, world, gpus)
         if refused:
             rows.append(_not_runnable(inst, count, strategy, first, refused, mfu))
             continue

@@ -111,27 +111,35 @@ def optimizer_states(optimizer: str) -> int:
 
 
 #: Read once: on Python 3.11 `Strategy.DP` inside a function costs ~150 ns (the enum class's attribute lookup),
-#: and not_runnable_reason runs once per row of the grid (estimate-cost start-up).
+#: and refusal runs once per row of the grid (estimate-cost start-up).
 _DP = Strategy.DP
 
 
 def not_runnable_reason(strategy: object, world_size: int, gpus_per_instance: int) -> str | None:
-    """Why the runtime cannot run `strategy` at this size, or None when it can."""
-    strat = parse_enum(Strategy, strategy, "strategy")
-    if strat is _DP and world_size > gpus_per_instance:
+    """Why the runtime cannot run `strategy` (a name or a Strategy) at this size, or None when it can."""
+    return refusal(parse_enum(Strategy, strategy, "strategy"), world_size, gpus_per_instance)
+
+
+def refusal(strategy: Strategy, world_size: int, gpus_per_instance: int) -> str | None:
+    """`not_runnable_reason` of a parsed strategy (the estimator's grid parses once, at its entry)."""
+    if strategy is _DP and world_size > gpus_per_instance:
         return "dp (nn.DataParallel) is one process on one instance; use ddp or a sharded strategy across instances"
     return None
 
 
-@functools.cache
 def persistent_bytes_per_param(strategy: object, precision: object, optimizer: str = "adamw") -> tuple[float, float, float]:
     """(params, grads, optimizer) bytes per parameter before sharding, as the runtime holds them."""
-    strat = parse_enum(Strategy, strategy, "strategy")
-    prec = parse_enum(Precision, precision, "precision")
+    return bytes_per_param(parse_enum(Strategy, strategy, "strategy"), parse_enum(Precision, precision, "precision"),
+                           optimizer)
+
+
+@functools.cache
+def bytes_per_param(strategy: Strategy, precision: Precision, optimizer: str = "adamw") -> tuple[float, float, float]:
+    """`persistent_bytes_per_param` of a parsed strategy and precision."""
     states = optimizer_states(optimizer)
-    table = _FSDP_DTYPE_BYTES if strat in _FSDP_FAMILY else _DTYPE_BYTES
-    p, g, o = table[prec]
-    master = 4 if (prec is Precision.MIXED and strat not in _FSDP_FAMILY) else 0
+    table = _FSDP_DTYPE_BYTES if strategy in _FSDP_FAMILY else _DTYPE_BYTES
+    p, g, o = table[precision]
+    master = 4 if (precision is Precision.MIXED and strategy not in _FSDP_FAMILY) else 0
     return (p, g, states * o + master)
 
 
@@ -201,14 +209,35 @@ def memory_breakdown(
     for field, value in (("params", params), ("world_size", world_size), ("gpus_per_instance", gpus_per_instance)):
         if int(value) < 1:
             raise ConfigError(field, value, "expected a positive integer")
-    reason = not_runnable_reason(strat, world_size, gpus_per_instance)
+    reason = refusal(strat, world_size, gpus_per_instance)
     if reason:
         raise ConfigError("strategy", strat.value, reason)
+    return breakdown(params, strat, prec, world_size, gpus_per_instance, optimizer=optimizer,
+                     activations_bytes=activations_bytes, unit_params=unit_params, buffers_bytes=buffers_bytes,
+                     largest_tensor_params=largest_tensor_params)
+
+
+def breakdown(
+    params: int,
+    strategy: Strategy,
+    precision: Precision,
+    world_size: int,
+    gpus_per_instance: int,
+    *,
+    optimizer: str = "adamw",
+    activations_bytes: int = 0,
+    unit_params: int | None = None,
+    buffers_bytes: int = 0,
+    largest_tensor_params: int | None = None,
+) -> MemoryBreakdown:
+    """`memory_breakdown` of values checked already: a parsed strategy and precision the runtime can run
+    at this size (the estimator's grid checks them once, at its entry, and asks `refusal` per row)."""
     unit = int(unit_params) if unit_params else max(1, params // 32)
-    others = _other_parts(strat, prec, params, world_size, unit, buffers_bytes)
-    per_param = persistent_bytes_per_param(strat, prec, optimizer)
-    layout = _layout(params, per_param, shard_factors(strat, world_size, gpus_per_instance), activations_bytes, others)
-    if strat is Strategy.ZERO1 and largest_tensor_params:
+    others = _other_parts(strategy, precision, params, world_size, unit, buffers_bytes)
+    per_param = bytes_per_param(strategy, precision, optimizer)
+    layout = _layout(params, per_param, shard_factors(strategy, world_size, gpus_per_instance), activations_bytes,
+                     others)
+    if strategy is Strategy.ZERO1 and largest_tensor_params:
         floor = int(math.ceil(int(largest_tensor_params) * per_param[2]))  # whole-tensor partition
         if floor > layout.optimizer:
             layout = layout._replace(optimizer=floor, total=layout.total - layout.optimizer + floor)
@@ -218,6 +247,9 @@ def memory_breakdown(
 __all__ = [
     "MemoryBreakdown",
     "memory_breakdown",
+    "breakdown",
+    "bytes_per_param",
+    "refusal",
     "zero_stage_memory",
     "not_runnable_reason",
     "persistent_bytes_per_param",

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from sm_dist._records import TYPE_CHECKING, Record
 from sm_dist.estimator.goodput import MAX_JOB_HOURS
 from sm_dist.estimator.grid import Row
-from sm_dist.estimator.timing import comm_volume_psi
+from sm_dist.estimator.timing import volume_psi
 from sm_dist.vocab import Strategy
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ def _reason(row: Row, rows: list[Row] | tuple[Row, ...], *, spot: bool, max_hour
     if row.strategy is not Strategy.DDP and ddp and ddp.runnable and not ddp.fits and ddp.memory and row.memory:
         parts.append(f"DDP needs {ddp.memory.total / _GB:.0f} GB/GPU > {ddp.usable_bytes / _GB:.0f} GB usable; "
                      f"{label} fits at {row.memory.total / _GB:.0f} GB")
-    volume = comm_volume_psi(row.strategy, row.precision)
+    volume = volume_psi(row.strategy, row.precision)
     if row.strategy is Strategy.FSDP:
         lighter = [s for s in (Strategy.DDP, Strategy.ZERO1, Strategy.ZERO2) if (x := _sibling(rows, row, s)) and x.fits]
         if not lighter:

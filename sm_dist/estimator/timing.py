@@ -118,14 +118,18 @@ def _comm_plan(strategy: Strategy, precision: Precision) -> tuple[tuple[str, int
             ("all_reduce", 1, grad, "net", False))
 
 
-@functools.cache
 def comm_volume_psi(strategy: object, precision: object = Precision.MIXED) -> float:
     """Collective volume per step in units of Ψ elements (ring terms): ddp 2, zero1 3, zero2 2,
     fsdp 3, hsdp 3 inside the instance plus 2 (of the shard) across instances."""
-    strat = parse_enum(Strategy, strategy, "strategy")
-    if strat is Strategy.DP:
+    return volume_psi(parse_enum(Strategy, strategy, "strategy"), parse_enum(Precision, precision, "precision"))
+
+
+@functools.cache
+def volume_psi(strategy: Strategy, precision: Precision) -> float:
+    """`comm_volume_psi` of a parsed strategy and precision."""
+    if strategy is Strategy.DP:
         return 2.0
-    plan = _comm_plan(strat, parse_enum(Precision, precision, "precision"))
+    plan = _comm_plan(strategy, precision)
     return float(sum(n * (2 if kind == "all_reduce" else 1) for kind, n, _, scope, _ in plan if scope != "net"))
 
 
@@ -158,7 +162,7 @@ def step_time(
             window = 0.0  # the parameter broadcast follows optimizer.step(): nothing to hide behind
         total += repeats * seconds
         exposed += repeats * max(0.0, seconds - OVERLAP_EFFICIENCY * window)
-    return StepTime(compute, total, exposed, compute + exposed, accumulation, comm_volume_psi(strategy, precision))
+    return StepTime(compute, total, exposed, compute + exposed, accumulation, volume_psi(strategy, precision))
 
 
 def default_mfu(inst: Instance) -> float:
@@ -172,4 +176,4 @@ def instance_mfu(inst: Instance, given: float | None = None, measured: Mapping[s
     return given or (measured or {}).get(inst.gpu_model) or default_mfu(inst)
 
 
-__all__ = ["StepTime", "step_time", "comm_volume_psi", "flops_per_token", "default_mfu", "instance_mfu", "MFU_PRIORS"]
+__all__ = ["StepTime", "step_time", "comm_volume_psi", "volume_psi", "flops_per_token", "default_mfu", "instance_mfu", "MFU_PRIORS"]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sm_dist.catalog import get_instance
+from sm_dist.catalog import get_instance, list_instances
 from sm_dist.catalog.hardware import ARM64, X86_64, families, hardware, runs_on, split_type
 from sm_dist.planning.preflight import training_instance_types
 
@@ -84,6 +84,15 @@ def test_trainium_is_an_accelerator_not_a_gpu() -> None:
 def test_the_priced_catalog_takes_efa_from_the_hardware_facts() -> None:
     assert get_instance("ml.p5.48xlarge").efa and not get_instance("ml.g5.4xlarge").efa
     assert get_instance("ml.g5.8xlarge").efa is hardware("ml.g5.8xlarge").efa is True  # type: ignore[union-attr]
+
+
+
+def test_the_priced_catalog_takes_local_nvme_from_the_hardware_facts() -> None:
+    # the estimator prices a checkpoint's disk from the Instance alone (estimator/goodput.py)
+    for inst in list_instances():
+        box = hardware(inst.name)
+        assert box is not None and inst.local_nvme is box.local_nvme, inst.name
+    assert get_instance("ml.p5.48xlarge").local_nvme and not get_instance("ml.p3.16xlarge").local_nvme
 
 
 @pytest.mark.parametrize(("capability", "runs"), [

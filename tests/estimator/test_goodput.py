@@ -104,8 +104,8 @@ def test_save_and_restore_follow_the_storage_path() -> None:
     assert ddp.checkpoint_bytes == 8e9 * 12 and ddp.checkpoint_save_s > s3.checkpoint_save_s
     # a restart notices the failure, starts again and reads the checkpoint back
     assert s3.restart_s == pytest.approx(goodput.DETECT_SECONDS + 300.0 + s3.restore_s)
-    ebs = goodput.disk_bytes_per_s("ml.p3.16xlarge")
-    assert ebs == goodput.EBS_BYTES_PER_S < goodput.disk_bytes_per_s("ml.p5.48xlarge")
+    ebs = goodput.disk_bytes_per_s(get_instance("ml.p3.16xlarge"))
+    assert ebs == goodput.EBS_BYTES_PER_S < goodput.disk_bytes_per_s(get_instance("ml.p5.48xlarge"))
 
 
 def test_a_run_longer_than_one_job_restarts_as_planned() -> None:
