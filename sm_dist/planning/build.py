@@ -17,7 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from sm_dist.catalog.hardware import hardware
+from sm_dist.catalog.hardware import Hardware, hardware
 from sm_dist.contract.chain import DEFAULT_MAX_LINKS, TAG_CHECKPOINT, RunState, check_run_name, link_name
 from sm_dist.contract.container import CHECKPOINT_LOCAL_PATH, CODE_CHANNEL
 from sm_dist.contract.torch_support import parse
@@ -83,19 +83,22 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
     resolve_entry(config.entry, Path(config.source_dir).resolve(), config.entry_is_function)
     session_factory = _session_factory(config, session)
     region = _region(config, session_factory)
-    # the checks that need nothing from AWS run before any lookup (plan_code repeats them)
-    preflight.check_instance(config.instance_type, region)
+    # the checks that need nothing from AWS run before any lookup (plan_code repeats some); the instance
+    # type's hardware and catalog row are looked up here once, and handed on
+    box = hardware(config.instance_type)
+    instance = preflight.check_instance(config.instance_type, region, box)
     preflight.check_hyperparameters(config.hyperparameters)
     preflight.check_environment(config.environment, len(BASE_ENVIRONMENT) + config.network_isolation)
     preflight.check_channel_count(config.inputs)
-    image_uri, image_torch, image_notes = _image(config, region)
+    image_uri, image_torch, image_notes = _image(config, region, box)
     job_name = config.job_name or new_job_name(config.base_job_name)
     run = _run_name(config, job_name)
     job_name = link_name(run, 1) if run else job_name
     where = local_locations(config) if local else resolve_locations(config, session_factory, region)
     pull_warnings = (check_image_pull(image_uri, where.image_repository_arns, where.infra_stack)
                      if where.infra_stack else [])
-    code = plan_code(config, region, job_name, where.checkpoint_base, None if local else where.output_s3_uri, run)
+    code = plan_code(config, region, job_name, box, instance, where.checkpoint_base,
+                     None if local else where.output_s3_uri, run)
     usd_per_hour = code.instance.sagemaker_usd_per_hour * config.instance_count if code.instance else None
     limits, limit_warnings = stopping_limits(config, usd_per_hour, code.sizing.expected_hours)
     fallback_prices = fallbacks.check_fallbacks(config, region, code.sizing.strategy, code.sizing.row is not None)
@@ -110,7 +113,6 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
     environment = {**BASE_ENVIRONMENT, **mlflow_env, **config.environment,
                    **preflight.isolation_environment(config.network_isolation)}
     channels, uploads = plan_uploads(config.inputs, request_mod.s3_join(where.output_s3_uri, DATA_PREFIX))
-    box = hardware(config.instance_type)
     data_warnings = channel_warnings(config.inputs, uploads, config.instance_count, config.volume_size_gb,
                                      box.local_nvme if box is not None else False)
     settings = _request_spec(config, code, job_name, where.role_arn, image_uri, limits, code_uri, environment,
@@ -120,7 +122,7 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
                              mlflow.request() if mlflow else None)
     with without_missing_profile():
         request = request_mod.build_request(settings, memo=local)
-    request, request_warnings = check_request(request, hardware(config.instance_type))
+    request, request_warnings = check_request(request, box)
     if run and not local and not any(t["Key"] == TAG_CHECKPOINT for t in request.get("Tags") or ()):
         raise ConfigError("checkpoint_s3_uri", code.spec.checkpoint.uri, "a chain's supervisor finds each job's "
                           f"checkpoints by its tag {TAG_CHECKPOINT}, and this URI is not a tag value: use at most 256 "
@@ -159,12 +161,12 @@ def _run_name(config: LaunchConfig, job_name: str) -> str | None:
         raise ConfigError("job_name", job_name, str(exc)) from None
 
 
-def _image(config: LaunchConfig, region: str) -> tuple[str, str | None, list[str]]:
+def _image(config: LaunchConfig, region: str, hw: Hardware | None) -> tuple[str, str | None, list[str]]:
     """The training image's URI, its torch version (None for image_uri=), and a note when the
     image that runs on the instance is not the default (docs/PLATFORM.md §7)."""
     if config.image_uri:
         return config.image_uri, None, []
-    image, note = request_mod.choose_image(region, config.torch_version, config.py_version, config.instance_type)
+    image, note = request_mod.choose_image(region, config.torch_version, config.py_version, config.instance_type, hw)
     return image.uri, image.torch_version, [note] if note else []
 
 

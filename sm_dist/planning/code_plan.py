@@ -25,6 +25,7 @@ from sm_dist.vocab import Strategy
 
 if TYPE_CHECKING:
     from sm_dist.catalog import Instance
+    from sm_dist.catalog.hardware import Hardware
 
 #: Variables the job always gets: the code channel on PYTHONPATH, unbuffered logs.
 BASE_ENVIRONMENT = {"PYTHONPATH": CODE_DIR, "PYTHONUNBUFFERED": "1"}
@@ -84,14 +85,17 @@ class CodePlan:
     warnings: tuple[str, ...]
 
 
-def plan_code(config: LaunchConfig, region: str, job_name: str, checkpoint_base: str | None = None,
-              default_checkpoint_base: str | None = None, checkpoint_name: str | None = None) -> CodePlan:
+def plan_code(config: LaunchConfig, region: str, job_name: str, hw: Hardware | None, inst: Instance | None,
+              checkpoint_base: str | None = None, default_checkpoint_base: str | None = None,
+              checkpoint_name: str | None = None) -> CodePlan:
     """Check the config (catalog, estimator, hyperparameters) and list the bundle. No AWS call.
+
+    `hw` and `inst`: the instance type's hardware and catalog row, as the caller looked them up and
+    checked them (`catalog.hardware.hardware`, `preflight.check_instance`), once.
 
     `checkpoint_base`: the infra stack's checkpoint prefix; `default_checkpoint_base`: where a
     multi-instance job without one checkpoints (the output location; None: not planned here);
     `checkpoint_name`: the folder under either (default: the job's name; a chain's: the run's)."""
-    inst = preflight.check_instance(config.instance_type, region)
     warnings = [] if inst else [f"{config.instance_type} is not in sm_dist's catalog: no price, no memory check"]
     checkpoint, ckpt_warnings = _checkpointing(config, checkpoint_base, checkpoint_name or job_name,
                                                default_checkpoint_base)
@@ -115,7 +119,7 @@ def plan_code(config: LaunchConfig, region: str, job_name: str, checkpoint_base:
         hyperparameters=dict(config.hyperparameters), args=tuple(config.args),
     )
     bundle = bundle_mod.collect_bundle(config.source_dir, spec.to_json(), config.ignore_patterns)
-    platform = wheels.image_platform(config, region) if bundle.requirements is not None or bundle.wheels else None
+    platform = wheels.image_platform(config, region, hw) if bundle.requirements is not None or bundle.wheels else None
     if bundle.requirements is not None and not bundle.wheels and config.network_isolation:
         raise ConfigError("network_isolation", True, "the container cannot pip-install requirements.txt without "
                           f"network; vendor the wheels into source_dir: {wheels.download_command(platform)}")

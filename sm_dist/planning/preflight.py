@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from botocore.model import ServiceModel
 
     from sm_dist.catalog import Instance
+    from sm_dist.catalog.hardware import Hardware
 
 _log = logging.getLogger(__name__)
 
@@ -84,8 +85,9 @@ def training_instance_types() -> tuple[str, ...]:
     return tuple(shape.enum) if isinstance(shape, StringShape) else ()
 
 
-def check_instance(instance_type: str, region: str) -> Instance | None:
-    """The catalog Instance (None when the catalog has no row for it) — or a ConfigError.
+def check_instance(instance_type: str, region: str, hw: Hardware | None) -> Instance | None:
+    """The catalog Instance (None when the catalog has no row for it) — or a ConfigError. `hw`: the
+    type's `catalog.hardware.hardware`, looked up once by the caller, who hands it on.
 
     Prices of regions the catalog lacks are taken from its own region (a warning says so).
     """
@@ -95,9 +97,7 @@ def check_instance(instance_type: str, region: str) -> Instance | None:
             "instance_type", instance_type, f"not a SageMaker training instance type{did_you_mean(instance_type, offered)}"
         )
     from sm_dist.catalog import CATALOG_REGION, get_instance, regions
-    from sm_dist.catalog.hardware import hardware
 
-    hw = hardware(instance_type)
     if hw is not None and hw.accelerator:
         raise ConfigError("instance_type", instance_type, f"{hw.accelerator} is not CUDA; the sm_dist runtime needs "
                           "NVIDIA GPUs or CPU")

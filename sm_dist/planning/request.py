@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from sagemaker.core.shapes import Channel as SdkChannel
     from sagemaker.train.model_trainer import Mode, ModelTrainer
 
+    from sm_dist.catalog.hardware import Hardware
     from sm_dist.catalog.images import ImageRef
 
 _log = logging.getLogger(__name__)
@@ -115,22 +116,23 @@ class Data:
 
 def default_image(region: str, torch_version: str | None, py_version: str | None, instance_type: str) -> str:
     """AWS's SageMaker PyTorch training image for this torch version, region and instance type."""
-    return choose_image(region, torch_version, py_version, instance_type)[0].uri
+    from sm_dist.catalog.hardware import hardware
+
+    return choose_image(region, torch_version, py_version, instance_type, hardware(instance_type))[0].uri
 
 
 def choose_image(region: str, torch_version: str | None, py_version: str | None,
-                 instance_type: str) -> tuple[ImageRef, str | None]:
-    """The image for this torch version, region and instance type, and a note when it is not
-    the one asked for; or a ConfigError naming the hardware, the image and the fix.
+                 instance_type: str, hw: Hardware | None) -> tuple[ImageRef, str | None]:
+    """The image for this torch version, region and instance type (`hw`: its hardware, None for a family
+    the catalog lacks), and a note when it is not the one asked for; or a ConfigError naming the
+    hardware, the image and the fix.
 
     From sm_dist's image table, not the SageMaker SDK's: the SDK's table does not know the
     `pytorch` repository AWS publishes torch 2.11+ in (docs/PLATFORM.md §6.1). The image must run
     on the instance: its CPU architecture and its torch's GPU kernels (docs/PLATFORM.md §7).
     """
-    from sm_dist.catalog.hardware import hardware
     from sm_dist.catalog.images import image_for, training_image
 
-    hw = hardware(instance_type)
     if hw is not None:
         image, note = image_for(torch_version, region, hw)
     else:  # a family the catalog lacks: SageMaker's accelerated families are p and g

@@ -15,6 +15,7 @@ from sm_dist.contract.container import REQUIREMENTS_FILE, WHEELS_DIR
 from sm_dist.errors import ConfigError
 
 if TYPE_CHECKING:
+    from sm_dist.catalog.hardware import Hardware
     from sm_dist.planning.bundle import Bundle
     from sm_dist.planning.config import LaunchConfig
 
@@ -40,13 +41,14 @@ class ImagePlatform(NamedTuple):
         return f"Python {self.version}, Linux {self.cpu_arch}"
 
 
-def image_platform(config: LaunchConfig, region: str) -> ImagePlatform | None:
-    """The Python and CPU of the image the job runs (sm_dist's image table); None for image_uri= (unknown)."""
+def image_platform(config: LaunchConfig, region: str, hw: Hardware | None) -> ImagePlatform | None:
+    """The Python and CPU of the image the job runs (sm_dist's image table; `hw`: the instance's hardware);
+    None for image_uri= (unknown)."""
     if config.image_uri:
         return None
     from sm_dist.planning.request import choose_image
 
-    image = choose_image(region, config.torch_version, config.py_version, config.instance_type)[0]
+    image = choose_image(region, config.torch_version, config.py_version, config.instance_type, hw)[0]
     return ImagePlatform(image.python, image.cpu_arch)
 
 
