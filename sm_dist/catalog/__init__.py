@@ -100,7 +100,8 @@ def _build(row: dict[str, Any], gpus: dict[str, Any], region: str) -> Instance:
 
 def _family(name: str) -> dict[str, Any]:
     """The hardware facts of `name`'s family (`hardware.py`; docs/PLATFORM.md §7): EFA sizes, local NVMe."""
-    return dict(_load()["families"].get(name.removeprefix("ml.").partition(".")[0], {}))
+    facts: dict[str, Any] = _load()["families"].get(name.removeprefix("ml.").partition(".")[0], {})
+    return facts
 
 
 def _size(name: str) -> str:
