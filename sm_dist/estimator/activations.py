@@ -260,15 +260,17 @@ def op_saved_bytes_per_token(block: Block, precision: Precision) -> float:
 def layer_activation_bytes(seq_len: int, micro_batch: int, hidden: int, heads: int, checkpointing: str,
                            precision: object = Precision.MIXED, block: Block | None = None) -> float:
     """Bytes one layer keeps for backward (full: its input only)."""
-    prec = parse_enum(Precision, precision, "precision")
-    blk = block or block_from(hidden=hidden, heads=heads)
-    tokens = seq_len * micro_batch
-    mode = parse_checkpointing(checkpointing)
+    return _layer_bytes(seq_len * micro_batch, seq_len, parse_checkpointing(checkpointing),
+                        parse_enum(Precision, precision, "precision"), block or block_from(hidden=hidden, heads=heads))
+
+
+def _layer_bytes(tokens: int, seq_len: int, mode: str, precision: Precision, block: Block) -> float:
+    """`layer_activation_bytes` of a parsed mode and precision."""
     if mode == "full":
-        return tokens * residual_bytes(prec) * blk.hidden
+        return tokens * residual_bytes(precision) * block.hidden
     if mode == "selective-op":
-        return tokens * op_saved_bytes_per_token(blk, prec)
-    return tokens * block_bytes_per_token(blk, prec, mode, seq_len)
+        return tokens * op_saved_bytes_per_token(block, precision)
+    return tokens * block_bytes_per_token(block, precision, mode, seq_len)
 
 
 def head_bytes(block: Block, precision: Precision, vocab: int, tokens: int) -> int:
@@ -292,18 +294,23 @@ def activation_bytes(
     `shape` (a ModelShape) supplies kv heads, MLP width and gating, norm and head_dim; keywords
     (kv_heads, head_dim, ffn, gated, norm, fused_qkv, attention, dropout, activation) override it.
     """
-    mode = parse_checkpointing(checkpointing)
-    prec = parse_enum(Precision, precision, "precision")
     unknown = set(block) - _OVERRIDES
     if unknown:  # a caller without a type checker
         raise ConfigError("activation_bytes", sorted(unknown)[0], "unknown block keyword")
-    blk = block_from(shape, hidden=hidden, heads=heads, **block)
+    return peak_bytes(layers, vocab, seq_len, micro_batch, parse_checkpointing(checkpointing),
+                      parse_enum(Precision, precision, "precision"), block_from(shape, hidden=hidden, heads=heads, **block))
+
+
+def peak_bytes(layers: int, vocab: int, seq_len: int, micro_batch: int, mode: str, precision: Precision,
+               block: Block) -> int:
+    """`activation_bytes` of a parsed mode and precision and a built block (the estimator's grid parses once,
+    at its entry)."""
     tokens = seq_len * micro_batch
-    total = layers * layer_activation_bytes(seq_len, micro_batch, hidden, heads, mode, prec, blk)
+    total = layers * _layer_bytes(tokens, seq_len, mode, precision, block)
     if mode in ("full", "selective-op"):  # one block re-run in backward; under amp/fp32 its norm keeps the stored input itself
-        shared = FP32 * hidden if prec in (Precision.AMP, Precision.FP32) else 0
-        total += tokens * (block_bytes_per_token(blk, prec, "selective", seq_len) - shared)
-    return int(total) + head_bytes(blk, prec, vocab, tokens)
+        shared = FP32 * block.hidden if precision in (Precision.AMP, Precision.FP32) else 0
+        total += tokens * (block_bytes_per_token(block, precision, "selective", seq_len) - shared)
+    return int(total) + head_bytes(block, precision, vocab, tokens)
 
 
 def describe(block: Block, precision: object, checkpointing: str) -> str:
@@ -330,5 +337,5 @@ def describe(block: Block, precision: object, checkpointing: str) -> str:
 
 
 __all__ = ["CHECKPOINTING", "ATTENTION_KERNELS", "UNFUSED_ACTIVATIONS", "Block", "activation_bytes", "block_from", "block_bytes_per_token",
-           "describe", "head_bytes", "layer_activation_bytes", "loss_backward_bytes", "op_saved_bytes_per_token", "parse_checkpointing",
+           "describe", "head_bytes", "layer_activation_bytes", "loss_backward_bytes", "op_saved_bytes_per_token", "parse_checkpointing", "peak_bytes",
            "residual_bytes"]

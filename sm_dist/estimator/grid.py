@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from sm_dist._records import TYPE_CHECKING, Record
 from sm_dist.catalog import Instance
-from sm_dist.estimator.activations import activation_bytes, loss_backward_bytes
+from sm_dist.estimator.activations import block_from, loss_backward_bytes, peak_bytes
 from sm_dist.estimator.cost import Cost, DataLoad, job_cost, startup_seconds
 from sm_dist.estimator.goodput import Goodput, on_demand_and_spot
 from sm_dist.estimator.memory import (
@@ -148,10 +148,9 @@ def _activations(work: Workload) -> int:
     """Activation bytes per GPU at their peak, the start of backward: what autograd saves, and the loss's
     backward beside it. The same for every row of one estimate, so computed once."""
     shape = work.shape
-    return activation_bytes(
-        layers=shape.layers, hidden=shape.hidden, heads=shape.heads, vocab=shape.vocab, seq_len=work.seq_len,
-        micro_batch=work.micro_batch, checkpointing=work.checkpointing, precision=work.precision,
-        shape=shape,  # kv heads, MLP width (MoE: active experts), gating, norm and head_dim
+    return peak_bytes(
+        shape.layers, shape.vocab, work.seq_len, work.micro_batch, work.checkpointing, work.precision,
+        block_from(shape, hidden=shape.hidden, heads=shape.heads),  # kv heads, MLP width (MoE: active experts), gating, norm, head_dim
     ) + loss_backward_bytes(shape.vocab, work.seq_len * work.micro_batch)
 
 
