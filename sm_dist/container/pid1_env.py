@@ -64,6 +64,8 @@ SHUTDOWN_TIMEOUT_S = STOP_GRACE_SECONDS - 20
 #: "Hostname information may not be immediately available" (docs/PLATFORM.md §1.1): retry resolution.
 HOST_RESOLVE_TIMEOUT_S = 600
 HOST_RESOLVE_INTERVAL_S = 2.0
+#: The first pause between tries of algo-1's rendezvous store; it doubles up to HOST_RESOLVE_INTERVAL_S.
+STORE_FIRST_TRY_S = 0.1
 #: How long hosts wait for each other: instances of one job routinely start minutes apart (image
 #: pull, data download). A host waits this long for algo-1's rendezvous store to accept
 #: connections (torch's c10d client gives up after 60 s), then torchrun's rendezvous waits this
@@ -265,9 +267,15 @@ def installed_torch() -> str | None:
 
 def wait_for_store(host: str, port: int, timeout: float = RDZV_WAIT_S, interval: float = HOST_RESOLVE_INTERVAL_S,
                    log_every: float = RDZV_LOG_EVERY_S) -> None:
-    """Block until algo-1's rendezvous store accepts connections, saying so while it waits."""
+    """Block until algo-1's rendezvous store accepts connections, saying so while it waits.
+
+    The first tries come quickly (STORE_FIRST_TRY_S, doubling up to `interval`): algo-1's torchrun opens its
+    store a second or two after the hosts start, and a refused connection costs nothing. A fixed 2 s pause
+    after the first refusal was most of local mode's start-up gap between hosts (strace of a 2-host job,
+    2026-11-29: algo-2 asked at +0.16 s, was refused, slept 2.0 s; algo-1's store was up at +0.3 s)."""
     start = time.monotonic()
     last_log = start
+    pause = min(STORE_FIRST_TRY_S, interval)
     while True:
         try:
             with socket.create_connection((host, port), timeout=min(interval, 5.0)):
@@ -281,7 +289,8 @@ def wait_for_store(host: str, port: int, timeout: float = RDZV_WAIT_S, interval:
                 last_log = time.monotonic()
                 _log.info("waiting for the rendezvous store on %s:%d (the first host): %.0f s of %.0f s", host, port,
                           waited, timeout)
-            time.sleep(interval)
+            time.sleep(pause)
+            pause = min(pause * 2, interval)
 
 
 def wait_for_host(host: str, timeout: float = HOST_RESOLVE_TIMEOUT_S) -> None:

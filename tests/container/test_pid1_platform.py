@@ -94,6 +94,22 @@ def test_a_host_waits_for_a_late_first_host_and_says_so(caplog: pytest.LogCaptur
     assert any("waiting for the rendezvous store on 127.0.0.1" in r.getMessage() for r in caplog.records)
 
 
+def test_the_first_tries_of_the_store_come_quickly_then_every_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    """algo-1's store opens a second or two after the hosts start: a fixed 2 s pause after the first refusal
+    held every other host back by up to 2 s at each start (strace of a local 2-host job)."""
+    clock, pauses = [0.0], []
+
+    def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        clock[0] += seconds
+
+    monkeypatch.setattr(pid1_env.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(pid1_env.time, "sleep", sleep)
+    with pytest.raises(ContainerStartError):
+        pid1_env.wait_for_store("127.0.0.1", free_port(), timeout=8, interval=2.0)
+    assert pauses[:7] == [0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0]
+
+
 def test_a_first_host_that_never_comes_fails_with_the_reason() -> None:
     with pytest.raises(ContainerStartError, match="did not accept connections in 0 s"):
         pid1_env.wait_for_store("127.0.0.1", free_port(), timeout=0.3, interval=0.1)
