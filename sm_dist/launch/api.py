@@ -121,14 +121,12 @@ def build_bundle(plan_or_config: Plan | LaunchConfig, dest_dir: str | Path) -> P
     if not isinstance(plan_or_config, LaunchConfig):
         raise ConfigError("plan_or_config", type(plan_or_config).__name__, "expected a Plan or a LaunchConfig")
     from sm_dist.catalog import CATALOG_REGION
-    from sm_dist.catalog.hardware import hardware
     from sm_dist.planning import preflight
 
     config = plan_or_config
     region = config.region or CATALOG_REGION
-    hw = hardware(config.instance_type)
-    code = plan_code(config, region, config.job_name or new_job_name(config.base_job_name), hw,
-                     preflight.check_instance(config.instance_type, region, hw))
+    code = plan_code(config, region, config.job_name or new_job_name(config.base_job_name),
+                     *preflight.check_instance(config.instance_type, region))
     return write_bundle(code.bundle, dest_dir)
 
 

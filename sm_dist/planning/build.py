@@ -17,7 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from sm_dist.catalog.hardware import Hardware, hardware
+from sm_dist.catalog.hardware import Hardware
 from sm_dist.contract.chain import DEFAULT_MAX_LINKS, TAG_CHECKPOINT, RunState, check_run_name, link_name
 from sm_dist.contract.container import CHECKPOINT_LOCAL_PATH, CODE_CHANNEL
 from sm_dist.contract.torch_support import parse
@@ -85,8 +85,7 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
     region = _region(config, session_factory)
     # the checks that need nothing from AWS run before any lookup (plan_code repeats some); the instance
     # type's hardware and catalog row are looked up here once, and handed on
-    box = hardware(config.instance_type)
-    instance = preflight.check_instance(config.instance_type, region, box)
+    box, instance = preflight.check_instance(config.instance_type, region)
     preflight.check_hyperparameters(config.hyperparameters)
     preflight.check_environment(config.environment, len(BASE_ENVIRONMENT) + config.network_isolation)
     preflight.check_channel_count(config.inputs)

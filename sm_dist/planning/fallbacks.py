@@ -16,7 +16,6 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from sm_dist.catalog.hardware import hardware
 from sm_dist.errors import CatalogError, ConfigError, DoesNotFitError
 from sm_dist.planning import preflight
 from sm_dist.planning.sizing import choose_strategy
@@ -35,7 +34,7 @@ def check_fallbacks(config: LaunchConfig, region: str, strategy: Strategy, check
     prices: dict[str, float | None] = {}
     for kind in config.fallback_instance_types:
         try:
-            instance = preflight.check_instance(kind, region, hardware(kind))
+            instance = preflight.check_instance(kind, region)[1]
         except (CatalogError, ConfigError) as exc:
             raise ConfigError(FIELD, kind, exc.fix) from None
         if checked and instance is not None:

@@ -85,9 +85,9 @@ def training_instance_types() -> tuple[str, ...]:
     return tuple(shape.enum) if isinstance(shape, StringShape) else ()
 
 
-def check_instance(instance_type: str, region: str, hw: Hardware | None) -> Instance | None:
-    """The catalog Instance (None when the catalog has no row for it) — or a ConfigError. `hw`: the
-    type's `catalog.hardware.hardware`, looked up once by the caller, who hands it on.
+def check_instance(instance_type: str, region: str) -> tuple[Hardware | None, Instance | None]:
+    """The type's hardware and its catalog Instance (each None when the catalog has no facts or no row
+    for it) — or a ConfigError. Looked up here once; the plan hands both on.
 
     Prices of regions the catalog lacks are taken from its own region (a warning says so).
     """
@@ -97,14 +97,16 @@ def check_instance(instance_type: str, region: str, hw: Hardware | None) -> Inst
             "instance_type", instance_type, f"not a SageMaker training instance type{did_you_mean(instance_type, offered)}"
         )
     from sm_dist.catalog import CATALOG_REGION, get_instance, regions
+    from sm_dist.catalog.hardware import hardware
 
+    hw = hardware(instance_type)
     if hw is not None and hw.accelerator:
         raise ConfigError("instance_type", instance_type, f"{hw.accelerator} is not CUDA; the sm_dist runtime needs "
                           "NVIDIA GPUs or CPU")
     try:
-        return get_instance(instance_type, region if region in regions() else CATALOG_REGION)
+        return hw, get_instance(instance_type, region if region in regions() else CATALOG_REGION)
     except CatalogError:
-        return None
+        return hw, None
 
 
 def check_topology(strategy: Strategy, instance_count: int, nproc_per_node: int | None) -> list[str]:
