@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from sm_dist.contract import log_lines
 from sm_dist.contract.chain import ChainPolicy
@@ -35,8 +35,15 @@ from sm_dist.contract.slurm_layout import (
 )
 from sm_dist.errors import ConfigError
 from sm_dist.jobspec import EXIT_INTERRUPTED
+from sm_dist.notebook.metrics import Metrics, read_metrics
 from sm_dist.slurm import cluster
 from sm_dist.slurm.options import SlurmOptions
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+    from sm_dist.notebook.plot import StrPath
+    from sm_dist.slurm.view import SlurmView
 
 #: What `stop()` writes in the exits file (the batch script, cancelled with its nodes, writes nothing).
 STOPPED = "stopped"
@@ -96,6 +103,12 @@ class SlurmSummary:
         if self.chain:
             text += f"\n  chain: {self.chain}"
         return text
+
+    def _repr_html_(self) -> str:
+        """A notebook shows the printed summary, line for line, as a table (as a local job's)."""
+        from sm_dist.markup import text_table
+
+        return text_table(str(self))
 
 
 @dataclass
@@ -244,10 +257,14 @@ class SlurmJob:
         return None
 
     def wait(self, out: TextIO | None = None, on_line: Callable[[str, str], None] | None = None,
-             on_tick: Callable[[], None] | None = None) -> JobStatus:
+             on_tick: Callable[[], None] | None = None, view: SlurmView | None = None,
+             sleep: Callable[[float], None] = time.sleep) -> JobStatus:
         """Block until the job is done; `out`: echo each node's lines there, prefixed by node; `on_line(node, line)`
-        for each line, `on_tick()` once per poll (a timed chaos kill)."""
+        for each line, `on_tick()` once per poll (a timed chaos kill); `view`: the live view, fed each line and
+        shown once per poll (`sm_dist.slurm.view`)."""
         tail = LogTail(self.job_dir / LOGS_FOLDER)
+        if view is not None:
+            view.start()
         while True:
             status = self.status()
             for node, line in tail.new_lines():
@@ -255,14 +272,21 @@ class SlurmJob:
                     print(f"[{node}] {line}", file=out, flush=True)
                 if on_line is not None:
                     on_line(node, line)
+                if view is not None:
+                    view.line(node, line)
             if on_tick is not None and not status.done:
                 on_tick()
             if status.done:
                 for node, line in tail.new_lines():
                     if out is not None:
                         print(f"[{node}] {line}", file=out, flush=True)
+                    if view is not None:
+                        view.line(node, line)
+            if view is not None:
+                view.show(status)
+            if status.done:
                 return status
-            time.sleep(POLL_S)
+            sleep(POLL_S)
 
     def logs(self, follow: bool = False) -> Iterator[str]:
         """Every node's lines, each prefixed "[node] " (the batch script's as "[batch] ")."""
@@ -346,6 +370,29 @@ class SlurmJob:
 
     def model_sha256(self) -> str | None:
         return self.summary().model_sha256
+
+    def metrics(self) -> Metrics:
+        """The job's logged metrics (step, loss, learning rate, ...), read from its nodes' logs: sm_dist's metric
+        lines or Hugging Face Trainer's log dicts, as a local job's. A table in a notebook."""
+        return read_metrics(self.logs())
+
+    def plot(self, *names: str, path: StrPath | None = None, ax: Axes | None = None) -> Axes:
+        """The loss curve (and learning rate, throughput) of the job so far, resumes marked; `names` picks the
+        metrics. Inline in a notebook (matplotlib: pip install 'sm_dist[plot]')."""
+        return self.metrics().plot(*names, path=path, ax=ax)
+
+    def _repr_html_(self) -> str:
+        """A notebook shows the summary as a table (Slurm asked now), and where to look next."""
+        from sm_dist.markup import escape, text_table
+
+        try:
+            summary = self.summary()
+        except Exception as exc:  # noqa: BLE001 - showing a job must not raise; say why it shows less
+            return f"<p>{escape(repr(self))}: status unavailable ({escape(exc)})</p>"
+        more = (f'<p style="font-size:0.9em;opacity:0.75">logs in {escape(self.job_dir / LOGS_FOLDER)}: '
+                "<code>job.logs()</code> · metrics: <code>job.metrics()</code>, <code>job.plot()</code> · "
+                "<code>job.checkpoints()</code></p>")
+        return text_table(str(summary), extra=more)
 
     def tensorboard(self, start: bool = False, port: int = 6006) -> str:
         """`tensorboard --logdir` on the nodes' TensorBoard folders."""

@@ -50,12 +50,14 @@ from sm_dist.contract.slurm_layout import (
 )
 from sm_dist.errors import ConfigError
 from sm_dist.jobspec import JOB_SPEC_FILENAME, JobSpec
+from sm_dist.notebook.live import in_notebook
 from sm_dist.planning.budget import DEFAULT_MAX_RUNTIME_S
 from sm_dist.planning.channels import SourceKind
 from sm_dist.slurm import cluster
 from sm_dist.slurm.job import SlurmJob
 from sm_dist.slurm.options import SlurmOptions
 from sm_dist.slurm.script import batch_script, time_limit
+from sm_dist.slurm.view import SlurmView
 
 if TYPE_CHECKING:
     from sm_dist.planning.plan import Plan
@@ -297,24 +299,34 @@ def run(plan: Plan, options: SlurmOptions | Mapping[str, object] | bool | None =
 
     `gpus`: GPUs per node when the caller knows them (the facade: from an instance type the user gave);
     `instance_type`: the type the user gave, if any (checked against a HyperPod cluster's groups).
-    `out`: where a waiting run echoes the nodes' lines (default stdout)."""
+    `out`: where a waiting run echoes the nodes' lines (default stdout; in a notebook, none: the live view,
+    `sm_dist.slurm.view`, shows the job and `job.logs()` reads the lines)."""
     opts = SlurmOptions.coerce(options)
     gpus = opts.gpus_per_node if opts.gpus_per_node is not None else gpus or 0
     plan = with_backend(fit_to_partition(plan, check(plan, opts, instance_type)), opts, gpus)
-    echo = out if out is not None else sys.stdout
+    notebook = out is None and in_notebook()
+    echo = None if notebook else out if out is not None else sys.stdout
     job = submit(plan, opts, gpus)
     if not opts.wait:
         return job
     faults = opts.faults()
     chaos = Chaos(job, faults[0], echo) if faults else None
-    job.wait(out=echo, on_line=chaos.on_line if chaos else None, on_tick=chaos.on_tick if chaos else None)
+    job.wait(out=echo, on_line=chaos.on_line if chaos else None, on_tick=chaos.on_tick if chaos else None,
+             view=live_view(job) if notebook else None)
     job.chaos = tuple(str(f) for f in faults)
     if opts.verify:
         _verify(plan, opts, gpus, job, echo)
     return job
 
 
-def _verify(plan: Plan, opts: SlurmOptions, gpus: int, job: SlurmJob, echo: TextIO) -> None:
+def live_view(job: SlurmJob) -> SlurmView:
+    """The notebook's live view of `job` (its shared checkpoint folder's steps shown when it has one)."""
+    uri = job.checkpoint_uri
+    return SlurmView(job.name, job.job_id, job.job_dir, nodes=job.nodes,
+                     checkpoint_dir=Path(uri) if uri and "://" not in uri else None, notebook=True)
+
+
+def _verify(plan: Plan, opts: SlurmOptions, gpus: int, job: SlurmJob, echo: TextIO | None) -> None:
     """Run the plan again, uninterrupted, as `<job>-verify`, and compare the two final models: sm_dist's model
     hash when both runs printed one, else the weight files each node left in its model folder, tensor by tensor
     (`sm_dist.tools.weights_compare`, run as a process: this world never imports torch)."""
@@ -323,7 +335,7 @@ def _verify(plan: Plan, opts: SlurmOptions, gpus: int, job: SlurmJob, echo: Text
         job.verified, job.verification = None, f"cannot verify: the job ended {first.status}"
         return
     checked = submit(plan, dataclasses.replace(opts, checkpoint_dir=None), gpus, name=f"{job.name}-verify")
-    checked.wait(out=echo)
+    checked.wait(out=echo, view=live_view(checked) if echo is None else None)
     second = checked.summary()
     if second.status != "Completed":
         job.verified, job.verification = None, f"cannot verify: the uninterrupted run {checked.name} ended " \
@@ -361,4 +373,4 @@ def compare_models(job: SlurmJob, checked: SlurmJob) -> tuple[bool | None, str]:
 
 
 __all__ = ["chain_policy", "check", "check_requirements", "checkpoint_folder", "checkpoint_spec", "fit_to_partition",
-           "job_name", "run", "runtime_by_default", "script_for", "stage", "submit", "with_backend"]
+           "job_name", "live_view", "run", "runtime_by_default", "script_for", "stage", "submit", "with_backend"]
