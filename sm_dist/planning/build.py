@@ -17,7 +17,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from sm_dist.catalog.hardware import Hardware
 from sm_dist.contract.chain import DEFAULT_MAX_LINKS, TAG_CHECKPOINT, RunState, check_run_name, link_name
 from sm_dist.contract.container import CHECKPOINT_LOCAL_PATH, CODE_CHANNEL
 from sm_dist.contract.torch_support import parse
@@ -89,14 +88,15 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
     preflight.check_hyperparameters(config.hyperparameters)
     preflight.check_environment(config.environment, len(BASE_ENVIRONMENT) + config.network_isolation)
     preflight.check_channel_count(config.inputs)
-    image_uri, image_torch, image_notes = _image(config, region, box)
+    image, image_note = request_mod.job_image(config, region, box)
+    image_uri = image.uri if image is not None else str(config.image_uri)
     job_name = config.job_name or new_job_name(config.base_job_name)
     run = _run_name(config, job_name)
     job_name = link_name(run, 1) if run else job_name
     where = local_locations(config) if local else resolve_locations(config, session_factory, region)
     pull_warnings = (check_image_pull(image_uri, where.image_repository_arns, where.infra_stack)
                      if where.infra_stack else [])
-    code = plan_code(config, region, job_name, box, instance, where.checkpoint_base,
+    code = plan_code(config, region, job_name, instance, image, where.checkpoint_base,
                      None if local else where.output_s3_uri, run)
     usd_per_hour = code.instance.sagemaker_usd_per_hour * config.instance_count if code.instance else None
     limits, limit_warnings = stopping_limits(config, usd_per_hour, code.sizing.expected_hours)
@@ -143,9 +143,9 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
         default_bucket=where.default_bucket, environment=MappingProxyType(environment),
         hyperparameters=MappingProxyType(dict(code.spec.hyperparameters)), channels=MappingProxyType(dict(config.inputs)),
         uploads=uploads,
-        warnings=_warnings([*image_notes, *pull_warnings, *code.warnings, *limit_warnings, *request_warnings,
+        warnings=_warnings([*([image_note] if image_note else []), *pull_warnings, *code.warnings, *limit_warnings, *request_warnings,
                             *reach_warnings, *data_warnings, *_local_stack(config, local),
-                            *_local_torch(image_torch, local)], local),
+                            *_local_torch(image.torch_version if image is not None else None, local)], local),
         local=local, run=run, chain=policy,
     )
 
@@ -158,15 +158,6 @@ def _run_name(config: LaunchConfig, job_name: str) -> str | None:
         return check_run_name(job_name, config.max_links or DEFAULT_MAX_LINKS)
     except ValueError as exc:
         raise ConfigError("job_name", job_name, str(exc)) from None
-
-
-def _image(config: LaunchConfig, region: str, hw: Hardware | None) -> tuple[str, str | None, list[str]]:
-    """The training image's URI, its torch version (None for image_uri=), and a note when the
-    image that runs on the instance is not the default (docs/PLATFORM.md §7)."""
-    if config.image_uri:
-        return config.image_uri, None, []
-    image, note = request_mod.choose_image(region, config.torch_version, config.py_version, config.instance_type, hw)
-    return image.uri, image.torch_version, [note] if note else []
 
 
 def _local_torch(image_torch: str | None, local: bool) -> list[str]:

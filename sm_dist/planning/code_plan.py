@@ -25,13 +25,13 @@ from sm_dist.vocab import Strategy
 
 if TYPE_CHECKING:
     from sm_dist.catalog import Instance
-    from sm_dist.catalog.hardware import Hardware
+    from sm_dist.catalog.images import ImageRef
 
 #: Variables the job always gets: the code channel on PYTHONPATH, unbuffered logs.
 BASE_ENVIRONMENT = {"PYTHONPATH": CODE_DIR, "PYTHONUNBUFFERED": "1"}
 
 
-def _checkpointing(config: LaunchConfig, infra_base: str | None, job_name: str,
+def _checkpointing(config: LaunchConfig, entry: str, infra_base: str | None, job_name: str,
                    default_base: str | None) -> tuple[CheckpointSettings, list[str]]:
     """The job's checkpoint settings, built from the LaunchConfig here only (checkpoint_keep=None: DEFAULT_KEEP). A multi-instance job without a URI (none given, no infra
     stack) checkpoints under `default_base` (the job's output location): every host's shards
@@ -47,7 +47,7 @@ def _checkpointing(config: LaunchConfig, infra_base: str | None, job_name: str,
     # syncs each emulated host's folder to its own S3 endpoint, so they do resume there.
     mode, mode_warnings = preflight.check_checkpointing(
         config.spot, config.checkpoint_mode, uri, instance_count=config.instance_count if default_base else 1,
-        network_isolation=config.network_isolation, vpc=bool(config.subnets), own_script=_own_script(config))
+        network_isolation=config.network_isolation, vpc=bool(config.subnets), own_script=_own_script(config, entry))
     return CheckpointSettings(
         mode=parse_mode(mode), uri=uri if mode != "off" else None,
         local_path=CHECKPOINT_LOCAL_PATH if mode in ("local", "sagemaker-sync") else None,
@@ -59,13 +59,12 @@ def _checkpointing(config: LaunchConfig, infra_base: str | None, job_name: str,
 _IMPORTS_SM_DIST = re.compile(rb"^\s*(?:from|import)\s+sm_dist\b", re.MULTILINE)
 
 
-def _own_script(config: LaunchConfig) -> bool:
+def _own_script(config: LaunchConfig, resolved: str) -> bool:
     """A script that checkpoints by itself: from the user's source dir and never importing sm_dist
     (a function entry, sm_dist's entrypoints and scripts using sm_dist's checkpointer write to S3
-    directly)."""
+    directly). `resolved`: the entry as `bundle.resolve_entry` gave it."""
     if config.entry_is_function:
         return False
-    resolved = bundle_mod.resolve_entry(config.entry, _source(config), False)
     if resolved.startswith(bundle_mod.ENTRYPOINTS_IN_BUNDLE + "/"):
         return False
     try:
@@ -85,19 +84,21 @@ class CodePlan:
     warnings: tuple[str, ...]
 
 
-def plan_code(config: LaunchConfig, region: str, job_name: str, hw: Hardware | None, inst: Instance | None,
+def plan_code(config: LaunchConfig, region: str, job_name: str, inst: Instance | None, image: ImageRef | None,
               checkpoint_base: str | None = None, default_checkpoint_base: str | None = None,
               checkpoint_name: str | None = None) -> CodePlan:
     """Check the config (catalog, estimator, hyperparameters) and list the bundle. No AWS call.
 
-    `hw` and `inst`: the instance type's hardware and catalog row, as the caller looked them up and
-    checked them (`catalog.hardware.hardware`, `preflight.check_instance`), once.
+    `inst` and `image`: the instance type's catalog row and the job's image of sm_dist's table (None:
+    image_uri=), as the caller looked them up and checked them (`preflight.check_instance`,
+    `request.job_image`), once.
 
     `checkpoint_base`: the infra stack's checkpoint prefix; `default_checkpoint_base`: where a
     multi-instance job without one checkpoints (the output location; None: not planned here);
     `checkpoint_name`: the folder under either (default: the job's name; a chain's: the run's)."""
     warnings = [] if inst else [f"{config.instance_type} is not in sm_dist's catalog: no price, no memory check"]
-    checkpoint, ckpt_warnings = _checkpointing(config, checkpoint_base, checkpoint_name or job_name,
+    entry = bundle_mod.resolve_entry(config.entry, _source(config), config.entry_is_function)
+    checkpoint, ckpt_warnings = _checkpointing(config, entry, checkpoint_base, checkpoint_name or job_name,
                                                default_checkpoint_base)
     # the estimate prices the checkpoints where they will go: the disk (SageMaker uploads) or S3
     storage = "local" if checkpoint.mode.value in ("local", "sagemaker-sync") else "s3"
@@ -112,14 +113,14 @@ def plan_code(config: LaunchConfig, region: str, job_name: str, hw: Hardware | N
         checkpoint = replace(checkpoint, interval_steps=sizing.checkpoint_interval_steps)
         sizing = replace(sizing, interval_defaulted=True)
     spec = JobSpec(
-        entry=bundle_mod.resolve_entry(config.entry, _source(config), config.entry_is_function),
+        entry=entry,
         strategy=sizing.strategy, precision=config.precision, seed=config.seed,
         nproc_per_node=1 if sizing.strategy is Strategy.DP else config.nproc_per_node,
         max_restarts=config.max_restarts, hang_timeout_s=config.hang_timeout_s, checkpoint=checkpoint, job_name=job_name,
         hyperparameters=dict(config.hyperparameters), args=tuple(config.args),
     )
     bundle = bundle_mod.collect_bundle(config.source_dir, spec.to_json(), config.ignore_patterns)
-    platform = wheels.image_platform(config, region, hw) if bundle.requirements is not None or bundle.wheels else None
+    platform = wheels.image_platform(image) if bundle.requirements is not None or bundle.wheels else None
     if bundle.requirements is not None and not bundle.wheels and config.network_isolation:
         raise ConfigError("network_isolation", True, "the container cannot pip-install requirements.txt without "
                           f"network; vendor the wheels into source_dir: {wheels.download_command(platform)}")

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
     from sm_dist.catalog.hardware import Hardware
     from sm_dist.catalog.images import ImageRef
+    from sm_dist.planning.config import LaunchConfig
 
 _log = logging.getLogger(__name__)
 
@@ -141,6 +142,14 @@ def choose_image(region: str, torch_version: str | None, py_version: str | None,
         raise ConfigError("py_version", py_version,
                           f"the torch {image.torch_version} image has {image.python}; leave py_version unset or pass image_uri=")
     return image, note
+
+
+def job_image(config: LaunchConfig, region: str, hw: Hardware | None) -> tuple[ImageRef | None, str | None]:
+    """The image of sm_dist's table the job runs (None for image_uri=: the user's own) and its note, if any:
+    chosen once per plan, and handed on (the request, the wheels' platform, the local torch check)."""
+    if config.image_uri:
+        return None, None
+    return choose_image(region, config.torch_version, config.py_version, config.instance_type, hw)
 
 
 #: From this size of weights, "auto" uploads the model uncompressed: gzip saves 7% of fp32 and 20% of
@@ -424,4 +433,4 @@ def s3_join(base: str, *parts: str) -> str:
 
 
 __all__ = ["PID1_COMMAND", "UNCOMPRESSED_FROM_BYTES", "Compute", "Data", "Networking", "Observability", "RequestSpec", "compression_type", "build_request", "validate_request", "default_image",
-           "choose_image", "channel_sources", "s3_join", "MEMO_MIN_NAME_CHARS", "recall_request", "keep_request"]
+           "choose_image", "job_image", "channel_sources", "s3_join", "MEMO_MIN_NAME_CHARS", "recall_request", "keep_request"]

@@ -15,9 +15,8 @@ from sm_dist.contract.container import REQUIREMENTS_FILE, WHEELS_DIR
 from sm_dist.errors import ConfigError
 
 if TYPE_CHECKING:
-    from sm_dist.catalog.hardware import Hardware
+    from sm_dist.catalog.images import ImageRef
     from sm_dist.planning.bundle import Bundle
-    from sm_dist.planning.config import LaunchConfig
 
 #: The glibc of the catalog's images (docs/PLATFORM.md §6.3): amzn2023's 2.34 (ubuntu22.04's 2.35 is newer):
 #: a manylinux_2_N wheel installs on them for N <= 34.
@@ -41,15 +40,9 @@ class ImagePlatform(NamedTuple):
         return f"Python {self.version}, Linux {self.cpu_arch}"
 
 
-def image_platform(config: LaunchConfig, region: str, hw: Hardware | None) -> ImagePlatform | None:
-    """The Python and CPU of the image the job runs (sm_dist's image table; `hw`: the instance's hardware);
-    None for image_uri= (unknown)."""
-    if config.image_uri:
-        return None
-    from sm_dist.planning.request import choose_image
-
-    image = choose_image(region, config.torch_version, config.py_version, config.instance_type, hw)[0]
-    return ImagePlatform(image.python, image.cpu_arch)
+def image_platform(image: ImageRef | None) -> ImagePlatform | None:
+    """The Python and CPU of the image the job runs (sm_dist's image table); None for image_uri= (unknown)."""
+    return None if image is None else ImagePlatform(image.python, image.cpu_arch)
 
 
 def download_command(platform: ImagePlatform | None) -> str:
