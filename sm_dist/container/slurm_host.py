@@ -54,6 +54,7 @@ from sm_dist.contract.container import (
     RDZV_HOST_ENV,
     RDZV_PORT_ENV,
     RESOURCE_CONFIG,
+    TENSORBOARD_CONFIG,
     remap,
 )
 from sm_dist.contract.slurm_layout import CODE_FOLDER, CONFIG_FOLDER, HOSTS_FOLDER, JOB_FILE, LOGS_FOLDER
@@ -104,7 +105,7 @@ def lay_out(job_dir: Path, node: str, hosts: list[str]) -> Path:
     (root / "input" / "data" / CODE_CHANNEL).symlink_to(job_dir / CODE_FOLDER, target_is_directory=True)
     for name, folder in job.get("channels", {}).items():  # shared folders: every node reads the same files
         (root / "input" / "data" / name).symlink_to(folder, target_is_directory=True)
-    for name in (HYPERPARAMETERS, INPUT_DATA_CONFIG, CHECKPOINT_CONFIG):
+    for name in (HYPERPARAMETERS, INPUT_DATA_CONFIG, CHECKPOINT_CONFIG, TENSORBOARD_CONFIG):
         source = job_dir / CONFIG_FOLDER / name
         if source.is_file():
             shutil.copyfile(source, config / name)

@@ -52,9 +52,17 @@ class Backend:
     """One line: where it runs and where its code and checkpoints go."""
     price_basis: str
     """Which rates priced the plan (one line)."""
+    says: tuple[tuple[str, str], ...] = ()
+    """The backend's own words for the plan's lines it honours otherwise than local mode, by the line's label
+    ("output", "checkpoints", "tensorboard", "debug", "infra check", "mlflow", "requirements"; "data": how a
+    channel's folder arrives)."""
 
-    def to_dict(self) -> dict[str, str]:
-        return dataclasses.asdict(self)
+    def word(self, label: str) -> str | None:
+        """What the backend says of the line `label` (None: it has no word of its own)."""
+        return dict(self.says).get(label)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"name": self.name, "where": self.where, "price_basis": self.price_basis, "says": dict(self.says)}
 
 
 @dataclass(frozen=True, repr=False)
@@ -240,8 +248,8 @@ def render_plan(plan: Plan) -> str:
         f"{_origin_sizes(plan)})",
         *_requirements_lines(plan),
         *_data_lines(plan),
-        f"output       {req['OutputDataConfig']['S3OutputPath']}  ({_compression(req['OutputDataConfig'])})",
-        f"checkpoints  {spec.checkpoint.mode}: {spec.checkpoint.uri or spec.checkpoint.local_path or '-'}",
+        f"output       {_word(plan, 'output') or _output(req['OutputDataConfig'])}",
+        f"checkpoints  {_word(plan, 'checkpoints') or f'{spec.checkpoint.mode}: ' + (spec.checkpoint.uri or spec.checkpoint.local_path or '-')}",
         *_interval_lines(plan),
         *_tensorboard_lines(plan),
         *_debug_lines(plan),
@@ -285,14 +293,21 @@ def _debug_lines(plan: Plan) -> list[str]:
     req, lines = plan.request, []
     ssm = shlex.join(ssm_command(plan.job_name))
     if (req.get("RemoteDebugConfig") or {}).get("EnableRemoteDebug"):
-        lines.append(f"debug        sm-dist debug {plan.job_name} [--host algo-N]: a shell in the emulated host here "
+        lines.append(f"debug        {said}" if (said := _word(plan, "debug")) else
+                     f"debug        sm-dist debug {plan.job_name} [--host algo-N]: a shell in the emulated host here "
                      f"(in the cloud, remote debug: {ssm})" if plan.local else
                      f"debug        remote debug (SSM): sm-dist debug {plan.job_name} [--host algo-N], i.e. {ssm}")
     if (req.get("InfraCheckConfig") or {}).get("EnableInfraCheck"):
         lines.append(f"infra check  SageMaker checks the hardware and the cluster network before the script: "
                      f"+{INFRA_CHECK_SECONDS / 60:.0f} min of start-up in the estimate (assumed)"
-                     + ("; local mode runs no check" if plan.local else ""))
+                     + (f"; {said}" if (said := _word(plan, "infra check")) else
+                        "; local mode runs no check" if plan.local else ""))
     return lines
+
+
+def _word(plan: Plan, label: str) -> str | None:
+    """The backend's own word for a line (`Backend.says`), if the plan names a backend that has one."""
+    return plan.backend.word(label) if plan.backend is not None else None
 
 
 def _warm_pool_lines(plan: Plan) -> list[str]:
@@ -318,7 +333,8 @@ def _data_lines(plan: Plan) -> list[str]:
             lines.append(f"data         {name}: {source} ({how})")
             continue
         size = f"{len(upload.data.files):,} files, {upload.data.total_bytes / _MIB:,.1f} MiB"
-        where = "copied to every host here" if plan.local else f"uploaded to {upload.s3_uri} unless already there"
+        where = (_word(plan, "data") or "copied to every host here" if plan.local else
+                 f"uploaded to {upload.s3_uri} unless already there")
         lines.append(f"data         {name}: {channel.source} ({size}; {where}; {how})")
     return lines
 
@@ -328,6 +344,8 @@ def _tensorboard_lines(plan: Plan) -> list[str]:
     uri = plan.tensorboard_uri
     if uri is None:
         return []
+    if said := _word(plan, "tensorboard"):
+        return [f"tensorboard  {said}"]
     how = ("local mode syncs it to its own S3 endpoint while the job runs, then to the run's folder; "
            "job.tensorboard() shows it" if plan.local else
            f"synced while the job runs; tensorboard --logdir {uri} (or sm-dist tensorboard {plan.job_name})")
@@ -338,16 +356,16 @@ def _mlflow_lines(plan: Plan) -> list[str]:
     if not config:
         return []
     names = f"experiment {config.get('MlflowExperimentName', '-')}, run {config.get('MlflowRunName', '-')}"
-    where = ("local mode logs to a file store under the run's folder instead" if plan.local
+    where = _word(plan, "mlflow") or ("local mode logs to a file store under the run's folder instead" if plan.local
              else "MLFLOW_TRACKING_URI for the script (needs the sagemaker-mlflow package); rank 0 logs the metric lines")
     return [f"mlflow       {config['MlflowResourceArn']}  ({names}; {where})"]
 
 
-def _compression(output: dict[str, str]) -> str:
-    """How the model reaches S3 (OutputDataConfig.CompressionType, docs/PLATFORM.md §1.1)."""
+def _output(output: dict[str, str]) -> str:
+    """Where the model goes and how it reaches S3 (OutputDataConfig.CompressionType, docs/PLATFORM.md §1.1)."""
     if output.get("CompressionType", "GZIP") == "NONE":
-        return "model/ uploaded as it is, uncompressed"
-    return "model/ as model.tar.gz, gzip"
+        return f"{output['S3OutputPath']}  (model/ uploaded as it is, uncompressed)"
+    return f"{output['S3OutputPath']}  (model/ as model.tar.gz, gzip)"
 
 
 def _requirements_lines(plan: Plan) -> list[str]:
@@ -355,6 +373,8 @@ def _requirements_lines(plan: Plan) -> list[str]:
     if found is None:
         return []
     where = f"from the bundle's {plan.bundle.wheels} wheels (no index)" if plan.bundle.wheels else "from the package index"
+    if said := _word(plan, "requirements"):
+        return [f"requirements requirements.txt: {said}"]
     return [f"requirements requirements.txt: pip-installed on every host at job start, {where}"
             + ("; local mode checks this environment instead" if plan.local else "")]
 

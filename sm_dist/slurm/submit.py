@@ -34,6 +34,8 @@ from sm_dist.contract.container import (
     HYPERPARAMETERS,
     INPUT_DATA_CONFIG,
     NPROC_ENV,
+    TENSORBOARD_CONFIG,
+    TENSORBOARD_LOCAL_PATH,
     WEIGHT_SUFFIXES,
 )
 from sm_dist.contract.faults import Fault
@@ -115,8 +117,34 @@ def with_backend(plan: Plan, opts: SlurmOptions, gpus: int) -> Plan:
             f"next link, at most {links}); code and each node's /opt/ml in {job_dir}; checkpoints "
             f"{'off' if uri is None else ('in ' + uri)}")
     warnings = tuple(w for w in plan.warnings if w != LOCAL_NO_CHECKPOINT_URI)  # local mode's: the line says where
-    return dataclasses.replace(plan, backend=Backend(name="slurm", where=line, price_basis=SLURM_PRICE_BASIS),
-                               warnings=warnings)
+    _channels(plan)  # an s3:// channel: refused here, before a dry run prints a plan the cluster would not run
+    backend = Backend(name="slurm", where=line, price_basis=SLURM_PRICE_BASIS, says=slurm_words(plan, job_dir, uri))
+    return dataclasses.replace(plan, backend=backend, warnings=warnings)
+
+
+def slurm_words(plan: Plan, job_dir: Path, checkpoint_uri: str | None) -> tuple[tuple[str, str], ...]:
+    """What a Slurm node does with the plan's settings that local mode and SageMaker do otherwise: the plan's lines
+    in the cluster's words (`Backend.says`); `checkpoint_uri`: where the job's checkpoints go (`checkpoint_spec`)."""
+    name = job_name(plan)
+    shared = checkpoint_uri is not None and "://" not in checkpoint_uri
+    return (
+        ("output", f"each node's model/ stays in {job_dir / HOSTS_FOLDER}/<node>/model, in the shared folder; nothing "
+                   "is uploaded"),
+        *([("checkpoints", f"shared folder {checkpoint_uri}: every node's $SM_CHECKPOINT_DIR, rank 0 commits each "
+                           "checkpoint")] if shared else []),
+        ("tensorboard", f"$SM_TENSORBOARD_DIR on each node is {job_dir / HOSTS_FOLDER}/<node>/output/tensorboard, in "
+                        f"the shared folder, not synced to S3; sm-dist tensorboard {name} shows every node's"),
+        ("debug", "SageMaker's remote debug (SSM) is not on a Slurm cluster: a shell on a node of the running job is "
+                  f"srun --jobid=JOBID --overlap --nodelist=NODE --pty bash (JOBID: squeue --name {name})"),
+        ("infra check", "a Slurm job runs no such check"),
+        ("mlflow", "MLFLOW_TRACKING_URI for every node's script: this Python environment, the nodes', needs mlflow "
+                   "and sagemaker-mlflow, and the nodes AWS credentials (on HyperPod, the instance group's role); "
+                   "rank 0 logs the metric lines, or warns once and trains on"),
+        ("requirements", f"the nodes run this Python environment ({sys.executable}) and install nothing: it is "
+                         "checked against it before the job is submitted"),
+        ("data", "read in place: every node's /opt/ml/input/data/<channel> links to the folder, which every node "
+                 "must see"),
+    )
 
 
 def checkpoint_spec(plan: Plan, folder: Path) -> tuple[JobSpec, str | None]:
@@ -233,6 +261,9 @@ def stage(plan: Plan, opts: SlurmOptions, job_dir: Path, gpus: int, name: str) -
     job = {"job_name": name, "instance_type": plan.instance_type, "environment": environment, "channels": channels}
     (config / JOB_FILE).write_text(json.dumps(job, indent=2), encoding="utf-8")
     (job_dir / LOGS_FOLDER).mkdir()
+    if plan.tensorboard_uri is not None:  # SM_TENSORBOARD_DIR on every node: its own output/tensorboard, nothing synced
+        (config / TENSORBOARD_CONFIG).write_text(json.dumps({"LocalPath": TENSORBOARD_LOCAL_PATH}, indent=2),
+                                                 encoding="utf-8")
     if checkpoint_uri == str(folder):
         folder.mkdir(parents=True, exist_ok=True)
         # every node's checkpoint folder (SM_CHECKPOINT_DIR, the runtime's) is the one shared folder: each rank's
@@ -373,4 +404,4 @@ def compare_models(job: SlurmJob, checked: SlurmJob) -> tuple[bool | None, str]:
 
 
 __all__ = ["chain_policy", "check", "check_requirements", "checkpoint_folder", "checkpoint_spec", "fit_to_partition",
-           "job_name", "live_view", "run", "runtime_by_default", "script_for", "stage", "submit", "with_backend"]
+           "job_name", "live_view", "run", "runtime_by_default", "script_for", "slurm_words", "stage", "submit", "with_backend"]

@@ -277,3 +277,53 @@ def test_a_default_run_time_takes_the_partitions_max_time_and_a_given_one_is_kep
     assert fit_to_partition(plan, cluster.read_partitions(PARTITION_LINE)[0]) is plan  # UNLIMITED: as planned
     given = sm_dist.plan("cnn.py", source_dir=str(ENTRYPOINTS), local=True, max_runtime_s=36000)
     assert not runtime_by_default(given) and fit_to_partition(given, two_hours) is given
+
+
+ARN = "arn:aws:sagemaker:us-east-1:123456789012:mlflow-tracking-server/t"
+
+
+@pytest.mark.parametrize(("flags", "line"), [
+    ([], "output       each node's model/ stays in {job}/hosts/<node>/model, in the shared folder; nothing is uploaded"),
+    ([], "checkpoints  shared folder {job}/checkpoints: every node's $SM_CHECKPOINT_DIR, rank 0 commits each checkpoint"),
+    (["--tensorboard"], "tensorboard  $SM_TENSORBOARD_DIR on each node is {job}/hosts/<node>/output/tensorboard, in the "
+                        "shared folder, not synced to S3; sm-dist tensorboard {name} shows every node's"),
+    (["--remote-debug"], "debug        SageMaker's remote debug (SSM) is not on a Slurm cluster: a shell on a node of "
+                         "the running job is srun --jobid=JOBID --overlap --nodelist=NODE --pty bash (JOBID: squeue "
+                         "--name {name})"),
+    (["--infra-check"], "(assumed); a Slurm job runs no such check"),
+    (["--mlflow", ARN], "MLFLOW_TRACKING_URI for every node's script: this Python environment, the nodes', needs mlflow "
+                        "and sagemaker-mlflow"),
+    (["--input", "train={data}"], "data         train: {data} (1 files, 0.0 MiB; read in place: every node's "
+                                  "/opt/ml/input/data/<channel> links to the folder"),
+])
+def test_a_slurm_plans_lines_say_what_a_node_does(flags: list[str], line: str, tmp_path: Path, capsys) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.txt").write_text("x", encoding="utf-8")
+    code = cli.main(["fit", "cnn.py", "--source-dir", str(ENTRYPOINTS), "--slurm", "--slurm-root", str(tmp_path / "root"),
+                     *(flag.format(data=data) for flag in flags), "--dry-run"])
+    out = capsys.readouterr().out
+    name = re.search(r"^job +(\S+)", out, re.M)
+    assert code == 0 and name is not None
+    assert line.format(job=tmp_path / "root" / name.group(1), name=name.group(1), data=data) in out, out
+    assert "local mode" not in out and "copied to every host here" not in out and "sm-dist debug" not in out
+
+
+def test_an_s3_channel_is_refused_in_one_line_by_a_dry_run_too(tmp_path: Path, capsys) -> None:
+    code = cli.main(["fit", "cnn.py", "--source-dir", str(ENTRYPOINTS), "--slurm", "--slurm-root", str(tmp_path / "root"),
+                     "--input", "train=s3://my-bucket/train", "--dry-run"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "a Slurm job reads its data from a shared folder" in err, err
+    assert not (tmp_path / "root").exists()
+
+
+def test_tensorboard_gives_every_node_its_own_folder_in_the_shared_one(tmp_path: Path, monkeypatch) -> None:
+    from sm_dist.contract.container import read_tensorboard_dir
+    from sm_dist.slurm import submit
+
+    plan = sm_dist.plan(str(ENTRYPOINTS / "cnn.py"), local=True, instance_count=2, tensorboard=True)
+    job_dir = tmp_path / "job"
+    submit.stage(plan, SlurmOptions(root=tmp_path), job_dir, 0, "job")
+    monkeypatch.setattr(slurm_host, "node_address", lambda name, run=None: "10.0.0.9")
+    root = slurm_host.lay_out(job_dir, "n9", ["n9"])
+    assert read_tensorboard_dir(root) == str(root / "output" / "tensorboard")  # SM_TENSORBOARD_DIR's folder
