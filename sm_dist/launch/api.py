@@ -30,7 +30,7 @@ from sm_dist.local import api as local_backend
 from sm_dist.local.job import LocalJob
 from sm_dist.local.options import LocalOptions, LocalOptionsDict
 from sm_dist.planning.build import launch_config, make_plan, new_job_name
-from sm_dist.planning.code_plan import plan_code
+from sm_dist.planning.code_plan import BASE_ENVIRONMENT, plan_code
 from sm_dist.planning.config import LaunchConfig
 from sm_dist.planning.plan import Plan
 from sm_dist.slurm import submit as slurm_backend
@@ -126,6 +126,8 @@ def build_bundle(plan_or_config: Plan | LaunchConfig, dest_dir: str | Path) -> P
 
     config = plan_or_config
     region = config.region or CATALOG_REGION
+    preflight.check_texts(config.hyperparameters, config.environment,
+                          len(BASE_ENVIRONMENT) + config.network_isolation, config.args)
     hw, inst = preflight.check_instance(config.instance_type, region)
     code = plan_code(config, region, config.job_name or new_job_name(config.base_job_name), inst,
                      job_image(config, region, hw)[0])

@@ -82,12 +82,11 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
     resolve_entry(config.entry, Path(config.source_dir).resolve(), config.entry_is_function)
     session_factory = _session_factory(config, session)
     region = _region(config, session_factory)
-    # the checks that need nothing from AWS run before any lookup (plan_code repeats some); the instance
+    # the checks that need nothing from AWS run before any lookup, once (plan_code trusts them); the instance
     # type's hardware and catalog row are looked up here once, and handed on
     box, instance = preflight.check_instance(config.instance_type, region)
-    preflight.check_hyperparameters(config.hyperparameters)
-    preflight.check_environment(config.environment, len(BASE_ENVIRONMENT) + config.network_isolation)
-    preflight.check_channel_count(config.inputs)
+    preflight.check_texts(config.hyperparameters, config.environment, len(BASE_ENVIRONMENT) + config.network_isolation,
+                          config.args)
     image, image_note = request_mod.job_image(config, region, box)
     image_uri = image.uri if image is not None else str(config.image_uri)
     job_name = config.job_name or new_job_name(config.base_job_name)

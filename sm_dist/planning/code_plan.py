@@ -87,7 +87,7 @@ class CodePlan:
 def plan_code(config: LaunchConfig, region: str, job_name: str, inst: Instance | None, image: ImageRef | None,
               checkpoint_base: str | None = None, default_checkpoint_base: str | None = None,
               checkpoint_name: str | None = None) -> CodePlan:
-    """Check the config (catalog, estimator, hyperparameters) and list the bundle. No AWS call.
+    """Check the config (checkpointing, estimator) and list the bundle. No AWS call; `preflight.check_texts` ran before.
 
     `inst` and `image`: the instance type's catalog row and the job's image of sm_dist's table (None:
     image_uri=), as the caller looked them up and checked them (`preflight.check_instance`,
@@ -104,10 +104,6 @@ def plan_code(config: LaunchConfig, region: str, job_name: str, inst: Instance |
     storage = "local" if checkpoint.mode.value in ("local", "sagemaker-sync") else "s3"
     sizing = choose_strategy(config, region, storage) if inst else _unchecked(config)
     warnings += preflight.check_topology(sizing.strategy, config.instance_count, config.nproc_per_node)
-    preflight.check_hyperparameters(config.hyperparameters)
-    preflight.check_environment(config.environment, len(BASE_ENVIRONMENT) + config.network_isolation)
-    for arg in config.args:
-        preflight.check_exec_text("args", arg)
     if checkpoint.interval_steps is None and checkpoint.mode.value != "off" and sizing.checkpoint_interval_steps:
         # none given: the estimate's Young/Daly interval, when it priced the run
         checkpoint = replace(checkpoint, interval_steps=sizing.checkpoint_interval_steps)

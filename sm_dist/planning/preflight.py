@@ -200,6 +200,16 @@ def check_hyperparameters(hps: Mapping[str, Any]) -> None:
             raise ConfigError(f"hyperparameters.{name}", text[:40] + "…", f"longer than {MAX_HP_VALUE_CHARS} chars; put it in a file")
 
 
+def check_texts(hps: Mapping[str, object], user_env: Mapping[str, str], reserved: int, args: Collection[str]) -> None:
+    """The job's own texts, which need nothing (no AWS, no catalog): hyperparameters, environment (`reserved`:
+    the variables sm_dist sets) and arguments; once per plan, before any lookup (the channel count is the
+    LaunchConfig's own check)."""
+    check_hyperparameters(hps)
+    check_environment(user_env, reserved)
+    for arg in args:
+        check_exec_text("args", arg)
+
+
 def check_exec_text(field: str, text: str) -> None:
     """What sm_dist's PID 1 passes to the script as an argument or a variable is handed to
     execve, which takes NUL-terminated strings: a NUL character cannot get through (docs/PLATFORM.md
@@ -252,5 +262,5 @@ def check_tags(user_tags: Mapping[str, str], ours: int) -> None:
 
 __all__ = [
     "MAX_INPUT_CHANNELS", "check_instance", "check_topology", "check_checkpointing", "check_hyperparameters",
-    "check_isolated_restarts", "isolation_environment", "check_environment", "check_channel_count", "check_exec_text", "check_tags", "tag_text_ok", "training_instance_types",
+    "check_isolated_restarts", "isolation_environment", "check_environment", "check_channel_count", "check_exec_text", "check_texts", "check_tags", "tag_text_ok", "training_instance_types",
 ]
