@@ -160,12 +160,21 @@ def checkpoint_spec(plan: Plan, folder: Path) -> tuple[JobSpec, str | None]:
 
 
 def _channels(plan: Plan) -> dict[str, str]:
-    """Channel name -> a folder every node reads; a source a cluster node cannot read is refused."""
+    """Channel name -> a folder every node reads; a source a cluster node cannot read is refused. An s3:// channel
+    is refused with the way a HyperPod cluster reads a bucket: its FSx for Lustre linked to it (a data repository
+    association, docs/PLATFORM.md §12), read in place by every node, or a copy in a shared folder. Not downloaded
+    here: SageMaker's File mode would copy the whole channel onto every node at every start (each requeue, each
+    link), and a node's start is the standard library's (no S3 client, no credentials asked)."""
     out = {}
     for name, channel in plan.channels.items():
+        if channel.kind is SourceKind.S3:
+            raise ConfigError(f"inputs.{name}", channel.source, "a Slurm job reads its data from a shared folder every "
+                              f"node sees: link the bucket to the cluster's FSx for Lustre (a data repository "
+                              f"association) and give its folder ({name}=/fsx/...), or copy it into one (aws s3 sync "
+                              f"{channel.source} /fsx/data/{name})")
         if channel.kind is not SourceKind.LOCAL:
             raise ConfigError(f"inputs.{name}", channel.source, "a Slurm job reads its data from a shared folder: "
-                              "give one every node sees (NAME=/fsx/data/...)")
+                              f"give one every node sees ({name}=/fsx/data/...)")
         out[name] = str(channel.local_path)
     return out
 
@@ -183,16 +192,15 @@ def check(plan: Plan, opts: SlurmOptions, instance_type: str | None = None) -> c
     """Everything refused before anything is written or submitted (one ConfigError line each); `instance_type`:
     the one the user gave (a HyperPod cluster's groups are matched against it). The partition the job goes to."""
     cluster.sbatch_path()
-    check_requirements(plan)  # before the cluster is asked: this machine alone answers it
+    check_requirements(plan)  # before the cluster is asked: this machine alone answers these two
+    _channels(plan)
     if opts.hyperpod_cluster:
         from sm_dist.slurm import hyperpod
 
         hyperpod.check_fits(opts.hyperpod_cluster, instance_type, plan.instance_count)
     limit = None if runtime_by_default(plan) else time_limit(plan.limits.max_runtime_s)
     minutes = None if limit is None else int(limit.split("-")[0]) * 1440 + int(limit[-8:-6]) * 60 + int(limit[-5:-3])
-    chosen = cluster.check_fits(cluster.partitions(), opts.partition, plan.instance_count, minutes)
-    _channels(plan)
-    return chosen
+    return cluster.check_fits(cluster.partitions(), opts.partition, plan.instance_count, minutes)
 
 
 def check_requirements(plan: Plan) -> None:

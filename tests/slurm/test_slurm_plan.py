@@ -313,7 +313,9 @@ def test_an_s3_channel_is_refused_in_one_line_by_a_dry_run_too(tmp_path: Path, c
     code = cli.main(["fit", "cnn.py", "--source-dir", str(ENTRYPOINTS), "--slurm", "--slurm-root", str(tmp_path / "root"),
                      "--input", "train=s3://my-bucket/train", "--dry-run"])
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and "a Slurm job reads its data from a shared folder" in err, err
+    assert code == 2 and err.count("\n") == 1, err
+    assert ("link the bucket to the cluster's FSx for Lustre (a data repository association) and give its folder "
+            "(train=/fsx/...), or copy it into one (aws s3 sync s3://my-bucket/train /fsx/data/train)") in err, err
     assert not (tmp_path / "root").exists()
 
 
