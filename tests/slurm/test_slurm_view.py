@@ -107,3 +107,34 @@ def test_a_finished_job_renders_its_summary_and_metrics_as_a_local_jobs(job: Slu
     assert cluster_forgot._repr_html_().count("<caption") == 1
     metrics = job.metrics()
     assert metrics.column("step") == [2, 6, 8] and metrics.column("loss") == [2.5, 1.5, 1.25]
+
+
+def test_fit_in_a_notebook_shows_the_view_and_echoes_no_node_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """`sm_dist.fit(..., slurm=...)` in a kernel: the cluster answers by hand (a job that already ran, its nodes'
+    lines in the job folder), IPython's display caught."""
+    import IPython.display
+
+    import sm_dist
+    from sm_dist.slurm import submit
+    from tests.slurm.test_slurm_plan import ENTRYPOINTS, PARTITION_LINE
+
+    def sbatch(script: Path) -> str:  # the job "runs" as it is submitted: its nodes' lines, its exit record
+        logs = script.parent / LOGS_FOLDER
+        _write(logs / "batch.log", ATTEMPT_LINE.format(job_id="7", attempt=0, nodes="sm-n[1-2]"))
+        _write(logs / "sm-n1.log", log_lines.step_line(4, {"loss": 1.5}), log_lines.final_line(4, SHA))
+        _write(logs / "sm-n2.log", log_lines.step_line(4, {"loss": 1.5}))
+        _write(script.parent / EXITS_FILE, "0 0")
+        return "7"
+
+    shown: list[dict[str, str]] = []
+    monkeypatch.setattr(cluster, "sbatch_path", lambda: "/usr/bin/sbatch")
+    monkeypatch.setattr(cluster, "partitions", lambda: cluster.read_partitions(PARTITION_LINE))
+    monkeypatch.setattr(cluster, "submit", sbatch)
+    monkeypatch.setattr(cluster, "job_record", lambda job_id: None)  # Slurm forgot it: the exit record says
+    monkeypatch.setattr(submit, "in_notebook", lambda: True)
+    monkeypatch.setattr(IPython.display, "display", lambda data, raw, display_id: shown.append(data))
+    job = sm_dist.fit(str(ENTRYPOINTS / "cnn.py"), instance_count=2, slurm={"root": str(tmp_path)})
+    assert isinstance(job, SlurmJob) and job.status().status == "Completed"
+    assert "[sm-n1]" not in capsys.readouterr().out  # the lines stay in the logs: job.logs()
+    assert "Completed | sm-n1 step 4 | sm-n2 step 4 | attempts 1, restarts 0" in shown[-1]["text/plain"], shown
