@@ -90,18 +90,16 @@ def _auto(est: Estimate, config: LaunchConfig, rows: dict[Strategy, Row], fittin
           warnings: tuple[str, ...]) -> tuple[Row, str, tuple[str, ...]]:
     """The estimator's pick; when the budget rules every row out, the cheapest that fits
     (MaxRuntime from the budget then stops it early, resumable from its checkpoint)."""
-    if est.recommendation is not None and config.tokens is None:  # priced for one token: a reason without figures
-        from sm_dist.estimator.recommend import recommend
-
-        unpriced = recommend(est.rows, spot=config.spot, priced=False)
-        if unpriced is not None:
-            return unpriced.row, unpriced.reason, warnings
-    if est.recommendation is not None:
-        return est.recommendation.row, est.recommendation.reason, warnings
-    if not fitting:
+    if est.recommendation is None and not fitting:
         raise DoesNotFitError(_fits_message(rows[Strategy.FSDP], fitting, config))
     from sm_dist.estimator.recommend import recommend
 
+    if est.recommendation is not None:
+        if config.tokens is None:  # priced for one token: a reason without figures
+            unpriced = recommend(est.rows, spot=config.spot, priced=False)
+            if unpriced is not None:
+                return unpriced.row, unpriced.reason, warnings
+        return est.recommendation.row, est.recommendation.reason, warnings
     pick = recommend(est.rows, spot=config.spot)
     if pick is None:  # fits, but nothing is priced: take the first that fits
         return rows[Strategy(fitting[0])], "first strategy that fits", warnings
