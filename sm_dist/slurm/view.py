@@ -4,9 +4,9 @@
 the job's logs folder: `job.logs()`), as local mode's hosts view does (`sm_dist.local.view`), through the
 same `sm_dist.notebook.live.LiveDisplay`: one display updated in place, as a line and an HTML table. It
 is fed by `SlurmJob.wait`: each node's new lines (`line`), then the status once per poll (`show`).
-Per node: its last step line and the newest step folder of the shared checkpoint folder; for the job:
-Slurm's state and the chain's word (`SlurmJob.status`), elapsed time, attempts (1 + requeues) and the
-worker restarts torchrun made.
+Per node: its last step line (a node that prints none, where rank 0 does not run, is named alone); for the
+job: Slurm's state and the chain's word (`SlurmJob.status`), the newest step folder of the shared checkpoint
+folder, elapsed time, attempts (1 + requeues) and the worker restarts torchrun made.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class SlurmView:
         return f"{status.status}/{state}" if state != status.status else status.status
 
     def text(self, status: JobStatus) -> str:
-        nodes = " | ".join(f"{node} step {step if step is not None else '-'}" for node, step in sorted(self.steps.items()))
+        nodes = " | ".join(node if step is None else f"{node} step {step}" for node, step in sorted(self.steps.items()))
         checkpoint = newest_step(self.checkpoint_dir)
         parts = [f"{self.name} [{self._clock() - self._started:5.0f} s] {self._state(status)}",
                  *([nodes] if nodes else []), *([f"ckpt step {checkpoint}"] if checkpoint is not None else []),

@@ -82,7 +82,7 @@ def test_wait_shows_the_nodes_steps_and_slurms_state_in_one_notebook_display(job
     assert status.status == "Completed" and len(polls) == 2
     first, last = shown[1]["text/plain"], shown[-1]["text/plain"]
     assert f"Slurm job 7 on 2 nodes; logs in {job.job_dir / LOGS_FOLDER}" in first
-    assert "InProgress/Training | sm-n1 step 2 | sm-n2 step - | attempts 1, restarts 0\n  link 1" in first, first
+    assert "InProgress/Training | sm-n1 step 2 | sm-n2 | attempts 1, restarts 0\n  link 1" in first, first
     assert "Completed | sm-n1 step 8 | sm-n2 step 8 | ckpt step 4 | attempts 1, restarts 1" in last, last
     html = shown[-1]["text/html"]
     assert ">sm-n2</td>" in html and ">8</td>" in html and "Slurm job 7 · Completed" in html
