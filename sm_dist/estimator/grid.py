@@ -19,8 +19,8 @@ from sm_dist.estimator.goodput import Goodput, on_demand_and_spot
 from sm_dist.estimator.memory import (
     MemoryBreakdown,
     breakdown,
-    bytes_per_param,
     refusal,
+    saved_bytes_per_param,
 )
 from sm_dist.estimator.models import ModelShape
 from sm_dist.estimator.timing import OP_RECOMPUTE_FORWARD_SHARE, StepTime, step_time
@@ -207,7 +207,7 @@ def _fit_and_time(inst: Instance, count: int, strategy: Strategy, work: Workload
     )
     if startup is None:
         startup = startup_seconds(inst, count, work.data, work.infra_check)
-    saved = _saved_bytes_per_param(strategy, precision, work.optimizer)
+    saved = saved_bytes_per_param(strategy, precision, work.optimizer)
     step_s = step.total
     on_demand, on_spot = on_demand_and_spot(
         inst, count, strategy, params=shape.params, bytes_per_param=saved, train_s=steps * step_s,
@@ -217,13 +217,6 @@ def _fit_and_time(inst: Instance, count: int, strategy: Strategy, work: Workload
     return Row(inst.name, count, world, strategy, precision, True, True, "", memory, capacity,
                mfu, step, steps, hours, cost, global_batch, checkpointing, micro, "",
                on_spot if work.spot else on_demand)
-
-
-@functools.cache
-def _saved_bytes_per_param(strategy: Strategy, precision: Precision, optimizer: str) -> float:
-    """Bytes per parameter a checkpoint holds: the weights and the optimizer state, not the gradients."""
-    params, _, optimizer_bytes = bytes_per_param(strategy, precision, optimizer)
-    return params + optimizer_bytes
 
 
 #: +33% compute: full recompute runs the forward twice (8·P FLOPs per token instead of 6·P).

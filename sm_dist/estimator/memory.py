@@ -143,6 +143,13 @@ def bytes_per_param(strategy: Strategy, precision: Precision, optimizer: str = "
     return (p, g, states * o + master)
 
 
+@functools.cache
+def saved_bytes_per_param(strategy: Strategy, precision: Precision, optimizer: str = "adamw") -> float:
+    """Bytes per parameter a checkpoint holds: the weights and the optimizer state, not the gradients."""
+    params, _, optimizer_bytes = bytes_per_param(strategy, precision, optimizer)
+    return params + optimizer_bytes
+
+
 def shard_factors(strategy: Strategy, world_size: int, gpus_per_instance: int) -> tuple[int, int, int]:
     """How many ways params, grads and optimizer states are split for `strategy`."""
     n_hsdp = min(world_size, gpus_per_instance)
@@ -250,6 +257,7 @@ __all__ = [
     "breakdown",
     "bytes_per_param",
     "refusal",
+    "saved_bytes_per_param",
     "zero_stage_memory",
     "not_runnable_reason",
     "persistent_bytes_per_param",
