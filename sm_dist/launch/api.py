@@ -122,14 +122,16 @@ def build_bundle(plan_or_config: Plan | LaunchConfig, dest_dir: str | Path) -> P
         raise ConfigError("plan_or_config", type(plan_or_config).__name__, "expected a Plan or a LaunchConfig")
     from sm_dist.catalog import CATALOG_REGION
     from sm_dist.planning import preflight
+    from sm_dist.planning.bundle import resolve_entry
     from sm_dist.planning.request import job_image
 
     config = plan_or_config
     region = config.region or CATALOG_REGION
+    entry = resolve_entry(config.entry, Path(config.source_dir).resolve(), config.entry_is_function)
     preflight.check_texts(config.hyperparameters, config.environment,
                           len(BASE_ENVIRONMENT) + config.network_isolation, config.args)
     hw, inst = preflight.check_instance(config.instance_type, region)
-    code = plan_code(config, region, config.job_name or new_job_name(config.base_job_name), inst,
+    code = plan_code(config, region, config.job_name or new_job_name(config.base_job_name), entry, inst,
                      job_image(config, region, hw)[0])
     return write_bundle(code.bundle, dest_dir)
 

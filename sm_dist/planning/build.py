@@ -78,8 +78,8 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
     """
     if local:
         config = dataclasses.replace(config, region=config.region or LOCAL_DEFAULTS["region"])
-    # the script first: a missing one is refused before any AWS lookup (region, role: seconds), as plan_code does
-    resolve_entry(config.entry, Path(config.source_dir).resolve(), config.entry_is_function)
+    # the script first: a missing one is refused before any AWS lookup (region, role: seconds); plan_code takes it
+    entry = resolve_entry(config.entry, Path(config.source_dir).resolve(), config.entry_is_function)
     session_factory = _session_factory(config, session)
     region = _region(config, session_factory)
     # the checks that need nothing from AWS run before any lookup, once (plan_code trusts them); the instance
@@ -95,7 +95,7 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
     where = local_locations(config) if local else resolve_locations(config, session_factory, region)
     pull_warnings = (check_image_pull(image_uri, where.image_repository_arns, where.infra_stack)
                      if where.infra_stack else [])
-    code = plan_code(config, region, job_name, instance, image, where.checkpoint_base,
+    code = plan_code(config, region, job_name, entry, instance, image, where.checkpoint_base,
                      None if local else where.output_s3_uri, run)
     usd_per_hour = code.instance.sagemaker_usd_per_hour * config.instance_count if code.instance else None
     limits, limit_warnings = stopping_limits(config, usd_per_hour, code.sizing.expected_hours)

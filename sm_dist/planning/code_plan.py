@@ -84,20 +84,19 @@ class CodePlan:
     warnings: tuple[str, ...]
 
 
-def plan_code(config: LaunchConfig, region: str, job_name: str, inst: Instance | None, image: ImageRef | None,
-              checkpoint_base: str | None = None, default_checkpoint_base: str | None = None,
+def plan_code(config: LaunchConfig, region: str, job_name: str, entry: str, inst: Instance | None,
+              image: ImageRef | None, checkpoint_base: str | None = None, default_checkpoint_base: str | None = None,
               checkpoint_name: str | None = None) -> CodePlan:
     """Check the config (checkpointing, estimator) and list the bundle. No AWS call; `preflight.check_texts` ran before.
 
-    `inst` and `image`: the instance type's catalog row and the job's image of sm_dist's table (None:
-    image_uri=), as the caller looked them up and checked them (`preflight.check_instance`,
-    `request.job_image`), once.
+    `entry`, `inst` and `image`: the entry as the job spec holds it, the instance type's catalog row and the
+    job's image of sm_dist's table (None: image_uri=), as the caller resolved, looked up and checked them
+    (`bundle.resolve_entry`, `preflight.check_instance`, `request.job_image`), once.
 
     `checkpoint_base`: the infra stack's checkpoint prefix; `default_checkpoint_base`: where a
     multi-instance job without one checkpoints (the output location; None: not planned here);
     `checkpoint_name`: the folder under either (default: the job's name; a chain's: the run's)."""
     warnings = [] if inst else [f"{config.instance_type} is not in sm_dist's catalog: no price, no memory check"]
-    entry = bundle_mod.resolve_entry(config.entry, _source(config), config.entry_is_function)
     checkpoint, ckpt_warnings = _checkpointing(config, entry, checkpoint_base, checkpoint_name or job_name,
                                                default_checkpoint_base)
     # the estimate prices the checkpoints where they will go: the disk (SageMaker uploads) or S3
