@@ -167,7 +167,7 @@ def _wait(config: LaunchConfig, runtime: int) -> tuple[int | None, list[str]]:
 
 def chain_policy(config: LaunchConfig, usd_per_hour: float | None, types: str | None = None) -> ChainPolicy:
     """The run's policy (the `sm-dist:chain` tag): links, each link's MaxRuntime cap, the run's budget,
-    and its instance types when it has fallbacks (`planning.fallbacks.types_text`)."""
+    and its instance types when it has fallbacks (`planning.fallbacks.check_fallbacks`)."""
     return ChainPolicy(max_links=config.max_links or DEFAULT_MAX_LINKS,
                        link_runtime_s=min(config.max_runtime_s or MAX_RUNTIME_LIMIT_S, MAX_RUNTIME_LIMIT_S),
                        budget_usd=config.max_cost_usd, usd_per_hour=usd_per_hour, on_demand_after=config.on_demand_after,

@@ -99,8 +99,8 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
                      None if local else where.output_s3_uri, run)
     usd_per_hour = code.instance.sagemaker_usd_per_hour * config.instance_count if code.instance else None
     limits, limit_warnings = stopping_limits(config, usd_per_hour, code.sizing.expected_hours)
-    fallback_prices = fallbacks.check_fallbacks(config, region, code.sizing.strategy, code.sizing.row is not None)
-    policy = chain_policy(config, usd_per_hour, fallbacks.types_text(config.instance_type, fallback_prices)) if run else None
+    types = fallbacks.check_fallbacks(config, region, code.sizing.strategy, code.sizing.row is not None)
+    policy = chain_policy(config, usd_per_hour, types) if run else None
     if run and not local and code.spec.checkpoint.uri is None:
         raise ConfigError("checkpoint_s3_uri", None, "each job of a chain resumes from the checkpoints at a URI: pass "
                           "checkpoint_s3_uri= (--checkpoint-s3-uri) or infra_stack=")

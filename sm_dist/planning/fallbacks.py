@@ -27,10 +27,11 @@ if TYPE_CHECKING:
 FIELD = "fallback_instance_types"
 
 
-def check_fallbacks(config: LaunchConfig, region: str, strategy: Strategy, checked: bool) -> dict[str, float | None]:
-    """Each fallback type -> the $/h of the job's instances of it (None: not priced); ConfigError naming
-    the type that is not a usable training type or that the model does not fit (`checked`: the model
-    size was given and instance_type's fit was checked, so each fallback's is too)."""
+def check_fallbacks(config: LaunchConfig, region: str, strategy: Strategy, checked: bool) -> str | None:
+    """`ChainPolicy.types`: the plan's type, then each fallback type with the $/h of the job's instances of
+    it (when priced); None without fallbacks. ConfigError naming the type that is not a usable training
+    type or that the model does not fit (`checked`: the model size was given and instance_type's fit was
+    checked, so each fallback's is too)."""
     prices: dict[str, float | None] = {}
     for kind in config.fallback_instance_types:
         try:
@@ -44,14 +45,9 @@ def check_fallbacks(config: LaunchConfig, region: str, strategy: Strategy, check
             except (DoesNotFitError, ConfigError) as exc:
                 raise ConfigError(FIELD, kind, f"does not fit: {exc}; leave it out or change the plan") from None
         prices[kind] = None if instance is None else round(instance.sagemaker_usd_per_hour * config.instance_count, 2)
-    return prices
-
-
-def types_text(instance_type: str, prices: dict[str, float | None]) -> str | None:
-    """`ChainPolicy.types`: the plan's type, then each fallback with its price; None without fallbacks."""
     if not prices:
         return None
-    return "/".join([instance_type, *(kind if usd is None else f"{kind}@{usd:g}" for kind, usd in prices.items())])
+    return "/".join([config.instance_type, *(kind if usd is None else f"{kind}@{usd:g}" for kind, usd in prices.items())])
 
 
 def with_preferences(request: dict[str, Any], fallbacks: tuple[str, ...]) -> dict[str, Any]:
@@ -79,4 +75,4 @@ def training_plan(resources: Mapping[str, Any]) -> str | None:
     return str(planned[0]) if planned else None
 
 
-__all__ = ["check_fallbacks", "training_plan", "types_text", "with_preferences"]
+__all__ = ["check_fallbacks", "training_plan", "with_preferences"]
