@@ -103,6 +103,8 @@ def plan_code(config: LaunchConfig, region: str, job_name: str, entry: str, inst
     storage = "local" if checkpoint.mode.value in ("local", "sagemaker-sync") else "s3"
     sizing = choose_strategy(config, region, storage) if inst else _unchecked(config)
     warnings += preflight.check_topology(sizing.strategy, config.instance_count, config.nproc_per_node)
+    warnings += preflight.check_isolated_restarts(config.network_isolation, config.instance_count,
+                                                  config.max_restarts, checkpoint.mode)
     if checkpoint.interval_steps is None and checkpoint.mode.value != "off" and sizing.checkpoint_interval_steps:
         # none given: the estimate's Young/Daly interval, when it priced the run
         checkpoint = replace(checkpoint, interval_steps=sizing.checkpoint_interval_steps)
@@ -120,8 +122,6 @@ def plan_code(config: LaunchConfig, region: str, job_name: str, entry: str, inst
         raise ConfigError("network_isolation", True, "the container cannot pip-install requirements.txt without "
                           f"network; vendor the wheels into source_dir: {wheels.download_command(platform)}")
     wheels.check_wheels(bundle, platform)
-    warnings += preflight.check_isolated_restarts(config.network_isolation, config.instance_count,
-                                                  config.max_restarts, checkpoint.mode)
     if inst and inst.region != region:
         warnings.append(f"prices are {inst.region}'s ({inst.price_date}); {region} may differ")
     return CodePlan(sizing, spec, bundle, inst, (*warnings, *sizing.warnings, *ckpt_warnings, *bundle.warnings,
