@@ -55,9 +55,9 @@ class Sizing:
 
 
 def _estimate(config: LaunchConfig, region: str, storage: str = "s3") -> Estimate:
-    """The estimate on the job's instance type and count. A region the catalog has no prices
-    for is priced with the catalog's own region's prices (the plan warns so): a price is
-    advice, and launching must not depend on it."""
+    """The estimate of every strategy (the estimator's default) on the job's instance type and count. A
+    region the catalog has no prices for is priced with the catalog's own region's prices (the plan warns
+    so): a price is advice, and launching must not depend on it."""
     from sm_dist.catalog import CATALOG_REGION, regions
     from sm_dist.estimator.api import estimate
 
@@ -70,7 +70,7 @@ def _estimate(config: LaunchConfig, region: str, storage: str = "s3") -> Estimat
         # what the job will do: sm_dist's runtime recomputes no activations itself (estimate-cost searches
         # full recompute; a launch must not count on it)
         activation_checkpointing="selective",
-        instance_counts=[config.instance_count], strategies=list(Strategy), spot=config.spot,
+        instance_counts=[config.instance_count], spot=config.spot,
         region=region, budget=config.max_cost_usd if config.tokens is not None else None,
         data=data_load(config.inputs), infra_check=config.infra_check, async_checkpoint=config.async_checkpoint,
         checkpoint_storage=storage, **work,
