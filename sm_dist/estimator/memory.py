@@ -247,7 +247,8 @@ def breakdown(
     if strategy is Strategy.ZERO1 and largest_tensor_params:
         floor = int(math.ceil(int(largest_tensor_params) * per_param[2]))  # whole-tensor partition
         if floor > layout.optimizer:
-            layout = layout._replace(optimizer=floor, total=layout.total - layout.optimizer + floor)
+            layout = MemoryBreakdown(layout.params, layout.grads, floor, layout.activations, layout.other,
+                                     layout.total - layout.optimizer + floor, layout.other_parts)
     return layout
 
 
