@@ -85,13 +85,16 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
     # the checks that need nothing from AWS run before any lookup, once (plan_code trusts them); the instance
     # type's hardware and catalog row are looked up here once, and handed on
     box, instance = preflight.check_instance(config.instance_type, region)
-    preflight.check_texts(config.hyperparameters, config.environment, len(BASE_ENVIRONMENT) + config.network_isolation,
-                          config.args)
-    image, image_note = request_mod.job_image(config, region, box)
-    image_uri = image.uri if image is not None else str(config.image_uri)
     job_name = config.job_name or new_job_name(config.base_job_name)
     run = _run_name(config, job_name)
     job_name = link_name(run, 1) if run else job_name
+    # the job's MLflow variables count against the environment's limit beside the user's
+    mlflow = config.mlflow.named(config.base_job_name, run or job_name) if config.mlflow else None
+    mlflow_env = {k: v for k, v in (mlflow.environment() if mlflow else {}).items() if k not in config.environment}
+    preflight.check_texts(config.hyperparameters, config.environment,
+                          len(BASE_ENVIRONMENT) + config.network_isolation + len(mlflow_env), config.args)
+    image, image_note = request_mod.job_image(config, region, box)
+    image_uri = image.uri if image is not None else str(config.image_uri)
     where = local_locations(config) if local else resolve_locations(config, session_factory, region)
     pull_warnings = (check_image_pull(image_uri, where.image_repository_arns, where.infra_stack)
                      if where.infra_stack else [])
@@ -105,9 +108,6 @@ def make_plan(config: LaunchConfig, session: Session | None = None, *, local: bo
         raise ConfigError("checkpoint_s3_uri", None, "each job of a chain resumes from the checkpoints at a URI: pass "
                           "checkpoint_s3_uri= (--checkpoint-s3-uri) or infra_stack=")
     code_uri = request_mod.s3_join(where.output_s3_uri, job_name, "input", CODE_CHANNEL) + "/"
-    mlflow = config.mlflow.named(config.base_job_name, run or job_name) if config.mlflow else None
-    mlflow_env = {k: v for k, v in (mlflow.environment() if mlflow else {}).items() if k not in config.environment}
-    preflight.check_environment(config.environment, len(BASE_ENVIRONMENT) + config.network_isolation + len(mlflow_env))
     environment = {**BASE_ENVIRONMENT, **mlflow_env, **config.environment,
                    **preflight.isolation_environment(config.network_isolation)}
     channels, uploads = plan_uploads(config.inputs, request_mod.s3_join(where.output_s3_uri, DATA_PREFIX))
