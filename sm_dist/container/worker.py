@@ -102,6 +102,15 @@ def say(message: str) -> None:
     print(f"[sm_dist worker] {message}", file=sys.stderr, flush=True)
 
 
+def split_stop_line(host: str) -> str:
+    """What a host says when the restore found a split resume: its script is not started. The restore
+    prints it beside the split line, in one breath: the first host to stop ends the job, and a worker
+    that waited for the restore's exit to say it was often stopped before it could (both hosts split,
+    one said so)."""
+    return f"[sm_dist worker] not starting the script on {host}: the hosts would resume from different states " \
+           "(the split resume above)"
+
+
 def round_id(env: Mapping[str, str]) -> str:
     """The rendezvous round of this worker, the same on every host: torchrun's restart counts differ
     by host, but every worker of one round shares its MASTER_PORT (docs/PLATFORM.md §2.2)."""
@@ -289,11 +298,9 @@ def _restore(command: list[str], env: Mapping[str, str]) -> None:
     other local ranks, waiting for `ready`, are stopped by torchrun with this one)."""
     for attempt in range(1, RESTORE_ATTEMPTS + 1):
         code, why = _run_helper(command, env)
-        if code == RESTORE_SPLIT:  # the restore printed the split: started, the ranks would train on apart
+        if code == RESTORE_SPLIT:  # the restore printed the split and split_stop_line: the script is not started
             with contextlib.suppress(OSError):
                 (Path(env[STATE_ENV]) / SPLIT_FILE).write_text(round_id(env), encoding="utf-8")
-            say(f"not starting the script on {env.get('SM_CURRENT_HOST', 'this host')}: the hosts would resume "
-                "from different states (the split resume above)")
             raise SystemExit(1)
         if code == 0:
             return

@@ -203,7 +203,7 @@ def run_peers(folder: Path, endpoint: str, hosts: Sequence[str], round_key: str,
                      "writes them into the checkpoint folder and the last write wins (Hugging Face: "
                      "save_on_each_node=True; save on one node, or give each host its own names); every host gets "
                      "the newest copy", host, _names(done.conflicts))
-    split = said_split(shared, folder)
+    split = said_split(shared, folder, host)
     fetched = sum(held.size for _, held in done.fetch.values())
     _log.info("%s: checkpoint folder restored from the other hosts (network isolation: no S3 in the container): "
               "%d file(s) fetched (%.1f MiB), %d deleted", host, len(done.fetch), fetched / 2**20, len(done.delete))
@@ -225,11 +225,12 @@ def run(folder: Path, uri: str, endpoint: str, hosts: Sequence[str], round_key: 
     missing, shared = meet(endpoint, round_key, hosts, host, share=json.dumps(sorted(outside)))
     if missing:
         raise RestoreFailed(f"{', '.join(missing)} did not reach the restore in {MEET_TIMEOUT_S:.0f} s")
-    split = said_split(shared, folder)
+    if said_split(shared, folder, host):  # the script is not started: nothing to download for it
+        return RESTORE_SPLIT
     got, deleted = restore(folder, remote)
     _log.info("%s: checkpoint folder restored from %s: %d file(s) downloaded, %d deleted", host, uri, len(got),
               len(deleted))
-    return RESTORE_SPLIT if split else 0
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from sm_dist.container.worker import MEET_PREFIX, NOT_RESTORING
+from sm_dist.container.worker import MEET_PREFIX, NOT_RESTORING, split_stop_line
 from sm_dist.contract.worker_errors import SPLIT_RESUME_PREFIX
 
 #: How long to wait for the other hosts at the rendezvous store.
@@ -69,12 +69,13 @@ def split_resume(shared: dict[str, str]) -> str | None:
            f"{'has' if len(lack) == 1 else 'have'} not"
 
 
-def said_split(shared: dict[str, str], folder: Path) -> bool:
-    """Print the split-resume line when the hosts' files outside the folder differ; whether they did."""
+def said_split(shared: dict[str, str], folder: Path, host: str) -> bool:
+    """Print the split-resume line when the hosts' files outside the folder differ, and that `host`'s script is
+    not started (`split_stop_line`); whether they did."""
     split = split_resume(shared)
     if split:  # read by PID 1's failure watch: the reason if the job then fails (a hang, a rendezvous error)
         print(f"{SPLIT_RESUME_PREFIX}{split} (outside the checkpoint folder {folder}, which alone is synced): the "
               "hosts resume from different states; save the script's checkpoints under the checkpoint folder "
-              "(SM_CHECKPOINT_DIR)", file=sys.stderr, flush=True)
+              f"(SM_CHECKPOINT_DIR)\n{split_stop_line(host)}", file=sys.stderr, flush=True)
     return split is not None
 
