@@ -241,32 +241,27 @@ def _exit_if_stopped(state: Path) -> None:
 def _drop_interrupted(command: list[str], env: Mapping[str, str]) -> None:
     """Remove from the restored folder each checkpoint a fault cut short (`sm_dist.contract.checkpoint_whole`),
     saying which and why: the script then resumes from the newest whole one, on every host alike (each
-    host judges the same restored files). Where the hosts share one folder (a Slurm job's), the first to
-    rename the checkpoint aside removes it and says so; the others find it gone and say nothing."""
+    host judges the same restored files). Where the hosts share one folder (a Slurm job's), a host that finds
+    it already gone says nothing: the host that removed it said so. Removed in place, not renamed aside
+    first: a renamed folder is new files to SageMaker's uploader (and local mode's stand-in)."""
     from sm_dist.contract.checkpoint_whole import interrupted, removed_line
 
     folder = Path(command[command.index("--folder") + 1])
     host = env.get("SM_CURRENT_HOST", "this host")
     for found in interrupted(folder):
         path = folder / found.rel
-        # a dot name: out of every scan of checkpoints (checkpoint_names), and a rename only one host wins
-        aside = path.with_name(f".{path.name}.removing-{host}-{os.getpid()}")
         try:
-            os.rename(path, aside)
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
         except FileNotFoundError:
-            continue  # another host sharing the folder took it: that host says so
+            continue  # another host sharing the folder removed it first: that host says so
         except OSError as exc:
             say(f"{host}: {path} was not written to its end ({found.why}) and cannot be removed ({exc}): "
                 "the script may resume from it")
             continue
         say(removed_line(host, str(path), found.why))
-        try:
-            if aside.is_dir():
-                shutil.rmtree(aside)
-            else:
-                aside.unlink()
-        except OSError as exc:
-            say(f"{host}: {aside} (that checkpoint, set aside) cannot be deleted ({exc}): remove it by hand")
 
 
 def _name_restored(command: list[str], env: Mapping[str, str]) -> None:
