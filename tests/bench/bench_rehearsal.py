@@ -47,12 +47,13 @@ def commands(scratch: Path, run: int, steps: int, nproc: int) -> dict[str, list[
     }
 
 
-def _time(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+def _time(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the command and everything it started): CPU time is what a busy
     machine inflates least; on an idle one with a core per process the wall time follows it."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
+    done = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          check=False)
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{cmd[0]} ... exited {done.returncode}:\n{done.stderr[-2000:]}")
@@ -73,7 +74,7 @@ def main() -> None:
     try:
         for run in range(args.runs + 1):  # run 0 warms the page and bytecode caches (and the plan's memo)
             for name, cmd in commands(scratch, run, args.steps, args.nproc).items():
-                wall, seconds = _time(cmd, env)
+                wall, seconds = _time(cmd, env, scratch)  # the bare script writes model/ in its working directory
                 if run:
                     times[name].append(wall)
                     cpu[name].append(seconds)
