@@ -2,13 +2,15 @@
 
 The data lives in `instances.json` next to this module (one row per priced instance type, the date
 and source of every price, whether a SageMaker price was read or derived from EC2; the hardware
-facts of every instance family, read by `hardware.py`). It is read once, on first use, and cached. Standard library only (core world).
+facts of every instance family, read by `hardware.py`). The JSON is what people edit; the catalog reads its
+Python form, `_instances.py` (bytecode: no json import or parse on a command's path), which
+`python tools/catalog_data.py` writes from it and tests/catalog/test_hardware.py holds equal to it.
+Standard library only (core world).
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import os
 
 from sm_dist._records import TYPE_CHECKING, Record
@@ -18,7 +20,7 @@ from sm_dist.vocab import did_you_mean
 if TYPE_CHECKING:
     from typing import Any
 
-# os.path, not pathlib: pathlib's imports are a visible part of `estimate-cost`'s start-up
+# the source of `_instances.py` (os.path, not pathlib: pathlib's imports are a visible part of `estimate-cost`'s start-up)
 _DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "instances.json")
 _GIB = 2**30
 
@@ -64,10 +66,12 @@ class Instance(Record):
         return self.sagemaker_usd_per_hour / self.ec2_usd_per_hour
 
 
-@functools.lru_cache(maxsize=1)
 def _load() -> dict[str, Any]:
-    with open(_DATA, encoding="utf-8") as handle:
-        return json.load(handle)
+    """instances.json as parsed, read from its Python form (`_instances`, written by tools/catalog_data.py):
+    bytecode, so a command that only prices needs neither `json` nor a parse."""
+    from sm_dist.catalog._instances import DATA
+
+    return DATA
 
 
 def _build(row: dict[str, Any], gpus: dict[str, Any], region: str) -> Instance:

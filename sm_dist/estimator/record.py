@@ -7,8 +7,6 @@ only. So result imports its renderers, and they import nothing above this module
 
 from __future__ import annotations
 
-import json
-
 from sm_dist._records import TYPE_CHECKING, Record
 from sm_dist.estimator.grid import Row
 from sm_dist.estimator.recommend import Recommendation
@@ -39,6 +37,8 @@ class EstimateRecord(Record):
         }
 
     def to_json(self, indent: int | None = 2) -> str:
+        import json  # only here: the text table's path imports no json
+
         return json.dumps(self.to_dict(), indent=indent)
 
 

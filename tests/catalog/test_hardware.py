@@ -120,3 +120,13 @@ def test_pid1s_efa_lists_hold_only_efa_types_and_know_the_newest() -> None:
 
     assert all(hardware(name).efa for name in EFA_TYPES)  # type: ignore[union-attr]
     assert {"ml.p6-b300.48xlarge", "ml.p6e-gb200.36xlarge", "ml.p6-b200.48xlarge"} <= EFA_RDMA_TYPES
+
+
+def test_the_catalogs_python_form_is_instances_json() -> None:
+    """The catalog reads `_instances.py` (bytecode, no json parse on a command's path); instances.json is what
+    people edit. Regenerate after an edit: python tools/catalog_data.py"""
+    from sm_dist import catalog
+    from sm_dist.catalog._instances import DATA
+
+    source = json.loads(Path(catalog._DATA).read_text(encoding="utf-8"))
+    assert DATA == source, "sm_dist/catalog/_instances.py differs from instances.json: run python tools/catalog_data.py"
