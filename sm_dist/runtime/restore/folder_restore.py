@@ -46,7 +46,7 @@ from pathlib import Path
 from sm_dist.container.worker import RESTORE_SPLIT
 from sm_dist.contract.checkpoint import parse_step
 from sm_dist.contract.container import SYNC_IGNORE_SUFFIX, SYNC_UPLOADING_SUFFIX, sync_skipped, synced_files
-from sm_dist.runtime.restore.meeting import MEET_TIMEOUT_S, meet, said_split
+from sm_dist.runtime.restore.meeting import MEET_TIMEOUT_S, meet, said_split, wait_seen
 from sm_dist.runtime.restore.remotes import Entry, Remote, remote_for
 
 _log = logging.getLogger("sm_dist.folder_restore")
@@ -204,6 +204,8 @@ def run_peers(folder: Path, endpoint: str, hosts: Sequence[str], round_key: str,
                      "save_on_each_node=True; save on one node, or give each host its own names); every host gets "
                      "the newest copy", host, _names(done.conflicts))
     split = said_split(shared, folder, host)
+    if split:  # every host names the split before this one ends the job
+        wait_seen(endpoint, round_key, shared, host)
     fetched = sum(held.size for _, held in done.fetch.values())
     _log.info("%s: checkpoint folder restored from the other hosts (network isolation: no S3 in the container): "
               "%d file(s) fetched (%.1f MiB), %d deleted", host, len(done.fetch), fetched / 2**20, len(done.delete))
@@ -226,6 +228,7 @@ def run(folder: Path, uri: str, endpoint: str, hosts: Sequence[str], round_key: 
     if missing:
         raise RestoreFailed(f"{', '.join(missing)} did not reach the restore in {MEET_TIMEOUT_S:.0f} s")
     if said_split(shared, folder, host):  # the script is not started: nothing to download for it
+        wait_seen(endpoint, round_key, shared, host)  # every host names the split before this one ends the job
         return RESTORE_SPLIT
     got, deleted = restore(folder, remote)
     _log.info("%s: checkpoint folder restored from %s: %d file(s) downloaded, %d deleted", host, uri, len(got),

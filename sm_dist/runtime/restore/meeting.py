@@ -21,6 +21,9 @@ from sm_dist.contract.worker_errors import SPLIT_RESUME_PREFIX
 #: How long to wait for the other hosts at the rendezvous store.
 MEET_TIMEOUT_S = 600.0
 _POLL_S = 0.5
+#: How long a host that found a split resume waits for the other hosts to have read the meeting (`wait_seen`).
+SEEN_TIMEOUT_S = 30.0
+_SEEN_POLL_S = 0.05
 
 
 def meet(endpoint: str, key: str, hosts: Sequence[str], me: str, timeout: float = MEET_TIMEOUT_S,
@@ -47,6 +50,30 @@ def meet(endpoint: str, key: str, hosts: Sequence[str], me: str, timeout: float 
         if time.monotonic() >= deadline:
             return missing, {}
         time.sleep(_POLL_S)
+
+
+def wait_seen(endpoint: str, key: str, shared: dict[str, str], me: str, timeout: float = SEEN_TIMEOUT_S) -> None:
+    """Say on the store that `me` read the meeting of `key`, then wait (at most `timeout`) until every host that
+    came to restore has. A host that found a split resume ends the job at once, and algo-1's store ends with
+    it: a host still between two looks at the meeting then failed its restore ("Connection was likely closed")
+    instead of naming the split. Never a reason to fail: a store already gone ends the wait."""
+    hosts = [h for h, text in shared.items() if text != NOT_RESTORING]
+    if len(hosts) <= 1 or not endpoint:
+        return
+    from datetime import timedelta
+
+    from torch.distributed import TCPStore
+
+    host, _, port = endpoint.rpartition(":")
+    prefix = f"{MEET_PREFIX}/{key}/seen"
+    deadline = time.monotonic() + timeout
+    try:
+        store = TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=max(1.0, min(timeout, 60.0))))
+        store.set(f"{prefix}/{me}", "1")
+        while not all(store.check([f"{prefix}/{h}"]) for h in hosts) and time.monotonic() < deadline:
+            time.sleep(_SEEN_POLL_S)
+    except Exception:  # noqa: BLE001 - the store is gone (another host ended the job): nothing left to wait for
+        return
 
 
 def _outside_of(text: str) -> tuple[str, ...]:
