@@ -34,7 +34,7 @@ from sm_dist.contract.slurm_layout import (
     CHAIN_FILE,
     CHAIN_POLICY_FILE,
     CONFIG_FOLDER,
-    HOSTS_FOLDER,
+    first_failure,
     newest_committed_step,
     read_links,
 )
@@ -42,14 +42,8 @@ from sm_dist.jobspec import EXIT_INTERRUPTED
 
 
 def _failure(job_dir: Path, code: int) -> str:
-    for path in sorted((job_dir / HOSTS_FOLDER).glob("*/output/failure")):
-        try:
-            text = path.read_text(encoding="utf-8").strip()
-        except OSError:
-            continue
-        if text:
-            return f"{path.parent.parent.name}: {text.splitlines()[0]}"
-    return f"a node's task exited with code {code}"
+    found = first_failure(job_dir)
+    return f"{found[0]}: {found[1].splitlines()[0]}" if found else f"a node's task exited with code {code}"
 
 
 def outcome_of(job_dir: Path, name: str, code: int, seconds: float, wrote: bool | None) -> LinkOutcome:

@@ -68,6 +68,18 @@ def policy_record(run: str, policy_tag: str, checkpoint_uri: str | None) -> dict
             "start_step": newest_committed_step(checkpoint_uri)}
 
 
+def first_failure(job_dir: Path) -> tuple[str, str] | None:
+    """(node, text) of the first node whose output/failure (PID 1's FailureReason) says something, or None."""
+    for path in sorted((job_dir / HOSTS_FOLDER).glob("*/output/failure")):
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except OSError:
+            continue
+        if text:
+            return path.parent.parent.name, text
+    return None
+
+
 def read_links(job_dir: Path) -> list[dict[str, Any]]:
     """The decisions taken so far, in order (CHAIN_FILE's JSON lines; a torn last line is skipped)."""
     try:
@@ -84,5 +96,5 @@ def read_links(job_dir: Path) -> list[dict[str, Any]]:
 
 
 __all__ = ["ATTEMPT_LINE", "ATTEMPT_RE", "BATCH_LOG", "CHAIN_FILE", "CHAIN_POLICY_FILE", "CHECKPOINTS_FOLDER",
-           "CODE_FOLDER", "CONFIG_FOLDER", "EXITS_FILE", "HOSTS_FOLDER", "JOB_FILE", "LOGS_FOLDER", "NODE_LOG",
+           "CODE_FOLDER", "CONFIG_FOLDER", "EXITS_FILE", "HOSTS_FOLDER", "first_failure", "JOB_FILE", "LOGS_FOLDER", "NODE_LOG",
            "RECORD_FILE", "SCRIPT_FILE", "newest_committed_step", "policy_record", "read_links"]

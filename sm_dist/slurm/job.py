@@ -31,6 +31,7 @@ from sm_dist.contract.slurm_layout import (
     HOSTS_FOLDER,
     LOGS_FOLDER,
     RECORD_FILE,
+    first_failure,
     read_links,
 )
 from sm_dist.errors import ConfigError
@@ -247,14 +248,8 @@ class SlurmJob:
 
     def _host_failure(self) -> str | None:
         """The first node's output/failure (PID 1's FailureReason), as the cloud shows it."""
-        for path in sorted((self.job_dir / HOSTS_FOLDER).glob("*/output/failure")):
-            try:
-                text = path.read_text(encoding="utf-8").strip()
-            except OSError:
-                continue
-            if text:
-                return f"{path.parent.parent.name}: {text}"
-        return None
+        found = first_failure(self.job_dir)
+        return f"{found[0]}: {found[1]}" if found else None
 
     def wait(self, out: TextIO | None = None, on_line: Callable[[str, str], None] | None = None,
              on_tick: Callable[[], None] | None = None, view: SlurmView | None = None,
