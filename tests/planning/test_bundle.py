@@ -9,8 +9,7 @@ import pytest
 
 from sm_dist.errors import ConfigError, LaunchError
 from sm_dist.jobspec import JOB_SPEC_FILENAME, JobSpec
-from sm_dist.planning.bundle import collect_bundle, resolve_entry, write_bundle
-from sm_dist.planning.ignore import IGNORE_FILE, IgnoreRules
+from sm_dist.planning.bundle import IGNORE_FILE, IgnoreRules, collect_bundle, resolve_entry, write_bundle
 
 SPEC = JobSpec(entry="train.py").to_json()
 
@@ -106,9 +105,9 @@ def test_entry_resolution(source_dir: Path) -> None:
 
 
 def test_a_folder_that_is_not_a_project_is_refused(tmp_path: Path, monkeypatch) -> None:
-    from sm_dist.planning import ignore
+    from sm_dist.planning import bundle as bundle_module
 
-    monkeypatch.setattr(ignore, "MAX_FILES", 3)
+    monkeypatch.setattr(bundle_module, "MAX_FILES", 3)
     for i in range(5):
         (tmp_path / f"f{i}.py").write_text("")
     with pytest.raises(ConfigError, match="more than 3 files"):
