@@ -4,7 +4,7 @@ Rank 0 prints on stdout:
 
     [sm_dist] step=12 loss=0.4312 lr=0.001          per logged step: the metric line, which
                                                     SageMaker's MetricDefinitions also scrape
-                                                    (their regexes: sm_dist.metric_format)
+                                                    (their regexes: metric_regex)
     [sm_dist] resumed step=8 epoch=1                after a restore
     [sm_dist] final step=24 model_sha256=<64 hex>   once, after the final model is written
 
@@ -78,6 +78,13 @@ def check_name(name: str) -> str:
     if not isinstance(name, str) or NAME_RE.fullmatch(name) is None:
         raise ConfigError("metric name", name, "use letters, digits and _ . : / - (starting with a letter or _)")
     return name
+
+
+def metric_regex(name: str) -> str:
+    """The regex SageMaker's MetricDefinitions use to capture `name`'s value from a metric line: SageMaker parses
+    every container log line with the job's regexes and publishes the captured number to CloudWatch
+    (docs/PLATFORM.md §1.6), so the writer, the parser and these regexes agree."""
+    return rf"{re.escape(PREFIX)}.* {re.escape(check_name(name))}=({NUMBER_PATTERN})"
 
 
 def format_value(value: object) -> str:
@@ -245,6 +252,7 @@ def parse_metrics(line: str) -> dict[str, float] | None:
 
 
 __all__ = [
+    "metric_regex",
     "AloneLine",
     "FLOAT_DIGITS",
     "NAME_RE",

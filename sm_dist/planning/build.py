@@ -22,7 +22,6 @@ from sm_dist.contract.container import CHECKPOINT_LOCAL_PATH, CODE_CHANNEL
 from sm_dist.contract.torch_support import parse
 from sm_dist.errors import ConfigError
 from sm_dist.estimator.cost import infra_check_on
-from sm_dist.metric_format import metric_definitions
 from sm_dist.planning import fallbacks, preflight
 from sm_dist.planning import request as request_mod
 from sm_dist.planning.budget import Limits, chain_policy, stopping_limits
@@ -246,7 +245,7 @@ def _request_spec(config: LaunchConfig, code: CodePlan, job_name: str, role_arn:
         subnets=tuple(config.subnets), security_group_ids=tuple(config.security_group_ids),
         network_isolation=config.network_isolation,
         encrypt_inter_container_traffic=config.encrypt_inter_container_traffic,
-        retry_attempts=config.retry_attempts or 0, metric_definitions=tuple(metric_definitions(config.metrics)),
+        retry_attempts=config.retry_attempts or 0, metric_definitions=tuple(request_mod.metric_definitions(config.metrics)),
         tensorboard_s3_uri=tensorboard,
         remote_debug=config.remote_debug,
         infra_check=infra_check_on(config.infra_check, config.instance_type, config.instance_count),

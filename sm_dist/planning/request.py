@@ -35,13 +35,14 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sm_dist.contract.container import CHECKPOINT_LOCAL_PATH, CODE_CHANNEL
+from sm_dist.contract.log_lines import metric_regex
 from sm_dist.errors import ConfigError, LaunchError, SdkError
 from sm_dist.estimator.prices_live import cache_dir
 from sm_dist.planning.channels import Channel, ChannelSettings, SourceKind
@@ -156,6 +157,20 @@ def job_image(config: LaunchConfig, region: str, hw: Hardware | None) -> tuple[I
 #: bf16 weights, at 30-50 MB/s on one core, billed (docs/PLATFORM.md §1.1): about 30 s per GiB.
 UNCOMPRESSED_FROM_BYTES = 2**30
 _WEIGHT_BYTES = {"fp32": 4, "amp": 4, "mixed": 2, "bf16": 2}  # per parameter, as the model is saved
+
+
+#: SageMaker accepts at most 40 MetricDefinitions per job (API reference, AlgorithmSpecification).
+MAX_METRIC_DEFINITIONS = 40
+
+
+def metric_definitions(names: Iterable[str]) -> list[dict[str, str]]:
+    """SageMaker MetricDefinitions ([{"Name", "Regex"}]) for the metric line's `names`, plus "step" if absent."""
+    ordered = list(dict.fromkeys(["step", *names]))
+    if len(ordered) > MAX_METRIC_DEFINITIONS:
+        raise ConfigError(
+            "metrics", len(ordered), f"SageMaker accepts at most {MAX_METRIC_DEFINITIONS} metric definitions; log fewer"
+        )
+    return [{"Name": name, "Regex": metric_regex(name)} for name in ordered]
 
 
 def compression_type(setting: str, params: int | None, precision: str) -> str:

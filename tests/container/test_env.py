@@ -151,7 +151,7 @@ def test_detect_env_reads_os_environ_by_default(monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.slow
 def test_env_and_runtime_package_import_without_torch() -> None:
-    code = ("import sys, sm_dist.runtime, sm_dist.container.env, sm_dist.metric_format\n"
+    code = ("import sys, sm_dist.runtime, sm_dist.container.env, sm_dist.contract.log_lines\n"
             "sm_dist.container.env.detect_env({})\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'numpy')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

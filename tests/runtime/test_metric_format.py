@@ -1,4 +1,4 @@
-"""sm_dist's log lines (contract.log_lines): format, read back, and SageMaker regexes that really match them."""
+"""sm_dist's log lines (contract.log_lines): format, read back, and the request's SageMaker regexes that really match them."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from sm_dist.contract.log_lines import (
     step_line,
 )
 from sm_dist.errors import ConfigError
-from sm_dist.metric_format import metric_definitions
+from sm_dist.planning.request import metric_definitions
 
 
 def test_line_round_trips() -> None:
