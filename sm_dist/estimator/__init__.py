@@ -1,6 +1,6 @@
 """The estimator: memory per GPU, step time, hours and dollars per strategy × instance type ×
 count, and a recommendation. Standard library only (core world): never torch, even when
-`estimate(model=<nn.Module>)` is given a module (`module_shape` reads it by duck typing). The public
+`estimate(model=<nn.Module>)` is given a module (`hf_config.shape_of_module` reads it by duck typing). The public
 entry point is `sm_dist.estimator.api.estimate` (also `sm_dist.estimate`); submodules are imported on
 demand.
 

@@ -98,7 +98,7 @@ def _shape(params: float | None, model: ModelLike | None, hf: HfConfigLike | Non
     if model is not None:
         if not hasattr(model, "parameters"):
             raise ConfigError("model", type(model).__name__, "expected a preset name or a torch nn.Module")
-        from sm_dist.estimator.module_shape import shape_of_module  # only for an nn.Module: start-up
+        from sm_dist.estimator.hf_config import shape_of_module  # only for an nn.Module: start-up
 
         count, buffers = models.count_module_params(model)
         shape, how = shape_of_module(model, count)  # model.config when present, else the module's structure

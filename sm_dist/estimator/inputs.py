@@ -28,7 +28,7 @@ class TensorLike(Protocol):
 
 class ModuleLike(Protocol):
     """What the estimator reads of a torch `nn.Module`: its parameters and buffers (counted
-    exactly) and its submodules (the block structure, module_shape.py)."""
+    exactly) and its submodules (the block structure, hf_config.shape_of_module)."""
 
     def parameters(self) -> Iterator[TensorLike]: ...
 

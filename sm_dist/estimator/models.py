@@ -3,7 +3,7 @@ the exact count of an nn.Module's parameters.
 
 The estimator needs the parameter count (memory, FLOPs) and the transformer shape (layers,
 hidden size, heads, vocabulary, sequence length) for activations and FSDP unit sizes. The other
-sources of a shape are hf_config.py (a `config.json`) and module_shape.py (an nn.Module's
+sources of a shape are in hf_config.py (a `config.json`, or an nn.Module's `.config` or
 structure); the record itself is shape.py. Standard library only; no torch or transformers import.
 """
 

@@ -1,8 +1,8 @@
 """The shape record every estimator part reads: `ModelShape`, and the exact parameter counts
 of the two block layouts the presets use.
 
-The floor below the shape sources (presets and counts in models.py, `config.json` in
-hf_config.py, an nn.Module in module_shape.py) and the formulas that read a shape (activations,
+The floor below the shape sources (presets and counts in models.py, a `config.json` or an
+nn.Module in hf_config.py) and the formulas that read a shape (activations,
 grid): each of them imports this module, and this module imports nothing of the estimator.
 """
 

@@ -159,8 +159,8 @@ def measure_rank(model_spec: str, strategies: list[str], precision: str, steps: 
 def measure_activations(model_spec: str, precision: str, checkpointing: str, layers: int | None = None) -> dict[str, Any]:
     """One process: saved-tensor bytes per layer of the model's forward (sm_dist.tools.saved_tensors),
     with the shape the estimator reads from the same module and the batch it ran on."""
+    from sm_dist.estimator.hf_config import shape_of_module
     from sm_dist.estimator.models import count_module_params
-    from sm_dist.estimator.module_shape import shape_of_module
     from sm_dist.tools.saved_tensors import measure_saved
 
     model, batch = build_model(model_spec, layers)

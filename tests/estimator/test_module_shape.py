@@ -8,7 +8,7 @@ import pytest
 
 import sm_dist
 from sm_dist.estimator.activations import activation_bytes, loss_backward_bytes
-from sm_dist.estimator.module_shape import shape_of_module
+from sm_dist.estimator.hf_config import shape_of_module
 
 torch = pytest.importorskip("torch")
 nn = torch.nn

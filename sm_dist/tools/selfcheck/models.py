@@ -127,8 +127,8 @@ def build(spec: str, *, layers: int | None = None, seq_len: int | None = None) -
     from sm_dist.estimator.models import preset
 
     if ":" in spec and not os.path.exists(spec):
+        from sm_dist.estimator.hf_config import shape_of_module
         from sm_dist.estimator.models import count_module_params
-        from sm_dist.estimator.module_shape import shape_of_module
         from sm_dist.tools.measure import build_model
 
         module, batch = build_model(spec)
