@@ -104,7 +104,7 @@ def text(est: EstimateRecord, all_rows: bool = False) -> str:
 
 
 def _none(est: EstimateRecord) -> str:
-    """"none", with the computed smallest change that would fit when there is one (see advice.py)."""
+    """"none", with the computed smallest change that would fit when there is one (recommend.smallest_change)."""
     change = next((w for w in est.warnings if w.startswith("no plan fits")), "")
     return f"none: {change}" if change else "none"
 

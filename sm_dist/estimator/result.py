@@ -6,7 +6,7 @@ from sm_dist._records import TYPE_CHECKING
 from sm_dist.catalog import Instance
 from sm_dist.contract.transfer import MAX_CONCURRENCY
 from sm_dist.estimator import activations, cost, goodput, grid, memory, report, timing
-from sm_dist.estimator.recommend import Recommendation
+from sm_dist.estimator.recommend import Recommendation, smallest_change
 from sm_dist.estimator.record import EstimateRecord
 
 if TYPE_CHECKING:
@@ -72,8 +72,6 @@ class Estimate(EstimateRecord):
 def _why_none(rows: list[grid.Row], limits: dict[str, float], work: grid.Workload,
               settings: tuple[tuple[str, int], ...], instances: list[Instance]) -> str:
     if not any(r.runnable and r.fits for r in rows):
-        from sm_dist.estimator.advice import smallest_change
-
         counts = sorted({r.instance_count for r in rows})
         strategies = list(dict.fromkeys(r.strategy for r in rows))
         return smallest_change(work, settings, instances, counts, strategies)

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 import sm_dist
-from sm_dist.estimator.advice import smallest_change
 from sm_dist.estimator.grid import SEARCHED_CHECKPOINTING
+from sm_dist.estimator.recommend import smallest_change
 
 
 def _cli(*args: str) -> dict:
