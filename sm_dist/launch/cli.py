@@ -23,8 +23,8 @@ _HELP = {
     "entry": "script in --source-dir (train.py), pkg.module:function, or a bundled entrypoint (cnn.py, gpt.py)",
     "instance_type": "SageMaker training instance type, e.g. ml.p4d.24xlarge",
     "strategy": "dp, ddp, zero1, zero2, fsdp, hsdp or auto (needs --params/--model/--hf-config)",
-    "params": "model size in parameters, e.g. 7e9 (memory check, auto strategy, estimate)",
-    "tokens": "training tokens, e.g. 2e12 (expected duration and cost)",
+    "params": "model size in parameters, e.g. 7e9 or 7B (memory check, auto strategy, estimate)",
+    "tokens": "training tokens, e.g. 2e12 or 2T (expected duration and cost)",
     "checkpoint_s3_uri": "s3://bucket/prefix for checkpoints (required with --spot)",
     "max_cost_usd": "budget in dollars: becomes MaxRuntime (and MaxWait for spot)",
     "hang_timeout_s": "seconds without progress before every rank's stack is dumped and the workers restart "
@@ -75,7 +75,7 @@ def _flag_help(f: Field[Any], docs: dict[str, str]) -> str:
 
 
 def _add_fit_flags(parser: argparse.ArgumentParser) -> None:
-    from sm_dist.planning.config import LaunchConfig, field_docs
+    from sm_dist.planning.config import COUNT_FIELDS, LaunchConfig, field_docs
 
     docs = field_docs()
     for f in fields(LaunchConfig):
@@ -92,6 +92,8 @@ def _add_fit_flags(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(flag, action="append", type=_key_value, metavar="KEY=VALUE", **common)
         elif kind.startswith("tuple"):
             parser.add_argument(flag, action="append", **common)
+        elif f.name in COUNT_FIELDS:  # 7B, 2e12: read by LaunchConfig, as estimate-cost reads them
+            parser.add_argument(flag, **common)
         elif re.search(r"\bint\b", kind) and not re.search(r"\bfloat\b", kind):
             parser.add_argument(flag, type=int, **common)
         elif re.search(r"\bfloat\b", kind):

@@ -19,6 +19,7 @@ from typing import Any, Literal, TypeAlias, get_args
 from sm_dist.contract.checkpoint import CheckpointMode, check_interval, check_keep, parse_mode
 from sm_dist.contract.sagemaker import BASE_JOB_NAME_RE, check_job_name
 from sm_dist.errors import ConfigError, check_int
+from sm_dist.estimator.cli import parse_number
 from sm_dist.jobspec import entry_is_function
 from sm_dist.planning.channels import Channel, SourceKind, channels_from
 from sm_dist.planning.mlflow_setting import MlflowTarget, parse_mlflow
@@ -47,6 +48,11 @@ KEEP_ALIVE_MAX_S = 21_600
 _TRAINING_PLAN_ARN_RE = re.compile(r"arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]+:[0-9]{12}:training-plan/[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}")
 
 
+#: Settings written as counts people write them (7B, 2e12): read by the estimate-cost CLI's parser, so a
+#: config file or `sm-dist fit` takes what `sm-dist estimate-cost` took.
+COUNT_FIELDS = ("params", "tokens")
+
+
 @dataclass(frozen=True, kw_only=True)
 class LaunchConfig:
     """Everything `fit` needs; field names are the keyword arguments of `sm_dist.fit`."""
@@ -66,13 +72,15 @@ class LaunchConfig:
     """fp32, amp (autocast), mixed (bf16 working copy, fp32 master weights and Adam) or bf16: what the runtime
     trains in and the estimator counts (docs/ARCHITECTURE.md, memory accounting)."""
     params: float | None = None
-    """Model size in parameters (for the memory check, "auto" and the estimate)."""
+    """Model size in parameters (for the memory check, "auto" and the estimate); a config file or a flag may
+    write it as estimate-cost does: 7e9, 7B, 1.5T, 350M."""
     model: str | None = None
     """Or an estimator model preset ("llama-7b", "gpt2-xl", ...)."""
     hf_config: str | None = None
     """Or a Hugging Face config.json."""
     tokens: float | None = None
-    """Training tokens: with the model size, gives the expected duration and cost."""
+    """Training tokens: with the model size, gives the expected duration and cost (2e12, 2T, 300B in a file or
+    a flag)."""
     seq_len: int | None = None
     """Sequence length for the memory estimate (default: the model's)."""
     micro_batch: int = 1
@@ -207,6 +215,9 @@ class LaunchConfig:
         else:
             object.__setattr__(self, "strategy", "auto")
         object.__setattr__(self, "precision", parse_enum(Precision, self.precision, "precision"))
+        for name in COUNT_FIELDS:  # text from a config file (YAML reads 2e12 as text) or a flag, read once
+            if isinstance(getattr(self, name), str):
+                object.__setattr__(self, name, parse_number(name, getattr(self, name)))
         check_numbers(self)
         check_chain(self)
         check_s3(self)

@@ -71,3 +71,20 @@ def test_paths_in_a_config_file_are_relative_to_it(tmp_path: Path) -> None:
     (tmp_path / "proj" / "job.yaml").write_text("source_dir: .\nhf_config: cfg/config.json\n")
     data = load_config_file(tmp_path / "proj" / "job.yaml")
     assert Path(data["source_dir"]) == tmp_path / "proj" and data["hf_config"] == str(tmp_path / "proj" / "cfg/config.json")
+
+
+def test_counts_are_read_as_estimate_cost_reads_them(tmp_path: Path) -> None:
+    """`params: 7B` and `tokens: 2e12` in a file (YAML reads 2e12 as text) or `--params 7B` as a flag: what
+    `sm-dist estimate-cost` took, `fit` takes (both were refused, the second naming 2e12 as its example)."""
+    (tmp_path / "train.py").write_text("")
+    (tmp_path / "job.yaml").write_text("entry: train.py\ninstance_type: ml.g5.xlarge\nparams: 7B\ntokens: 2e12\n")
+    data = load_config_file(tmp_path / "job.yaml")
+    assert data["tokens"] == "2e12"  # the YAML 1.1 reading this guards against
+    config = LaunchConfig.from_mapping(data)
+    assert (config.params, config.tokens) == (7e9, 2e12)
+    from sm_dist.cli import build_parser
+
+    args = build_parser("fit").parse_args(["train.py", "--params", "1.5T", "--tokens", "300B"])
+    assert make(tmp_path, params=args.params, tokens=args.tokens).params == 1.5e12
+    with pytest.raises(ConfigError, match=r"^params='7Q': expected a positive number like 7e9 or 7B"):
+        make(tmp_path, params="7Q")
