@@ -73,6 +73,9 @@ class Limits:
     """On-demand price of all instances together (None: not in the catalog)."""
     basis: str
     """One sentence: where MaxRuntime came from."""
+    budget_usd: float | None = None
+    """max_cost_usd as given (None: none): the whole run's ceiling where one plan runs as several attempts (a Slurm
+    job's requeues count it over all of them; a chain's policy carries its own)."""
 
     @property
     def max_cost_usd(self) -> float | None:
@@ -90,6 +93,7 @@ class Limits:
             "usd_per_hour": None if self.usd_per_hour is None else round(self.usd_per_hour, 4),
             "max_cost_usd": None if cost is None else round(cost, 2),
             "basis": self.basis,
+            "budget_usd": self.budget_usd,
         }
 
 
@@ -138,7 +142,7 @@ def stopping_limits(config: LaunchConfig, usd_per_hour: float | None, expected_h
         warnings.append(f"MaxRuntime {runtime / 3600:.2f} h is shorter than the estimated {expected_hours:.2f} h: "
                         "the job will be stopped before it finishes (it can resume from its checkpoint)")
     wait, wait_warnings = _wait(config, runtime)
-    return Limits(runtime, wait, usd_per_hour, basis), warnings + wait_warnings
+    return Limits(runtime, wait, usd_per_hour, basis, config.max_cost_usd), warnings + wait_warnings
 
 
 def _wait(config: LaunchConfig, runtime: int) -> tuple[int | None, list[str]]:
@@ -198,7 +202,7 @@ def _chain_limits(config: LaunchConfig, usd_per_hour: float | None,
         warnings.append(f"no budget given: a chain of up to {policy.max_links} jobs × {per_link} may cost "
                         f"${worst:,.2f}; set max_cost_usd (the whole run's)")
     wait, wait_warnings = _wait(config, runtime)
-    return Limits(runtime, wait, usd_per_hour, basis), warnings + wait_warnings
+    return Limits(runtime, wait, usd_per_hour, basis, config.max_cost_usd), warnings + wait_warnings
 
 
 __all__ = ["Chaining", "Limits", "StoppingCondition", "chain_policy", "stopping_limits", "DEFAULT_MAX_RUNTIME_S", "MAX_DEFAULT_WAIT_S", "MAX_RUNTIME_LIMIT_S",

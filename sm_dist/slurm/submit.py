@@ -112,9 +112,10 @@ def with_backend(plan: Plan, opts: SlurmOptions, gpus: int) -> Plan:
     limit = f"--time {time_limit(plan.limits.max_runtime_s)}"
     if runtime_by_default(plan):
         limit += " or the partition's MaxTime when shorter"
-    links = chain_policy(plan, opts).max_links
+    policy = chain_policy(plan, opts)
+    links = f"at most {policy.max_links}" + (f", within ${policy.budget_usd:g} in all" if policy.budget_usd else "")
     line = (f"sbatch to {where}: {nodes}; {limit}, SIGTERM {opts.signal_s} s before it (saved, then requeued as the "
-            f"next link, at most {links}); code and each node's /opt/ml in {job_dir}; checkpoints "
+            f"next link, {links}); code and each node's /opt/ml in {job_dir}; checkpoints "
             f"{'off' if uri is None else ('in ' + uri)}")
     warnings = tuple(w for w in plan.warnings if w != LOCAL_NO_CHECKPOINT_URI)  # local mode's: the line says where
     _channels(plan)  # an s3:// channel: refused here, before a dry run prints a plan the cluster would not run
@@ -237,9 +238,10 @@ def fit_to_partition(plan: Plan, partition: cluster.Partition) -> Plan:
 
 def chain_policy(plan: Plan, opts: SlurmOptions) -> ChainPolicy:
     """The policy the batch script's decision after each attempt follows (`sm_dist.container.slurm_chain`): the
-    plan's chain (`chain=True`: its max_links and budget) or `max_requeues` + 1 links; each link the job's time
-    limit; billed seconds counted at the plan's price (SageMaker's rate for its instance type, a stand-in)."""
-    base = plan.chain or ChainPolicy(max_links=opts.max_requeues + 1)
+    plan's chain (`chain=True`: its max_links and budget) or `max_requeues` + 1 links within the plan's max_cost_usd
+    (a budget counts over every attempt: requeues never multiply it); each link the job's time limit; billed seconds
+    counted at the plan's price (SageMaker's rate for its instance type, a stand-in)."""
+    base = plan.chain or ChainPolicy(max_links=opts.max_requeues + 1, budget_usd=plan.limits.budget_usd)
     return dataclasses.replace(base, link_runtime_s=plan.limits.max_runtime_s,
                                usd_per_hour=base.usd_per_hour or plan.limits.usd_per_hour)
 

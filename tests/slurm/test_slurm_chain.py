@@ -133,7 +133,8 @@ def test_status_says_the_link_and_why_the_chain_ended(tmp_path: Path, monkeypatc
 
 def test_a_chained_plan_is_one_slurm_job_named_by_its_run_with_the_chains_policy(tmp_path: Path) -> None:
     """`chain=True`: the Slurm job (its folder, its name) is the run, and the decision after each attempt follows the
-    plan's max_links and budget, counted at the plan's price; without a chain, max_requeues + 1 links, no budget."""
+    plan's max_links and budget, counted at the plan's price; without a chain, max_requeues + 1 links within the
+    plan's max_cost_usd (none given: no budget)."""
     import sm_dist
     from sm_dist.slurm.options import SlurmOptions
     from sm_dist.slurm.submit import job_name, stage
@@ -154,3 +155,24 @@ def test_a_chained_plan_is_one_slurm_job_named_by_its_run_with_the_chains_policy
     record = json.loads((tmp_path / "plain" / CONFIG_FOLDER / CHAIN_POLICY_FILE).read_text(encoding="utf-8"))
     assert (record["run"], ChainPolicy.from_tag(record["policy"]).max_links) == ("plain", 3)
     assert ChainPolicy.from_tag(record["policy"]).budget_usd is None
+
+
+def test_a_budget_without_a_chain_holds_over_every_requeue(tmp_path: Path, monkeypatch) -> None:
+    """max_cost_usd on a Slurm job without chain=True: each attempt's --time is what the budget buys, and the requeues
+    count against it too. (Before: the policy had no budget, so a job whose plan said "at most $30" could run
+    max_requeues + 1 = 4 attempts of that --time each: 4 × the budget.)"""
+    import sm_dist
+    from sm_dist.slurm.options import SlurmOptions
+    from sm_dist.slurm.submit import job_name, stage
+
+    entrypoints = Path(__file__).resolve().parents[2] / "entrypoints"
+    plan = sm_dist.plan("cnn.py", source_dir=str(entrypoints), local=True, max_cost_usd=30.0, job_name="capped",
+                        instance_type="ml.g5.xlarge")
+    stage(plan, SlurmOptions(root=tmp_path), tmp_path / "capped", 0, job_name(plan))
+    record = json.loads((tmp_path / "capped" / CONFIG_FOLDER / CHAIN_POLICY_FILE).read_text(encoding="utf-8"))
+    policy = ChainPolicy.from_tag(record["policy"])
+    assert (policy.max_links, policy.budget_usd, policy.usd_per_hour) == (4, 30.0, plan.limits.usd_per_hour)
+    job_dir, ckpt = _job(tmp_path, policy)
+    _commit(ckpt, 10)  # the attempt saved at the signal with progress: without the budget it would be requeued
+    rc, reason = _after(job_dir, 143, 0, monkeypatch, seconds=plan.limits.max_runtime_s)
+    assert rc == 1 and "the run stops: the $30 budget is spent" in reason
