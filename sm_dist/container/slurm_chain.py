@@ -18,11 +18,23 @@ policy (max links, each link's run time, the budget and the price it is counted 
 submission (`contract.slurm_layout.CHAIN_POLICY_FILE`); the run's state is the last decision's
 (`CHAIN_FILE`, one JSON line per link, which `SlurmJob.status` reads back). Attempts Slurm requeued by
 itself (a node failure, a preemption: the batch script did not get to its end) count as links too.
+
+A requeued attempt starts with the job's `--time`, which may be more than the budget has left (a link's
+MaxRuntime in the cloud is what the budget buys, `ChainPolicy.link_runtime`). So the batch script first runs
+
+    python3 -m sm_dist.container.slurm_chain --limit JOB_DIR
+
+which prints the minutes the budget has left for this attempt when they are fewer than the job's `--time`,
+and the script shortens the job's own TimeLimit to them (`scontrol update JobId=... TimeLimit=M`: a job's
+owner may decrease it, only an administrator increase it; `--signal` is counted from the new end;
+docs/PLATFORM.md §12). At an attempt's start little of the limit has passed, so the new limit never ends
+the attempt on the spot, as it would after srun, near the old limit.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections.abc import Mapping
@@ -80,10 +92,34 @@ def after_attempt(job_dir: Path, code: int, seconds: float, env: Mapping[str, st
     return decision
 
 
+def limit_minutes(job_dir: Path) -> int | None:
+    """The minutes the budget has left for the attempt starting now, when fewer than the job's `--time` (Slurm's
+    unit, rounded up as `--time` was); None at the first attempt, without a budget, or when the limit stands."""
+    links = read_links(job_dir)
+    if not links:
+        return None
+    config = json.loads((job_dir / CONFIG_FOLDER / CHAIN_POLICY_FILE).read_text(encoding="utf-8"))
+    policy = ChainPolicy.from_tag(str(config["policy"]))
+    runtime = policy.link_runtime(RunState.from_tag(links[-1]["state"]).spent_usd)
+    minutes = math.ceil(runtime / 60)
+    return minutes if 0 < minutes < math.ceil(policy.link_runtime_s / 60) else None
+
+
 def main(argv: list[str] | None = None) -> int:
     """0: requeue the job (the next link); 1: the run ends here; 2: bad arguments or an unreadable job folder
-    (the run ends: never requeue on a doubt)."""
+    (the run ends: never requeue on a doubt). With `--limit JOB_DIR`: 0 and the minutes on stdout when the
+    attempt's time limit should be shortened to them, else 1."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--limit"] and len(args) == 2:
+        try:
+            minutes = limit_minutes(Path(args[1]))
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"[sm_dist] chain: cannot read the budget ({exc}); the job's time limit stands", file=sys.stderr)
+            return 1
+        if minutes is None:
+            return 1
+        print(minutes)
+        return 0
     try:
         job_dir, code, seconds = Path(args[0]), int(args[1]), float(args[2])
     except (IndexError, ValueError):

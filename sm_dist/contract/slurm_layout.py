@@ -43,6 +43,8 @@ NODE_LOG = f"{LOGS_FOLDER}/%N.log"
 #: The batch script's first line at each attempt (logs/batch.log), and how the handle reads it back.
 ATTEMPT_LINE = "[sm_dist] job {job_id} attempt {attempt} on {nodes}"
 ATTEMPT_RE = re.compile(r"^\[sm_dist\] job (\S+) attempt (\d+) on ")
+#: The batch script's line when a requeued attempt shortened its time limit to what the budget has left.
+LIMIT_LINE = "[sm_dist] chain: this link's time limit: {minutes} min, what the budget has left"
 
 
 def newest_committed_step(folder: str | None) -> int | None:
@@ -96,5 +98,6 @@ def read_links(job_dir: Path) -> list[dict[str, Any]]:
 
 
 __all__ = ["ATTEMPT_LINE", "ATTEMPT_RE", "BATCH_LOG", "CHAIN_FILE", "CHAIN_POLICY_FILE", "CHECKPOINTS_FOLDER",
-           "CODE_FOLDER", "CONFIG_FOLDER", "EXITS_FILE", "HOSTS_FOLDER", "first_failure", "JOB_FILE", "LOGS_FOLDER", "NODE_LOG",
-           "RECORD_FILE", "SCRIPT_FILE", "newest_committed_step", "policy_record", "read_links"]
+           "CODE_FOLDER", "CONFIG_FOLDER", "EXITS_FILE", "HOSTS_FOLDER", "first_failure", "JOB_FILE", "LIMIT_LINE",
+           "LOGS_FOLDER", "NODE_LOG", "RECORD_FILE", "SCRIPT_FILE", "newest_committed_step", "policy_record",
+           "read_links"]

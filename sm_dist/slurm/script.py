@@ -12,7 +12,8 @@ instance runs. On HyperPod (`/opt/sagemaker_cluster` exists) srun gets `--auto-r
 AWS's own sample sbatch files do. When srun ends, `sm_dist.container.slurm_chain` takes the cloud
 chain's decision (`sm_dist.contract.chain.decide`) on the attempt: a job that saved at the signal
 (PID 1's EXIT_INTERRUPTED) and made progress requeues itself as the run's next link, within its
-max links and budget; any other end ends the run, and the decision says why.
+max links and budget; any other end ends the run, and the decision says why. A requeued attempt first
+shortens its own time limit to what the budget has left, when that is less than `--time`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
-from sm_dist.contract.slurm_layout import ATTEMPT_LINE, BATCH_LOG, EXITS_FILE, NODE_LOG
+from sm_dist.contract.slurm_layout import ATTEMPT_LINE, BATCH_LOG, EXITS_FILE, LIMIT_LINE, NODE_LOG
 
 #: The node's task: lays out /opt/ml there, then execs the command after `--` (sm_dist.container.slurm_host).
 NODE_MODULE = "sm_dist.container.slurm_host"
@@ -76,6 +77,11 @@ def batch_script(*, job_name: str, nodes: int, job_dir: Path, python: str, conta
         f"if [ -d {HYPERPOD_MARKER} ]; then AUTO_RESUME=(--auto-resume=1); fi  # HyperPod: replace a faulty node",
         'echo "' + ATTEMPT_LINE.format(job_id="$SLURM_JOB_ID", attempt="${SLURM_RESTART_COUNT:-0}",
                                        nodes="$SLURM_JOB_NODELIST") + '"',
+        "# a requeued link runs what the budget has left, when that is less than --time (a job's owner may shorten it)",
+        f'if minutes=$({q(python)} -m {CHAIN_MODULE} --limit "$JOB_DIR"); then',
+        '    scontrol update JobId="$SLURM_JOB_ID" TimeLimit="$minutes" && echo "' + LIMIT_LINE.format(minutes="$minutes")
+        + '"',
+        "fi",
         f'srun "${{AUTO_RESUME[@]}}" --ntasks-per-node=1 --kill-on-bad-exit=1 --output="$JOB_DIR/{NODE_LOG}" '
         '--open-mode=append \\',
         "    " + " ".join(q(part) for part in srun),

@@ -176,3 +176,26 @@ def test_a_budget_without_a_chain_holds_over_every_requeue(tmp_path: Path, monke
     _commit(ckpt, 10)  # the attempt saved at the signal with progress: without the budget it would be requeued
     rc, reason = _after(job_dir, 143, 0, monkeypatch, seconds=plan.limits.max_runtime_s)
     assert rc == 1 and "the run stops: the $30 budget is spent" in reason
+
+
+def test_a_requeued_link_is_given_only_what_the_budget_has_left(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The batch script's `--limit` step at a requeued attempt's start: the minutes the budget has left when fewer
+    than the job's --time (the script then shortens its own TimeLimit: tests/slurm/test_slurm_jobs.py on a real
+    cluster); nothing at the first attempt, without a budget, or when the budget still buys the whole --time."""
+    # $36/h, --time 1,000 s (17 min); link 1 billed 600 s = $6 of $12: $6 buys 600 s, less 180 s of stop and upload
+    job_dir, ckpt = _job(tmp_path, ChainPolicy(max_links=9, budget_usd=12.0, usd_per_hour=36.0, link_runtime_s=1000))
+    assert slurm_chain.main(["--limit", str(job_dir)]) == 1  # the first attempt: its --time stands
+    _commit(ckpt, 2)
+    assert _after(job_dir, 143, 0, monkeypatch, seconds=600) == (0, "run-1 reached its MaxRuntime; next: run-2")
+    capsys.readouterr()
+    assert slurm_chain.main(["--limit", str(job_dir)]) == 0 and capsys.readouterr().out == "7\n"
+    roomy, ckpt2 = _job(tmp_path / "roomy", ChainPolicy(max_links=9, budget_usd=100.0, usd_per_hour=36.0,
+                                                        link_runtime_s=1000))
+    _commit(ckpt2, 2)
+    _after(roomy, 143, 0, monkeypatch, seconds=600)
+    assert slurm_chain.main(["--limit", str(roomy)]) == 1  # $94 buys more than 17 min
+    free, ckpt3 = _job(tmp_path / "free", ChainPolicy(max_links=9, link_runtime_s=1000))
+    _commit(ckpt3, 2)
+    _after(free, 143, 0, monkeypatch, seconds=600)
+    assert slurm_chain.main(["--limit", str(free)]) == 1
+    assert slurm_chain.main(["--limit", str(tmp_path / "nowhere")]) == 1

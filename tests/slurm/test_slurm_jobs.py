@@ -89,13 +89,22 @@ def test_a_saved_stop_and_a_failed_node_requeue_the_job_it_resumes_and_stop_leav
     """One job, three attempts. SIGTERM to the job's steps only (`scancel --signal=TERM`: what `--signal` sends
     ahead of the time limit) -> the ranks commit, PID 1 exits 143, the batch script requeues the job. Then a
     node set DOWN -> NODE_FAIL -> Slurm requeues it (`--requeue`). Each attempt resumes from the shared folder.
-    Then `sm-dist stop NAME` mid-run on the third attempt -> nothing of it on either node, squeue empty."""
+    Then `sm-dist stop NAME` mid-run on the third attempt -> nothing of it on either node, squeue empty.
+    The budget buys 601 s (--time 11 min); the requeued attempts shorten their own TimeLimit to the 10 min it has
+    left after the first attempt's seconds (`slurm_chain --limit`, then `scontrol update`)."""
     monkeypatch.setenv("SM_DIST_SLURM_ROOT", str(tmp_path))  # where `sm-dist stop NAME` looks
-    job = sm_dist.fit("cnn.py", source_dir=str(ENTRYPOINTS), instance_count=2, hyperparameters={"steps": "400"},
-                      checkpoint_interval_steps=2, slurm=SlurmOptions(root=tmp_path, wait=False))
+    settings = dict(source_dir=str(ENTRYPOINTS), instance_count=2, hyperparameters={"steps": "400"},
+                    checkpoint_interval_steps=2)
+    usd_per_hour = sm_dist.plan("cnn.py", local=True, **settings).limits.usd_per_hour  # type: ignore[arg-type]
+    assert usd_per_hour
+    budget = (601.5 + 180) * usd_per_hour / 3600  # 601 s after the stop grace and upload (planning.budget)
+    job = sm_dist.fit("cnn.py", max_cost_usd=budget, slurm=SlurmOptions(root=tmp_path, wait=False),
+                      **settings)  # type: ignore[arg-type]
+    assert "TimeLimit=00:11:00" in slurm_cluster.scontrol("show", "job", job.job_id)
     _wait_for_line(job, "[sm_dist] step=2 ")
     cluster.cancel(job.job_id, signal="TERM")
     _wait_for_resume(job, 1)
+    assert "TimeLimit=00:10:00" in slurm_cluster.scontrol("show", "job", job.job_id)
     slurm_cluster.scontrol("update", f"NodeName={NODES[1]}", "State=DOWN", "Reason=sm_dist-test")
     deadline = time.monotonic() + WAIT_GUARD_S
     seen = set()
@@ -133,6 +142,7 @@ def test_a_saved_stop_and_a_failed_node_requeue_the_job_it_resumes_and_stop_leav
     last_resume = max(i for i, line in enumerate(lines) if "[sm_dist] resumed step=" in line)
     assert any("stopping at the next step boundary" in line for line in lines[last_resume:])  # PID 1 forwarded it
     assert (job.job_dir / "exits").read_text().splitlines()[0] == "0 143"
+    assert "[sm_dist] chain: this link's time limit: 10 min, what the budget has left" in lines, lines[-40:]
 
 
 def test_a_raising_script_fails_with_its_line_and_is_not_requeued(slurm_conf: Path, tmp_path: Path) -> None:
