@@ -74,7 +74,7 @@ class LocalRunner:
         self._job_causes: list[str] = []  # why each whole-job restart happened
         self._fatal_hang: str | None = None
         self._fatal_hang_host: str | None = None  # the host whose PID 1 printed it: the stuck rank's
-        self._removed: dict[tuple[str, str], list[str]] = {}  # (path, why) -> the hosts that removed it  # a hang line PID 1 did not restart (the job's cause)
+        self._removed: dict[str, dict[str, str]] = {}  # a cut-short checkpoint's path -> {host that removed it: why}
         self.stop = interrupt.StopSignals()
 
     def _on_line(self, host: str, line: str) -> None:
@@ -102,20 +102,23 @@ class LocalRunner:
         self.settings.on_line(host, line)
 
     def _note_removed(self, host: str, path: str, why: str) -> None:
-        """One warning per removed checkpoint, naming every host that removed it."""
-        hosts = self._removed.setdefault((path, why), [])
-        before = self._removed_warning(path, why, hosts) if hosts else None
-        if host not in hosts:
-            hosts.append(host)
-        text = self._removed_warning(path, why, hosts)
+        """One warning per removed checkpoint, naming every host that removed it and, when the hosts found it cut
+        short at different points (how far each host's own save got when the fault hit: one wrote its shard, the
+        other nothing yet), each host's reason."""
+        seen = self._removed.setdefault(path, {})
+        before = self._removed_warning(path, seen) if seen else None
+        seen.setdefault(host, why)
+        text = self._removed_warning(path, seen)
         if before in self.outcome.warnings:
             self.outcome.warnings[self.outcome.warnings.index(before)] = text
         elif text not in self.outcome.warnings:
             self.outcome.warnings.append(text)
 
     @staticmethod
-    def _removed_warning(path: str, why: str, hosts: list[str]) -> str:
-        return (f"{path} was not written to its end ({why}): a fault hit the save; removed on {', '.join(hosts)} "
+    def _removed_warning(path: str, seen: dict[str, str]) -> str:
+        whys = set(seen.values())
+        why = whys.pop() if len(whys) == 1 else "; ".join(f"{host}: {why}" for host, why in seen.items())
+        return (f"{path} was not written to its end ({why}): a fault hit the save; removed on {', '.join(seen)} "
                 "before the script resumed, from the newest whole checkpoint")
 
     def run(self) -> Outcome:

@@ -166,7 +166,8 @@ def test_a_repeated_hang_is_the_jobs_error_though_a_peers_error_ended_it_first(t
 
 
 def test_the_summary_names_a_checkpoint_the_workers_removed_once(tmp_path: Path) -> None:
-    """Each host's worker removes the same cut-short checkpoint and says so: one warning names both hosts."""
+    """Each host's worker removes the same cut-short checkpoint and says so: one warning names both hosts (and each
+    host's reason when they differ)."""
     from sm_dist.contract.checkpoint_whole import removed_line
     from sm_dist.local.config import LocalJobConfig
     from sm_dist.local.runner import LocalRunner, RunSettings
@@ -180,6 +181,14 @@ def test_the_summary_names_a_checkpoint_the_workers_removed_once(tmp_path: Path)
     assert runner.outcome.warnings == [
         f"/opt/ml/checkpoints/checkpoint-40 was not written to its end ({why}): a fault hit the save; removed on "
         "algo-2, algo-1 before the script resumed, from the newest whole checkpoint"]
+    # hosts that found it cut short at different points (algo-1 wrote its shard, algo-2 nothing yet): still one
+    # warning, with each host's reason (was two, one per reason: seen in a clean-clone run of the DCP kill-in-save test)
+    dcp = "*.distcp files but no .metadata (torch.distributed.checkpoint writes it last)"
+    runner._on_line("algo-1", "[sm_dist worker] " + removed_line("algo-1", "/opt/ml/checkpoints/step_4", dcp))
+    runner._on_line("algo-2", "[sm_dist worker] " + removed_line("algo-2", "/opt/ml/checkpoints/step_4", "empty"))
+    assert runner.outcome.warnings[1:] == [
+        f"/opt/ml/checkpoints/step_4 was not written to its end (algo-1: {dcp}; algo-2: empty): a fault hit the save; "
+        "removed on algo-1, algo-2 before the script resumed, from the newest whole checkpoint"]
 
 
 def test_a_job_that_completed_as_its_max_runtime_came_has_no_error(tmp_path: Path) -> None:
