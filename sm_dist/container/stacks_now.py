@@ -7,7 +7,9 @@ waits for its peers; any other rank is one that stopped). Each host's PID 1 keep
 in its state folder, `<TMPDIR>/sm-dist-worker-*` (`pid1`): `--host` names each host's TMPDIR (local
 mode gives every emulated host its own); without it, this host's (`$SM_CURRENT_HOST`, the temp dir).
 `--log` also writes the report to PID 1's stderr, which is the host's log stream in the cloud
-(docs/PLATFORM.md §1.16). Exit 0 when some rank answered, 1 when no live rank was found.
+(docs/PLATFORM.md §1.16). `--slurm-job ID`, run on a Slurm node (`sm_dist.slurm.debug`): only that job's ranks
+on this node (`$SLURMD_NODENAME`), named by it: a node may hold other jobs' ranks in the same temp dir.
+Exit 0 when some rank answered, 1 when no live rank was found.
 """
 
 from __future__ import annotations
@@ -60,10 +62,21 @@ def _hosts(argv: list[str]) -> dict[str, Path]:
     return {os.environ.get("SM_CURRENT_HOST") or socket.gethostname(): Path(tempfile.gettempdir())}
 
 
+def _slurm_ranks(job_id: str) -> dict[str, list[Rank]]:
+    from sm_dist.container.slurm_host import workers
+
+    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    ours = set(workers(job_id, node))
+    return {node: [r for r in host_ranks(Path(tempfile.gettempdir())) if r.pid in ours]}
+
+
 def main(argv: list[str]) -> int:
     log = "--log" in argv
-    hosts = _hosts([a for a in argv if a not in ("--log", "--host")])
-    ranks = {host: host_ranks(tmp) for host, tmp in hosts.items()}
+    if "--slurm-job" in argv and argv.index("--slurm-job") + 1 < len(argv):
+        ranks = _slurm_ranks(argv[argv.index("--slurm-job") + 1])
+    else:
+        hosts = _hosts([a for a in argv if a not in ("--log", "--host")])
+        ranks = {host: host_ranks(tmp) for host, tmp in hosts.items()}
     dumped = stacks_mod.dump([r for found in ranks.values() for r in found])
     by_pid = {s.rank.pid: s for s in dumped}
     text = report({host: [by_pid[r.pid] for r in found] for host, found in ranks.items()})

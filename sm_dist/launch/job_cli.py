@@ -132,8 +132,10 @@ def register(command: str, parser: argparse.ArgumentParser) -> None:
                                  "`sm-dist estimate-cost --calibration FILE` (needs a job planned with tokens= "
                                  "and the model size)")
     if command == "debug":
-        parser.add_argument("--host", default="algo-1", help="which host: algo-1 (default) ... algo-N")
-        parser.add_argument("--command", help="local job: run this in the host's shell instead of an interactive one")
+        parser.add_argument("--host", default="algo-1", help="which host: algo-1 (default) ... algo-N (a Slurm job: or "
+                            "a node's name)")
+        parser.add_argument("--command", help="local or Slurm job: run this in the host's shell instead of an "
+                            "interactive one")
         parser.add_argument("--run", action="store_true", help="cloud job: start the SSM session, not just print it")
     if command == "tensorboard":
         parser.add_argument("--start", action="store_true", help="start TensorBoard here (the tensorboard package)")

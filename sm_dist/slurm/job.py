@@ -37,7 +37,7 @@ from sm_dist.contract.slurm_layout import (
 from sm_dist.errors import ConfigError
 from sm_dist.jobspec import EXIT_INTERRUPTED
 from sm_dist.notebook.metrics import Metrics, read_metrics
-from sm_dist.slurm import cluster
+from sm_dist.slurm import cluster, debug
 from sm_dist.slurm.options import SlurmOptions
 
 if TYPE_CHECKING:
@@ -335,6 +335,15 @@ class SlurmJob:
     def cost(self) -> SlurmCost:
         """Node-hours since submission (the cluster's own price is not sm_dist's to know)."""
         return SlurmCost(node_hours=round(self.nodes * (time.time() - self.submitted_unix) / 3600, 4))
+
+    def debug(self, host: str = "algo-1", command: str | None = None, start: bool = False) -> int:
+        """A shell on `host`'s node beside the running job (`srun --overlap`: `sm_dist.slurm.debug`), its /opt/ml
+        folder and the script's variables; `command`: run that there instead. `start` is the cloud's (SSM)."""
+        return debug.shell(self, host, command)
+
+    def stacks(self) -> int:
+        """Print every running rank's Python stack, per node."""
+        return debug.stacks(self)
 
     def lines(self) -> list[tuple[str, str]]:
         return list(LogTail(self.job_dir / LOGS_FOLDER).new_lines())

@@ -135,8 +135,9 @@ def slurm_words(plan: Plan, job_dir: Path, checkpoint_uri: str | None) -> tuple[
                            "checkpoint")] if shared else []),
         ("tensorboard", f"$SM_TENSORBOARD_DIR on each node is {job_dir / HOSTS_FOLDER}/<node>/output/tensorboard, in "
                         f"the shared folder, not synced to S3; sm-dist tensorboard {name} shows every node's"),
-        ("debug", "SageMaker's remote debug (SSM) is not on a Slurm cluster: a shell on a node of the running job is "
-                  f"srun --jobid=JOBID --overlap --nodelist=NODE --pty bash (JOBID: squeue --name {name})"),
+        ("debug", "SageMaker's remote debug (SSM) is not on a Slurm cluster: a shell on a node of the running job, its "
+                  f"/opt/ml folder and the script's variables, is sm-dist debug {name} --host NODE (srun --overlap "
+                  f"beside the job); every rank's stack: sm-dist stacks {name}"),
         ("infra check", "a Slurm job runs no such check"),
         ("mlflow", "MLFLOW_TRACKING_URI for every node's script: this Python environment, the nodes', needs mlflow "
                    "and sagemaker-mlflow, and the nodes AWS credentials (on HyperPod, the instance group's role); "

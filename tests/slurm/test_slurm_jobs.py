@@ -85,11 +85,12 @@ def _wait_for_resume(job: SlurmJob, attempt: int) -> None:
 
 
 def test_a_saved_stop_and_a_failed_node_requeue_the_job_it_resumes_and_stop_leaves_nothing(
-        slurm_conf: Path, slurm_cluster: SlurmCluster, tmp_path: Path, capsys, monkeypatch) -> None:
+        slurm_conf: Path, slurm_cluster: SlurmCluster, tmp_path: Path, capfd, monkeypatch) -> None:
     """One job, three attempts. SIGTERM to the job's steps only (`scancel --signal=TERM`: what `--signal` sends
     ahead of the time limit) -> the ranks commit, PID 1 exits 143, the batch script requeues the job. Then a
     node set DOWN -> NODE_FAIL -> Slurm requeues it (`--requeue`). Each attempt resumes from the shared folder.
-    Then `sm-dist stop NAME` mid-run on the third attempt -> nothing of it on either node, squeue empty.
+    On the third attempt `sm-dist stacks NAME` and `sm-dist debug NAME --host algo-2 --command ...` (srun --overlap),
+    then `sm-dist stop NAME` mid-run -> nothing of it on either node, squeue empty.
     The budget buys 601 s (--time 11 min); the requeued attempts shorten their own TimeLimit to the 10 min it has
     left after the first attempt's seconds (`slurm_chain --limit`, then `scontrol update`)."""
     monkeypatch.setenv("SM_DIST_SLURM_ROOT", str(tmp_path))  # where `sm-dist stop NAME` looks
@@ -120,12 +121,19 @@ def test_a_saved_stop_and_a_failed_node_requeue_the_job_it_resumes_and_stop_leav
     _wait_for_resume(job, 2)
     assert job.status().status == "InProgress"
     assert _processes_of(job.job_id)
+    # a step beside the running job (srun --overlap): every rank's stack per node, and a command in algo-2's view
+    assert cli.main(["stacks", job.name]) == 0
+    stacks = capfd.readouterr().out
+    assert all(f"{node}: 1 rank(s)" in stacks for node in NODES) and "  rank 1 (local 0" in stacks, stacks
+    assert cli.main(["debug", job.name, "--host", "algo-2", "--command",
+                     "echo host=$SM_CURRENT_HOST; test -f cnn.py && echo code-here"]) == 0
+    assert f"host={sorted(NODES)[1]}\ncode-here\n" in capfd.readouterr().out
     assert cli.main(["status", job.name]) == 0
-    status_line = capsys.readouterr().out  # the third attempt (the node failure's requeue counts) is link 3
+    status_line = capfd.readouterr().out  # the third attempt (the node failure's requeue counts) is link 3
     assert "InProgress / Training" in status_line and f"link 3 of at most 4 (after link 1: {job.name}-1 reached its " \
         "MaxRuntime; next:" in status_line, status_line
     assert cli.main(["stop", job.name]) == 0
-    assert "Stopped / Stopped" in capsys.readouterr().out
+    assert "Stopped / Stopped" in capfd.readouterr().out
     assert job.job_id not in slurm_cluster.queue()
     assert _processes_of(job.job_id) == []
     assert job.status().status == "Stopped"

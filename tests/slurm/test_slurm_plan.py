@@ -288,8 +288,8 @@ ARN = "arn:aws:sagemaker:us-east-1:123456789012:mlflow-tracking-server/t"
     (["--tensorboard"], "tensorboard  $SM_TENSORBOARD_DIR on each node is {job}/hosts/<node>/output/tensorboard, in the "
                         "shared folder, not synced to S3; sm-dist tensorboard {name} shows every node's"),
     (["--remote-debug"], "debug        SageMaker's remote debug (SSM) is not on a Slurm cluster: a shell on a node of "
-                         "the running job is srun --jobid=JOBID --overlap --nodelist=NODE --pty bash (JOBID: squeue "
-                         "--name {name})"),
+                         "the running job, its /opt/ml folder and the script's variables, is sm-dist debug {name} --host "
+                         "NODE (srun --overlap beside the job); every rank's stack: sm-dist stacks {name}"),
     (["--infra-check"], "(assumed); a Slurm job runs no such check"),
     (["--mlflow", ARN], "MLFLOW_TRACKING_URI for every node's script: this Python environment, the nodes', needs mlflow "
                         "and sagemaker-mlflow"),
@@ -306,7 +306,7 @@ def test_a_slurm_plans_lines_say_what_a_node_does(flags: list[str], line: str, t
     name = re.search(r"^job +(\S+)", out, re.M)
     assert code == 0 and name is not None
     assert line.format(job=tmp_path / "root" / name.group(1), name=name.group(1), data=data) in out, out
-    assert "local mode" not in out and "copied to every host here" not in out and "sm-dist debug" not in out
+    assert "local mode" not in out and "copied to every host here" not in out and "emulated host" not in out
 
 
 def test_an_s3_channel_is_refused_in_one_line_by_a_dry_run_too(tmp_path: Path, capsys) -> None:
