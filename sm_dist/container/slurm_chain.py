@@ -44,11 +44,10 @@ from pathlib import Path
 from sm_dist.contract.chain import Action, ChainPolicy, Decision, LinkOutcome, RunState, decide, link_name
 from sm_dist.contract.slurm_layout import (
     CHAIN_FILE,
-    CHAIN_POLICY_FILE,
-    CONFIG_FOLDER,
     first_failure,
     newest_committed_step,
     read_links,
+    read_policy_record,
 )
 from sm_dist.jobspec import EXIT_INTERRUPTED
 
@@ -71,7 +70,7 @@ def outcome_of(job_dir: Path, name: str, code: int, seconds: float, wrote: bool 
 
 def after_attempt(job_dir: Path, code: int, seconds: float, env: Mapping[str, str]) -> Decision:
     """Decide what follows the attempt that ended with `code` after `seconds`, and append it to CHAIN_FILE."""
-    config = json.loads((job_dir / CONFIG_FOLDER / CHAIN_POLICY_FILE).read_text(encoding="utf-8"))
+    config = read_policy_record(job_dir)
     run, policy = str(config["run"]), ChainPolicy.from_tag(str(config["policy"]))
     links = read_links(job_dir)
     restarts = int(env.get("SLURM_RESTART_COUNT") or 0)
@@ -98,7 +97,7 @@ def limit_minutes(job_dir: Path) -> int | None:
     links = read_links(job_dir)
     if not links:
         return None
-    config = json.loads((job_dir / CONFIG_FOLDER / CHAIN_POLICY_FILE).read_text(encoding="utf-8"))
+    config = read_policy_record(job_dir)
     policy = ChainPolicy.from_tag(str(config["policy"]))
     runtime = policy.link_runtime(RunState.from_tag(links[-1]["state"]).spent_usd)
     minutes = math.ceil(runtime / 60)

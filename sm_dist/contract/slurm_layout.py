@@ -70,6 +70,12 @@ def policy_record(run: str, policy_tag: str, checkpoint_uri: str | None) -> dict
             "start_step": newest_committed_step(checkpoint_uri)}
 
 
+def read_policy_record(job_dir: Path) -> dict[str, Any]:
+    """CHAIN_POLICY_FILE as `policy_record` wrote it; OSError or ValueError when it is missing or unreadable."""
+    record: dict[str, Any] = json.loads((job_dir / CONFIG_FOLDER / CHAIN_POLICY_FILE).read_text(encoding="utf-8"))
+    return record
+
+
 def first_failure(job_dir: Path) -> tuple[str, str] | None:
     """(node, text) of the first node whose output/failure (PID 1's FailureReason) says something, or None."""
     for path in sorted((job_dir / HOSTS_FOLDER).glob("*/output/failure")):
@@ -100,4 +106,4 @@ def read_links(job_dir: Path) -> list[dict[str, Any]]:
 __all__ = ["ATTEMPT_LINE", "ATTEMPT_RE", "BATCH_LOG", "CHAIN_FILE", "CHAIN_POLICY_FILE", "CHECKPOINTS_FOLDER",
            "CODE_FOLDER", "CONFIG_FOLDER", "EXITS_FILE", "HOSTS_FOLDER", "first_failure", "JOB_FILE", "LIMIT_LINE",
            "LOGS_FOLDER", "NODE_LOG", "RECORD_FILE", "SCRIPT_FILE", "newest_committed_step", "policy_record",
-           "read_links"]
+           "read_policy_record", "read_links"]

@@ -25,14 +25,13 @@ from sm_dist.contract.job import CheckpointList, JobStatus, checkpoint_info, ten
 from sm_dist.contract.slurm_layout import (
     ATTEMPT_RE,
     BATCH_LOG,
-    CHAIN_POLICY_FILE,
-    CONFIG_FOLDER,
     EXITS_FILE,
     HOSTS_FOLDER,
     LOGS_FOLDER,
     RECORD_FILE,
     first_failure,
     read_links,
+    read_policy_record,
 )
 from sm_dist.errors import ConfigError
 from sm_dist.jobspec import EXIT_INTERRUPTED
@@ -216,8 +215,7 @@ class SlurmJob:
 
     def _max_links(self) -> int | None:
         try:
-            record = json.loads((self.job_dir / CONFIG_FOLDER / CHAIN_POLICY_FILE).read_text(encoding="utf-8"))
-            return int(ChainPolicy.from_tag(str(record["policy"])).max_links)
+            return int(ChainPolicy.from_tag(str(read_policy_record(self.job_dir)["policy"])).max_links)
         except (OSError, ValueError, KeyError):
             return None
 
