@@ -137,8 +137,7 @@ def _fits(inst: Instance, count: int, work: Workload, strategies: Iterable[Strat
           settings: tuple[tuple[str, int], ...]) -> Row | None:
     """The first row that fits on `count` × `inst` (any strategy, any searched setting), or None."""
     for strategy in strategies:
-        row = evaluate_search(inst, count, strategy, 0.4, 0.6,
-                                   tried_on(variants(work, settings), inst.gpus * count))
+        row = evaluate_search(inst, count, strategy, 0.4, 0.6, tried_on(variants(work, settings), inst.gpus * count))
         if row.runnable and row.fits:
             return row
     return None

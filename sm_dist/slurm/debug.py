@@ -73,12 +73,14 @@ def _running(job: RunningJob) -> None:
                           f"{job.job_dir / HOSTS_FOLDER})")
 
 
-def _srun(job: RunningJob, node: str, argv: list[str], *, pty: bool = False) -> list[str]:
+def beside(job: RunningJob, node: str, argv: list[str], *, pty: bool = False) -> list[str]:
+    """`argv` as a step of the running job on `node` (`srun --overlap`: its allocation, shared); with `step_env`."""
     return [shutil.which("srun") or "srun", f"--jobid={job.job_id}", "--overlap", "--nodes=1", "--ntasks=1",
             f"--nodelist={node}", *(["--pty"] if pty else []), *argv]
 
 
-def _env(job: RunningJob, **extra: str) -> dict[str, str]:
+def step_env(job: RunningJob, **extra: str) -> dict[str, str]:
+    """The environment of a step beside the job: the staged bundle (sm_dist itself) on PYTHONPATH, and `extra`."""
     return {**os.environ, "PYTHONPATH": str(job.job_dir / CODE_FOLDER), **extra}
 
 
@@ -87,12 +89,12 @@ def shell(job: RunningJob, host: str, command: str | None) -> int:
     _running(job)
     node = node_of(job, host)
     root = job.job_dir / HOSTS_FOLDER / node
-    argv = _srun(job, node, [sys.executable, "-m", "sm_dist.container.shell", *(["--", command] if command else [])],
+    argv = beside(job, node, [sys.executable, "-m", "sm_dist.container.shell", *(["--", command] if command else [])],
                  pty=command is None)
     if command is None:
         print(f"[sm_dist] a shell on {node} of Slurm job {job.job_id} ({job.name}): /opt/ml is its folder {root}; "
               "exit to leave", file=sys.stderr)
-    return subprocess.call(argv, env=_env(job, **{OPT_ML_ENV: str(root)}))
+    return subprocess.call(argv, env=step_env(job, **{OPT_ML_ENV: str(root)}))
 
 
 def stacks(job: RunningJob) -> int:
@@ -102,9 +104,9 @@ def stacks(job: RunningJob) -> int:
     for node in nodes(job):
         sys.stdout.flush()
         codes.append(subprocess.call(
-            _srun(job, node, [sys.executable, "-m", "sm_dist.container.stacks_now", "--slurm-job", job.job_id]),
-            env=_env(job)))
+            beside(job, node, [sys.executable, "-m", "sm_dist.container.stacks_now", "--slurm-job", job.job_id]),
+            env=step_env(job)))
     return 0 if 0 in codes else 1
 
 
-__all__ = ["node_of", "nodes", "shell", "stacks"]
+__all__ = ["beside", "node_of", "nodes", "shell", "stacks", "step_env"]

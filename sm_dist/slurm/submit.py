@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import random
-import shutil
 import subprocess
 import sys
 import time
@@ -55,7 +53,7 @@ from sm_dist.jobspec import JOB_SPEC_FILENAME, JobSpec
 from sm_dist.notebook.live import in_notebook
 from sm_dist.planning.budget import DEFAULT_MAX_RUNTIME_S
 from sm_dist.planning.channels import SourceKind
-from sm_dist.slurm import cluster
+from sm_dist.slurm import cluster, debug
 from sm_dist.slurm.job import SlurmJob
 from sm_dist.slurm.options import SlurmOptions
 from sm_dist.slurm.script import batch_script, time_limit
@@ -325,11 +323,9 @@ class Chaos:
         self.fired = True
         nodes = [n for n in (p.stem for p in (self.job.job_dir / LOGS_FOLDER).glob("*.log")) if n != "batch"]
         target = random.choice(sorted(nodes) or [node or ""])
-        argv = [shutil.which("srun") or "srun", f"--jobid={self.job.job_id}", "--overlap", "--nodes=1",
-                "--ntasks=1", f"--nodelist={target}", sys.executable, "-m", "sm_dist.container.slurm_host",
-                "--kill-rank", self.job.job_id]
-        env = {**os.environ, "PYTHONPATH": str(self.job.job_dir / CODE_FOLDER)}
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+        argv = debug.beside(self.job, target, [sys.executable, "-m", "sm_dist.container.slurm_host", "--kill-rank",
+                                               self.job.job_id])
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=debug.step_env(self.job))
         if self.out is not None:
             print(f"[sm_dist] chaos {self.fault} on {target}: {(done.stderr or done.stdout).strip()}",
                   file=self.out, flush=True)
